@@ -1,0 +1,274 @@
+"""``python -m benchmark_core``: validate, tasks, score, report."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Sequence, TextIO
+
+from . import __version__
+from .errors import CATEGORIES
+from .masking import PROMPT_VERSION, build_prompt, masked_file
+from .predictions import parse_predictions
+from .problemset import ProblemSet, ProblemSetError, load_problemset, validate_problemset
+from .runner import HARNESS_VERSION, Task, TestRun, answer_code, reference_code, run_tasks
+from .sandbox.base import Limits, SandboxUnavailable, get_sandbox
+from .scoring import summarize
+
+__all__ = ["main", "build_parser"]
+
+EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+
+
+def _add_pset(p: argparse.ArgumentParser) -> None:
+    p.add_argument("pset", metavar="PSET_DIR", help="problem-set folder (papers.yaml + one folder per paper)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m benchmark_core", description="ResearchCodeBench scoring engine")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("validate", help="check every paper's tags, files and metadata")
+    _add_pset(p)
+
+    p = sub.add_parser("tasks", help="write one task (masked file + prompt) per snippet as JSON lines")
+    _add_pset(p)
+    p.add_argument("--without-paper", action="store_true", help="leave the paper text out of the prompts (ablation)")
+    p.add_argument("--papers", help="comma-separated paper ids (default: all)")
+    p.add_argument("-o", "--output", help="tasks.jsonl (default: standard output)")
+
+    p = sub.add_parser("score", help="run each snippet's test with a completion and score the results")
+    _add_pset(p)
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("predictions", nargs="?", metavar="PREDICTIONS.jsonl", help="one JSON object per line")
+    src.add_argument("--reference", action="store_true", help="score the original code (should give 100%%)")
+    src.add_argument("--blank", action="store_true", help="score an empty completion (should give 0%%)")
+    p.add_argument("--papers", help="comma-separated paper ids (default: all)")
+    p.add_argument("--backend", default="local", help="sandbox backend: local, bwrap or docker (default: local)")
+    p.add_argument("--python", help="interpreter whose environment has the papers' dependencies")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="parallel runs (default: cores)")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds per test run (default: 60)")
+    p.add_argument("--memory-mb", type=int, default=Limits.memory_mb, help="memory limit per run")
+    p.add_argument("--reindent", action="store_true",
+                   help="re-base each completion's indentation on the snippet's (NOT the published rule: scores differ)")
+    p.add_argument("--skip-invalid", action="store_true", help="score the valid prediction lines, skip bad ones")
+    p.add_argument("-o", "--output", help="results.json to write")
+    p.add_argument("--quiet", action="store_true", help="no progress bar and no report")
+
+    p = sub.add_parser("report", help="print a results.json as tables for humans")
+    p.add_argument("results", metavar="results.json")
+    return parser
+
+
+def _papers_arg(value: str | None) -> list[str] | None:
+    return [p.strip() for p in value.split(",") if p.strip()] if value else None
+
+
+def _load(pset_dir: str, papers: list[str] | None, err: TextIO) -> ProblemSet | None:
+    try:
+        return load_problemset(pset_dir, papers=papers)
+    except ProblemSetError as exc:
+        for problem in exc.problems:
+            print(problem, file=err)
+        print(f"{len(exc.problems)} problem(s) in {pset_dir}; nothing was done", file=err)
+        return None
+
+
+def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    pset, problems = validate_problemset(args.pset)
+    for problem in problems:
+        print(problem, file=out)
+    if problems:
+        print(f"{len(problems)} problem(s) found", file=err)
+        return EXIT_INVALID
+    snippets = pset.snippets
+    weight = sum(s.weight for _, s in snippets)
+    depth = max((s.depth for _, s in snippets), default=0) + 1
+    print(f"{args.pset}: valid — {len(pset.papers)} papers, {len(snippets)} snippets, "
+          f"{weight} code lines, nesting up to {depth} levels", file=out)
+    return EXIT_OK
+
+
+def cmd_tasks(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    pset = _load(args.pset, _papers_arg(args.papers), err)
+    if pset is None:
+        return EXIT_INVALID
+    target = open(args.output, "w", encoding="utf-8") if args.output else out
+    try:
+        for paper, snip in pset.snippets:
+            row = {
+                "paper": paper.id,
+                "file": snip.file,
+                "snippet": snip.name,
+                "parent": snip.parent,
+                "depth": snip.depth,
+                "weight": snip.weight,
+                "with_paper": not args.without_paper,
+                "prompt_version": PROMPT_VERSION,
+                "prompt": build_prompt(paper, snip, with_paper=not args.without_paper),
+                "masked_file": masked_file(paper.files[snip.file].lines, snip),
+            }
+            target.write(json.dumps(row, ensure_ascii=False) + "\n")
+    finally:
+        if args.output:
+            target.close()
+    if args.output:
+        print(f"wrote {len(pset.snippets)} tasks to {args.output}", file=err)
+    return EXIT_OK
+
+
+class Progress:
+    """A one-line progress bar on a terminal; silent otherwise."""
+
+    def __init__(self, total: int, stream: TextIO, enabled: bool):
+        self.total, self.done, self.passed = total, 0, 0
+        self.stream, self.enabled = stream, enabled and total > 0
+        self.started = time.monotonic()
+
+    def __call__(self, run: TestRun) -> None:
+        self.done += 1
+        self.passed += int(run.passed)
+        if not self.enabled:
+            return
+        width = 30
+        filled = int(width * self.done / self.total)
+        elapsed = time.monotonic() - self.started
+        self.stream.write(
+            f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} runs, "
+            f"{self.passed} passed, {elapsed:5.1f}s "
+        )
+        self.stream.flush()
+
+    def finish(self) -> None:
+        if self.enabled:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def build_tasks(pset: ProblemSet, args: argparse.Namespace, err: TextIO) -> list[Task] | None:
+    snippets = pset.snippets
+    if args.reference:
+        return [Task(paper, snip, reference_code(paper, snip)) for paper, snip in snippets]
+    if args.blank:
+        return [Task(paper, snip, ()) for paper, snip in snippets]
+    try:
+        data = Path(args.predictions).read_bytes()
+    except OSError as exc:
+        print(f"cannot read {args.predictions}: {exc.strerror}", file=err)
+        return None
+    predictions, problems = parse_predictions(data, pset)
+    if problems:
+        for problem in problems:
+            print(f"{args.predictions}:{problem.line}: {problem.message}", file=err)
+        if not args.skip_invalid:
+            print(f"{len(problems)} bad line(s); nothing was scored (use --skip-invalid to score the valid lines)",
+                  file=err)
+            return None
+        print(f"skipping {len(problems)} bad line(s)", file=err)
+    wanted = {p.id for p in pset.papers}
+    predictions = [p for p in predictions if p.paper in wanted]
+    samples = sorted({p.sample for p in predictions}) or [0]
+    index = {(p.paper, p.file, p.snippet, p.sample): p for p in predictions}
+    tasks = []
+    for sample in samples:
+        for paper, snip in snippets:
+            pred = index.get((paper.id, snip.file, snip.name, sample))
+            code = answer_code(paper, snip, pred.completion, reindent=args.reindent) if pred else None
+            tasks.append(Task(paper, snip, code, sample))
+    return tasks
+
+
+def cmd_score(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    pset = _load(args.pset, _papers_arg(args.papers), err)
+    if pset is None:
+        return EXIT_INVALID
+    tasks = build_tasks(pset, args, err)
+    if tasks is None:
+        return EXIT_INVALID
+    try:
+        sandbox = get_sandbox(args.backend, python=args.python, limits=Limits(memory_mb=args.memory_mb))
+    except SandboxUnavailable as exc:
+        print(f"error: {exc}", file=err)
+        return EXIT_USAGE
+    progress = Progress(len(tasks), err, enabled=not args.quiet and err.isatty())
+    started = time.monotonic()
+    try:
+        runs = run_tasks(tasks, sandbox=sandbox, workers=args.workers, timeout=args.timeout, progress=progress)
+    finally:
+        progress.finish()
+        sandbox.close()
+    results = {
+        "problem_set": str(args.pset),
+        "source": "reference" if args.reference else "blank" if args.blank else str(args.predictions),
+        "backend": sandbox.describe(),
+        "harness_version": HARNESS_VERSION,
+        "reindent": bool(args.reindent),
+        "seconds": round(time.monotonic() - started, 2),
+        "summary": summarize(runs),
+        "snippets": [r.to_dict() for r in runs],
+    }
+    if args.output:
+        Path(args.output).write_text(json.dumps(results, indent=1), encoding="utf-8")
+    if not args.quiet:
+        print_report(results, out)
+        if args.output:
+            print(f"\nresults written to {args.output}", file=out)
+    return EXIT_OK
+
+
+def print_report(results: dict, out: TextIO) -> None:
+    summary = results["summary"]
+    lo, hi = summary["scaled_pass_rate_ci95"]
+    print(f"Problem set: {results.get('problem_set', '?')}   source: {results.get('source', '?')}   "
+          f"backend: {results.get('backend', '?')}   {results.get('seconds', 0)}s", file=out)
+    header = f"{'paper':<28} {'snippets':>8} {'passed':>7} {'lines':>6} {'scaled %':>9} {'pass %':>7}"
+    print("\n" + header + "\n" + "-" * len(header), file=out)
+    for paper, row in summary["papers"].items():
+        passed = round(row["pass_rate"] * row["snippets"] / 100)
+        print(f"{paper:<28} {row['snippets']:>8} {passed:>7} {row['weight']:>6.0f} "
+              f"{row['scaled_pass_rate']:>9.2f} {row['pass_rate']:>7.2f}", file=out)
+    print("-" * len(header), file=out)
+    print(f"{'overall':<28} {summary['snippets']:>8} {summary['passed']:>7} {summary['total_weight']:>6.0f} "
+          f"{summary['scaled_pass_rate']:>9.2f} {summary['pass_rate']:>7.2f}", file=out)
+    print(f"\nScaled pass rate {summary['scaled_pass_rate']:.2f} % (95 % CI over papers: {lo:.2f}–{hi:.2f}), "
+          f"pass rate {summary['pass_rate']:.2f} %", file=out)
+    if summary["samples"] > 1:
+        print(f"{summary['samples']} samples: scaled {summary['scaled_pass_rate']:.2f} ± "
+              f"{summary['scaled_pass_rate_std']:.2f}, pass rate {summary['pass_rate']:.2f} ± "
+              f"{summary['pass_rate_std']:.2f}", file=out)
+        for k, v in summary["pass_at_k"].items():
+            print(f"  {k}: {v['plain']:.2f} % of snippets, {v['scaled']:.2f} % of lines", file=out)
+    cats = summary["categories"]
+    if cats:
+        print("\nFailures by category: " + ", ".join(f"{c} {cats[c]}" for c in CATEGORIES if c in cats), file=out)
+    failed = [s for s in results["snippets"] if not s["passed"]]
+    if failed:
+        print("\nFailed snippets:", file=out)
+        for s in failed[:50]:
+            last = next((ln for ln in reversed(s.get("output_tail", "").splitlines()) if ln.strip()), "")
+            print(f"  {s['paper']}/{s['snippet']} [sample {s['sample']}] {s['category']}: {last[:100]}", file=out)
+        if len(failed) > 50:
+            print(f"  ... and {len(failed) - 50} more (see the results file)", file=out)
+
+
+def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    try:
+        results = json.loads(Path(args.results).read_text(encoding="utf-8"))
+        results["summary"]["papers"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"error: {args.results} is not a results file written by 'score': {exc}", file=err)
+        return EXIT_INVALID
+    print_report(results, out)
+    return EXIT_OK
+
+
+COMMANDS = {"validate": cmd_validate, "tasks": cmd_tasks, "score": cmd_score, "report": cmd_report}
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return COMMANDS[args.command](args, out or sys.stdout, err or sys.stderr)

@@ -1,0 +1,136 @@
+"""The sandbox interface: one base class, one module per backend (like Django's session engines).
+
+A backend opens one *session* per paper; a session runs the paper's test many times, each run in
+its own copy of the paper folder with some files replaced. ``SandboxSession.run`` must be safe to
+call from several threads at once: the scorer runs snippets of one paper in parallel.
+"""
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Mapping
+
+__all__ = [
+    "Limits",
+    "PaperSpec",
+    "RunResult",
+    "Sandbox",
+    "SandboxSession",
+    "SandboxUnavailable",
+    "BACKENDS",
+    "get_sandbox",
+]
+
+
+class SandboxUnavailable(RuntimeError):
+    """The backend cannot run on this host (no engine, no binary, no permission)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    memory_mb: int = 4096
+    pids: int = 512
+    cpus: float = 1.0
+    file_size_mb: int = 256
+    tmpfs_mb: int = 512
+    output_bytes: int = 64 * 1024  # kept per stream: head + tail
+
+
+@dataclass(frozen=True)
+class PaperSpec:
+    """What a backend needs to know of a paper."""
+
+    id: str
+    folder: Path
+    test_script: str = "paper2code_test.py"
+    requirements: tuple[str, ...] = ()
+    fresh_process: bool = False
+
+    @classmethod
+    def from_paper(cls, paper: Any) -> "PaperSpec":
+        return cls(
+            id=paper.id,
+            folder=Path(paper.folder),
+            requirements=tuple(paper.requirements),
+            fresh_process=bool(paper.fresh_process),
+        )
+
+
+@dataclass
+class RunResult:
+    exit_code: int | None
+    signal: int | None
+    timed_out: bool
+    stdout: str
+    stderr: str
+    seconds: float
+    truncated: bool = False
+    oom: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class SandboxSession(ABC):
+    """A paper opened in a sandbox; runs its test with replaced files."""
+
+    def __init__(self, sandbox: "Sandbox", paper: PaperSpec):
+        self.sandbox = sandbox
+        self.paper = paper
+
+    @abstractmethod
+    def run(self, files: Mapping[str, str], *, timeout: float) -> RunResult:
+        """Run the test in a fresh copy of the paper folder with ``files`` (relative path -> text) replaced."""
+
+    def close(self) -> None:
+        """Release what the session holds (processes, containers, folders)."""
+
+    def __enter__(self) -> "SandboxSession":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Sandbox(ABC):
+    name: ClassVar[str] = ""
+    #: a backend that gives no isolation may only run trusted code (the engine's tests, the demo)
+    trusted_only: ClassVar[bool] = False
+
+    def __init__(self, *, python: str | None = None, limits: Limits | None = None, **options: Any):
+        self.python = python
+        self.limits = limits or Limits()
+        self.options = options
+
+    @abstractmethod
+    def open(self, paper: PaperSpec) -> SandboxSession:
+        """Open a session for one paper."""
+
+    def describe(self) -> str:
+        return self.name
+
+    def close(self) -> None:
+        """Release backend-wide resources."""
+
+
+BACKENDS: dict[str, str] = {
+    "local": "benchmark_core.sandbox.local:LocalSandbox",
+    "bwrap": "benchmark_core.sandbox.bwrap:BwrapSandbox",
+    "docker": "benchmark_core.sandbox.docker:DockerSandbox",
+}
+
+
+def get_sandbox(name: str, **kwargs: Any) -> Sandbox:
+    """Instantiate a backend by name; raise SandboxUnavailable with the reason when it cannot run."""
+    try:
+        target = BACKENDS[name]
+    except KeyError:
+        raise SandboxUnavailable(f"unknown sandbox backend {name!r} (known: {', '.join(BACKENDS)})") from None
+    module_name, class_name = target.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise SandboxUnavailable(f"backend {name!r} cannot be loaded: {exc}") from exc
+    return getattr(module, class_name)(**kwargs)
+
+

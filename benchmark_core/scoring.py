@@ -1,0 +1,327 @@
+"""Pure metrics: scaled and plain pass rate, per paper, per sample, pass@k, bootstrap, contamination."""
+from __future__ import annotations
+
+import calendar
+import datetime as dt
+import json
+import math
+import random
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Protocol, Sequence
+
+__all__ = [
+    "Outcome",
+    "SnippetOutcome",
+    "pass_rates",
+    "paper_totals",
+    "per_paper",
+    "per_sample",
+    "pass_at_k",
+    "pass_at_k_summary",
+    "bootstrap_ci",
+    "paired_bootstrap",
+    "significance_tiers",
+    "category_counts",
+    "summarize",
+    "parse_cutoff",
+    "is_contamination_safe",
+    "safe_papers",
+    "published_rates",
+    "published_outcomes",
+]
+
+
+class Outcome(Protocol):
+    paper: str
+    snippet: str
+    sample: int
+    weight: int
+    passed: bool
+
+
+@dataclass(frozen=True)
+class SnippetOutcome:
+    paper: str
+    file: str
+    snippet: str
+    sample: int
+    weight: int
+    passed: bool
+    category: str | None = None
+
+
+def _pct(num: float, den: float) -> float:
+    return 100.0 * num / den if den else 0.0
+
+
+def pass_rates(outcomes: Iterable[Outcome]) -> tuple[float, float]:
+    """(scaled pass rate, pass rate) in percent over the given outcomes."""
+    items = list(outcomes)
+    weight = sum(o.weight for o in items)
+    passed_weight = sum(o.weight for o in items if o.passed)
+    passed = sum(1 for o in items if o.passed)
+    return _pct(passed_weight, weight), _pct(passed, len(items))
+
+
+def _by_sample(outcomes: Iterable[Outcome]) -> dict[int, list[Outcome]]:
+    groups: dict[int, list[Outcome]] = defaultdict(list)
+    for o in outcomes:
+        groups[o.sample].append(o)
+    return dict(sorted(groups.items()))
+
+
+def per_sample(outcomes: Iterable[Outcome]) -> dict[str, Any]:
+    """Each sample index gives one rate; mean and (population) std over them, as published."""
+    groups = _by_sample(outcomes)
+    scaled = [pass_rates(g)[0] for g in groups.values()]
+    plain = [pass_rates(g)[1] for g in groups.values()]
+    return {
+        "samples": len(groups),
+        "scaled": {"mean": _mean(scaled), "std": _pstd(scaled), "rates": scaled},
+        "plain": {"mean": _mean(plain), "std": _pstd(plain), "rates": plain},
+    }
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return statistics.fmean(xs) if xs else 0.0
+
+
+def _pstd(xs: Sequence[float]) -> float:
+    return statistics.pstdev(xs) if len(xs) > 1 else 0.0
+
+
+def paper_totals(outcomes: Iterable[Outcome]) -> dict[str, tuple[float, float, float, int]]:
+    """Per paper, averaged over samples: (passed weight, total weight, passed snippets, snippets)."""
+    groups = _by_sample(outcomes)
+    n = max(len(groups), 1)
+    acc: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
+    for group in groups.values():
+        for o in group:
+            row = acc[o.paper]
+            row[0] += o.weight if o.passed else 0
+            row[1] += o.weight
+            row[2] += 1 if o.passed else 0
+            row[3] += 1
+    return {p: (r[0] / n, r[1] / n, r[2] / n, int(round(r[3] / n))) for p, r in sorted(acc.items())}
+
+
+def per_paper(outcomes: Iterable[Outcome]) -> dict[str, dict[str, float]]:
+    totals = paper_totals(outcomes)
+    return {
+        p: {
+            "scaled_pass_rate": _pct(pw, tw),
+            "pass_rate": _pct(ps, n),
+            "snippets": n,
+            "weight": tw,
+        }
+        for p, (pw, tw, ps, n) in totals.items()
+    }
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k for one problem with n samples of which c pass (Chen et al., 2021)."""
+    if k > n:
+        raise ValueError(f"k={k} exceeds the number of samples n={n}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.prod((n - c - i) / (n - i) for i in range(k))
+
+
+def pass_at_k_summary(outcomes: Iterable[Outcome], ks: Sequence[int] = (1, 5, 10)) -> dict[str, dict[str, float]]:
+    """pass@k over snippets (plain) and weighted by lines (scaled), for each k not above the samples."""
+    per_snippet: dict[tuple[str, str, str], list[Outcome]] = defaultdict(list)
+    for o in outcomes:
+        per_snippet[(o.paper, getattr(o, "file", ""), o.snippet)].append(o)
+    if not per_snippet:
+        return {}
+    n_min = min(len(v) for v in per_snippet.values())
+    result: dict[str, dict[str, float]] = {}
+    for k in ks:
+        if k > n_min:
+            continue
+        plain_sum = weighted_sum = weight_total = 0.0
+        for runs in per_snippet.values():
+            value = pass_at_k(len(runs), sum(1 for r in runs if r.passed), k)
+            plain_sum += value
+            weighted_sum += value * runs[0].weight
+            weight_total += runs[0].weight
+        result[f"pass@{k}"] = {"plain": 100 * plain_sum / len(per_snippet), "scaled": _pct(weighted_sum, weight_total)}
+    return result
+
+
+def _resample_rate(totals: Sequence[tuple[float, float]], rng: random.Random, picks: list[int] | None = None) -> float:
+    idx = picks if picks is not None else [rng.randrange(len(totals)) for _ in totals]
+    num = sum(totals[i][0] for i in idx)
+    den = sum(totals[i][1] for i in idx)
+    return _pct(num, den)
+
+
+def _quantile(sorted_xs: Sequence[float], q: float) -> float:
+    if not sorted_xs:
+        return 0.0
+    pos = q * (len(sorted_xs) - 1)
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
+
+
+def bootstrap_ci(
+    totals: Mapping[str, tuple[float, ...]], *, n_boot: int = 2000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float]:
+    """Percentile interval of the scaled pass rate when papers are resampled with replacement."""
+    rows = [(v[0], v[1]) for _, v in sorted(totals.items())]
+    if not rows:
+        return 0.0, 0.0
+    rng = random.Random(seed)
+    stats = sorted(_resample_rate(rows, rng) for _ in range(n_boot))
+    alpha = (1 - level) / 2
+    return _quantile(stats, alpha), _quantile(stats, 1 - alpha)
+
+
+def paired_bootstrap(
+    a: Mapping[str, tuple[float, ...]],
+    b: Mapping[str, tuple[float, ...]],
+    *,
+    n_boot: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> tuple[float, float, float]:
+    """Difference a - b in scaled pass rate with a paired (same papers) percentile interval."""
+    papers = sorted(set(a) & set(b))
+    if not papers:
+        return 0.0, 0.0, 0.0
+    ra = [(a[p][0], a[p][1]) for p in papers]
+    rb = [(b[p][0], b[p][1]) for p in papers]
+    point = _resample_rate(ra, random.Random(), list(range(len(papers)))) - _resample_rate(
+        rb, random.Random(), list(range(len(papers)))
+    )
+    rng = random.Random(seed)
+    diffs = []
+    for _ in range(n_boot):
+        picks = [rng.randrange(len(papers)) for _ in papers]
+        diffs.append(_resample_rate(ra, rng, picks) - _resample_rate(rb, rng, picks))
+    diffs.sort()
+    alpha = (1 - level) / 2
+    return point, _quantile(diffs, alpha), _quantile(diffs, 1 - alpha)
+
+
+def significance_tiers(
+    models: Mapping[str, Mapping[str, tuple[float, ...]]], *, n_boot: int = 1000, seed: int = 0
+) -> dict[str, int]:
+    """Rank as tiers: a model shares its tier's leader's tier unless the paired difference is significant."""
+    def rate(totals: Mapping[str, tuple[float, ...]]) -> float:
+        return _pct(sum(v[0] for v in totals.values()), sum(v[1] for v in totals.values()))
+
+    order = sorted(models, key=lambda m: (-rate(models[m]), m))
+    tiers: dict[str, int] = {}
+    tier, leader = 0, None
+    for key in order:
+        if leader is None:
+            tier, leader = 1, key
+        else:
+            _, lo, _hi = paired_bootstrap(models[leader], models[key], n_boot=n_boot, seed=seed)
+            if lo > 0:  # the leader is significantly better: a new tier starts here
+                tier += 1
+                leader = key
+        tiers[key] = tier
+    return tiers
+
+
+def category_counts(outcomes: Iterable[Any]) -> dict[str, int]:
+    counts: dict[str, int] = defaultdict(int)
+    for o in outcomes:
+        if not o.passed:
+            counts[getattr(o, "category", None) or "other"] += 1
+    return dict(sorted(counts.items()))
+
+
+def summarize(outcomes: Iterable[Any], *, n_boot: int = 2000, seed: int = 0) -> dict[str, Any]:
+    """All figures of one evaluation, as stored in results.json and on the site."""
+    items = list(outcomes)
+    samples = per_sample(items)
+    totals = paper_totals(items)
+    lo, hi = bootstrap_ci(totals, n_boot=n_boot, seed=seed)
+    return {
+        "scaled_pass_rate": samples["scaled"]["mean"],
+        "pass_rate": samples["plain"]["mean"],
+        "scaled_pass_rate_std": samples["scaled"]["std"],
+        "pass_rate_std": samples["plain"]["std"],
+        "scaled_pass_rate_ci95": [lo, hi],
+        "samples": samples["samples"],
+        "per_sample": {"scaled": samples["scaled"]["rates"], "plain": samples["plain"]["rates"]},
+        "pass_at_k": pass_at_k_summary(items) if samples["samples"] > 1 else {},
+        "snippets": len({(o.paper, getattr(o, "file", ""), o.snippet) for o in items}),
+        "passed": sum(1 for o in items if o.passed),
+        "runs": len(items),
+        "total_weight": sum(v[1] for v in totals.values()),
+        "categories": category_counts(items),
+        "papers": per_paper(items),
+    }
+
+
+def parse_cutoff(value: str | dt.date) -> dt.date:
+    """The last day a knowledge cutoff covers: '2024-06' and '2024-6' cover all of June 2024."""
+    if isinstance(value, dt.datetime):
+        return value.date()
+    if isinstance(value, dt.date):
+        return value
+    parts = str(value).strip().split("-")
+    try:
+        nums = [int(p) for p in parts]
+    except ValueError:
+        raise ValueError(f"not a cutoff date: {value!r} (use YYYY, YYYY-MM or YYYY-MM-DD)") from None
+    if len(nums) == 1:
+        return dt.date(nums[0], 12, 31)
+    if len(nums) == 2:
+        return dt.date(nums[0], nums[1], calendar.monthrange(nums[0], nums[1])[1])
+    if len(nums) == 3:
+        return dt.date(*nums)
+    raise ValueError(f"not a cutoff date: {value!r} (use YYYY, YYYY-MM or YYYY-MM-DD)")
+
+
+def is_contamination_safe(first_commit: dt.date | None, cutoff: str | dt.date) -> bool:
+    """A paper is safe for a model when its code's first commit is after the model's cutoff."""
+    return first_commit is not None and first_commit > parse_cutoff(cutoff)
+
+
+def safe_papers(first_commits: Mapping[str, dt.date | None], cutoff: str | dt.date) -> list[str]:
+    return sorted(p for p, d in first_commits.items() if is_contamination_safe(d, cutoff))
+
+
+def published_outcomes(data: Mapping[str, Any]) -> dict[str, list[SnippetOutcome]]:
+    """Per model, the per-snippet outcomes of a published overall_stats.json."""
+    models: dict[str, list[SnippetOutcome]] = defaultdict(list)
+    for paper_id, paper in data["results"].items():
+        for model, entry in paper["results"].items():
+            for snippet, samples in entry["results"].items():
+                for s in samples:
+                    models[model].append(
+                        SnippetOutcome(
+                            paper=paper_id,
+                            file="",
+                            snippet=snippet,
+                            sample=int(s.get("completion_idx", 0)),
+                            weight=int(s["snippet_code_line_count"]),
+                            passed=bool(s["passed"]),
+                        )
+                    )
+    return dict(models)
+
+
+def published_rates(path: str | Path) -> dict[str, dict[str, Any]]:
+    """Recompute each model's scaled and plain pass rate from the per-snippet entries."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    cfgs = {k: v.get("llm_cfg", {}) for k, v in data.get("overall_scores", {}).items()}
+    out = {}
+    for model, outcomes in published_outcomes(data).items():
+        samples = per_sample(outcomes)
+        out[model] = {
+            "name": cfgs.get(model, {}).get("pretty_name", model),
+            "scaled_pass_rate": samples["scaled"]["mean"],
+            "pass_rate": samples["plain"]["mean"],
+            "snippets": len({(o.paper, o.snippet) for o in outcomes}),
+            "total_weight": sum(o.weight for o in outcomes if o.sample == min(x.sample for x in outcomes)),
+        }
+    return out
