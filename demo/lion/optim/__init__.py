@@ -1,0 +1,1 @@
+"""Optimisers of the Lion demo paper."""
