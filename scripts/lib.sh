@@ -1,0 +1,43 @@
+# Shared set-up steps for scripts/run.sh, scripts/test.sh and .ci/run. Source it; do not run it.
+# Each step is idempotent: it does nothing when what it installs is already there.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+PY="$VENV/bin/python"
+
+log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+# Debian packages the project needs; installed only when missing and we may (root or sudo).
+SYSTEM_PACKAGES=(python3-venv redis-server bubblewrap)
+TEST_SYSTEM_PACKAGES=(chromium wrk)
+
+apt_install() {
+  local missing=()
+  for pkg in "$@"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null; then sudo="sudo"; else
+      log "missing Debian packages: ${missing[*]} (install them as root)"; return 1; fi
+  fi
+  log "installing Debian packages: ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+ensure_venv() {
+  local req="$1"
+  if [ ! -x "$PY" ]; then
+    log "creating virtual environment at .venv"
+    python3 -m venv "$VENV"
+  fi
+  local stamp="$VENV/.installed-$(cat "$ROOT"/requirements*.txt | sha256sum | cut -c1-16)-$(basename "$req")"
+  if [ ! -f "$stamp" ]; then
+    log "installing Python packages from $(basename "$req")"
+    "$PY" -m pip install -q --upgrade pip >/dev/null
+    "$PY" -m pip install -q -r "$ROOT/$req"
+    touch "$stamp"
+  fi
+}
