@@ -46,6 +46,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "leaderboard.middleware.SecurityHeadersMiddleware",
 ]
 
 ROOT_URLCONF = "rcbsite.urls"
@@ -94,6 +95,12 @@ STORAGES = {
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
 WHITENOISE_USE_FINDERS = True
+# plotly.min.js comes from the installed plotly package (see leaderboard.staticfinders)
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "leaderboard.staticfinders.PlotlyFinder",
+]
 MEDIA_ROOT = Path(os.environ.get("RCB_MEDIA_ROOT", VAR_DIR / "media"))
 
 # Security headers (CSP is set by leaderboard.middleware: no inline scripts anywhere)
