@@ -35,6 +35,11 @@ class Release(models.Model):
     published_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     is_default = models.BooleanField(default=False, help_text="shown when no release is asked for")
+    release_date = models.DateField(null=True, blank=True, help_text="the date the release stands for (citations)")
+    # bumped by every write that changes what the release's pages show: cache keys include it
+    data_version = models.PositiveIntegerField(default=0)
+    # significance tiers per view, {"with_paper": {model_key: tier}, ...}: computed on write
+    tiers = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-published_at", "-created_at"]
@@ -96,6 +101,7 @@ class LLMModel(models.Model):
     input_cost = models.FloatField(null=True, blank=True, help_text="USD per million input tokens")
     output_cost = models.FloatField(null=True, blank=True, help_text="USD per million output tokens")
     links = models.JSONField(default=dict, blank=True)
+    metadata = models.JSONField(default=dict, blank=True, help_text="provider configuration as imported")
     baseline = models.CharField(max_length=20, blank=True, choices=[("", "no"), (REFERENCE, "reference"), (EMPTY, "empty")])
     created_at = models.DateTimeField(auto_now_add=True)
 

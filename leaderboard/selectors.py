@@ -1,0 +1,867 @@
+"""Reads of the leaderboard app, for pages and the API.
+
+Every selector reads stored aggregates (Evaluation fields written by services), never the
+SnippetResult rows of a whole release, and issues a number of queries that does not grow with
+the number of models. Selectors return plain dataclasses; unknown objects raise the model's
+``DoesNotExist`` (views turn it into a 404).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from django.core.cache import cache
+from django.db.models import Count, IntegerField, Q, Sum
+from django.db.models.functions import Cast
+
+from benchmark_core import scoring
+
+from .models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
+
+__all__ = [
+    "VIEWS",
+    "FEW_PAPERS",
+    "LeaderboardParams",
+    "LeaderboardRow",
+    "LeaderboardTable",
+    "PaperLeaderboard",
+    "Heatmap",
+    "ErrorCategories",
+    "AblationRow",
+    "ContaminationRow",
+    "ModelDetail",
+    "EvaluationCard",
+    "PaperDetail",
+    "SnippetNode",
+    "SnippetDrilldown",
+    "ReleaseInfo",
+    "release_get",
+    "releases_list",
+    "release_citation",
+    "leaderboard_params_parse",
+    "leaderboard_rows",
+    "paper_leaderboard",
+    "heatmap",
+    "error_categories",
+    "paper_ablation",
+    "contamination_per_model",
+    "model_detail",
+    "paper_detail",
+    "snippet_drilldown",
+    "snippet_masked_view",
+    "cached",
+]
+
+VIEWS = ("overall", "contamination_safe")
+#: below this many papers in a date window the figures are flagged as unreliable
+FEW_PAPERS = 5
+#: bootstrap resamples for figures computed at request time (stored ones use more)
+REQUEST_N_BOOT = 400
+
+
+# --------------------------------------------------------------------------- data classes
+@dataclass(frozen=True)
+class ReleaseInfo:
+    id: int
+    name: str
+    slug: str
+    status: str
+    content_hash: str
+    release_date: dt.date | None
+    is_default: bool
+    description: str
+    papers: int
+    snippets: int
+    models: int
+    citation: str
+
+
+@dataclass(frozen=True)
+class LeaderboardParams:
+    """Validated query parameters of a leaderboard (see leaderboard_params_parse)."""
+
+    view: str = "overall"
+    cutoff: dt.date | None = None
+    date_from: dt.date | None = None
+    date_to: dt.date | None = None
+    open_weights: bool | None = None
+    organisation: str | None = None
+    with_paper: bool = True
+
+    def as_kwargs(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class LeaderboardRow:
+    tier: int | None  # significance tier (1 = best); None when not ranked
+    model_key: str
+    name: str
+    organisation: str
+    open_weights: bool
+    scaled_pass_rate: float | None  # percent
+    ci_low: float | None
+    ci_high: float | None
+    pass_rate: float | None  # percent
+    coverage: float  # percent of the release's snippets that have a result
+    snippets: int  # snippets counted in this view
+    ranked: bool  # complete and not a baseline
+    knowledge_cutoff: str  # as given, e.g. "2024-06"
+    knowledge_cutoff_date: dt.date | None  # last day it covers
+    input_cost: float | None  # USD per million tokens
+    output_cost: float | None
+    samples: int
+    baseline: str  # "", "reference" or "empty"
+    verified: bool
+    source: str  # published / submission / baseline / demo
+    evaluation_id: int
+    with_paper: bool
+    papers: int  # papers counted in this view
+
+
+@dataclass
+class LeaderboardTable:
+    release: Release
+    view: str
+    rows: list[LeaderboardRow]
+    papers: list[str]  # paper ids in the view
+    snippets: int  # snippets in the view
+    total_weight: int
+    cutoff: dt.date | None = None
+    date_from: dt.date | None = None
+    date_to: dt.date | None = None
+    with_paper: bool = True
+    warning: str = ""  # set when the view leaves few papers
+    messages: list[str] = field(default_factory=list)  # set by callers from leaderboard_params_parse
+    organisations: list[str] = field(default_factory=list)  # every organisation (for filters)
+    paper_dates: dict[str, dt.date | None] = field(default_factory=dict)  # first commit per paper of the release
+
+
+@dataclass
+class PaperLeaderboard:
+    release: Release
+    paper: Paper
+    snippets: int
+    total_weight: int
+    rows: list[LeaderboardRow]  # figures on this paper only; tier None
+
+
+@dataclass
+class Heatmap:
+    models: list[tuple[str, str]]  # (key, name), best overall first
+    papers: list[str]
+    values: list[list[float | None]]  # values[i][j]: scaled pass rate of models[i] on papers[j]
+
+
+@dataclass
+class ErrorCategories:
+    categories: list[str]
+    rows: list[dict[str, Any]]  # {"model_key", "name", "counts": {category: n}, "failures", "runs"}
+
+
+@dataclass
+class AblationRow:
+    model_key: str
+    name: str
+    with_paper: float
+    without_paper: float
+    diff: float  # with minus without, percentage points
+    ci_low: float
+    ci_high: float
+
+
+@dataclass
+class ContaminationRow:
+    model_key: str
+    name: str
+    knowledge_cutoff: str
+    knowledge_cutoff_date: dt.date | None
+    papers: list[str]  # papers first committed after this model's own cutoff
+    snippets: int
+    scaled_pass_rate: float | None  # None when no paper is left
+    pass_rate: float | None
+    overall_scaled_pass_rate: float | None
+
+
+@dataclass
+class EvaluationCard:
+    """One evaluation with its reproducibility card."""
+
+    id: int
+    release_name: str
+    release_slug: str
+    release_hash: str
+    with_paper: bool
+    samples: int
+    decoding: dict
+    prompt_version: str
+    harness_version: str
+    source: str
+    verified: bool
+    scaled_pass_rate: float | None
+    pass_rate: float | None
+    ci_low: float | None
+    ci_high: float | None
+    scaled_std: float | None
+    pass_std: float | None
+    coverage: float
+    categories: dict[str, int]
+    per_paper: dict[str, dict[str, float]]
+    pass_at_k: dict
+    computed_at: dt.datetime | None
+
+
+@dataclass
+class ModelDetail:
+    model: LLMModel
+    evaluations: list[EvaluationCard]  # public ones, this release first
+
+
+@dataclass
+class SnippetNode:
+    id: int
+    name: str
+    file: str
+    parent_id: int | None
+    depth: int
+    weight: int
+    start_line: int | None
+    end_line: int | None
+    code: str
+    pass_rate: float | None  # percent of public model evaluations (all samples) that passed it
+    runs: int
+
+
+@dataclass
+class PaperDetail:
+    release: Release
+    paper: Paper
+    folder: str  # empty when the release has no code for this paper
+    content_hash: str
+    snippets: list[SnippetNode]  # in file order; parent_id / depth give the tree
+    total_weight: int
+
+
+@dataclass
+class SnippetDrilldown:
+    release: Release
+    paper: Paper
+    snippet: Snippet
+    model: LLMModel
+    evaluation: Evaluation
+    results: list[dict[str, Any]]  # per sample: sample, passed, category, exit_code, seconds, output_tail, completion, diff
+
+
+# --------------------------------------------------------------------------- helpers
+def cached(key_parts: Iterable[Any], compute, *, timeout: int = 3600):
+    """Return compute() cached under a key made of key_parts (include the release data_version)."""
+    raw = json.dumps([str(p) for p in key_parts])
+    key = "rcb:sel:" + hashlib.sha256(raw.encode()).hexdigest()[:32]
+    value = cache.get(key)
+    if value is None:
+        value = compute()
+        cache.set(key, value, timeout)
+    return value
+
+
+def _rate(num: float, den: float) -> float | None:
+    return 100.0 * num / den if den else None
+
+
+def _public_evaluations(release: Release, *, with_paper: bool | None = True):
+    qs = Evaluation.objects.filter(release=release, is_public=True, hidden=False).select_related("model")
+    if with_paper is not None:
+        qs = qs.filter(with_paper=with_paper)
+    return qs.order_by("created_at", "id")
+
+
+def _latest_per_model(evaluations: Iterable[Evaluation]) -> list[Evaluation]:
+    """One evaluation per model: the latest wins (ordered by creation)."""
+    chosen: dict[int, Evaluation] = {}
+    for ev in evaluations:
+        chosen[ev.model_id] = ev
+    return list(chosen.values())
+
+
+def _coverage(ev: Evaluation) -> float:
+    return 100.0 * ev.snippets_covered / ev.snippets_total if ev.snippets_total else 0.0
+
+
+def _is_ranked(ev: Evaluation) -> bool:
+    return not ev.model.baseline and ev.complete and ev.scaled_pass_rate is not None
+
+
+def _totals(ev: Evaluation, papers: Iterable[str] | None = None) -> dict[str, tuple[float, ...]]:
+    """The stored per-paper totals of an evaluation, optionally only some papers."""
+    stored = ev.paper_totals or {}
+    if papers is None:
+        return {p: tuple(v) for p, v in stored.items()}
+    return {p: tuple(stored[p]) for p in papers if p in stored}
+
+
+def _row(ev: Evaluation, *, tier: int | None, ranked: bool, figures: Mapping[str, Any] | None = None) -> LeaderboardRow:
+    m = ev.model
+    f = figures or {}
+    return LeaderboardRow(
+        tier=tier,
+        model_key=m.key,
+        name=m.display_name,
+        organisation=m.organisation,
+        open_weights=m.open_weights,
+        scaled_pass_rate=f.get("scaled_pass_rate", ev.scaled_pass_rate),
+        ci_low=f.get("ci_low", ev.scaled_ci_low),
+        ci_high=f.get("ci_high", ev.scaled_ci_high),
+        pass_rate=f.get("pass_rate", ev.pass_rate),
+        coverage=_coverage(ev),
+        snippets=f.get("snippets", ev.snippets_total),
+        ranked=ranked,
+        knowledge_cutoff=m.knowledge_cutoff,
+        knowledge_cutoff_date=m.knowledge_cutoff_date,
+        input_cost=m.input_cost,
+        output_cost=m.output_cost,
+        samples=ev.samples,
+        baseline=m.baseline,
+        verified=ev.verified,
+        source=ev.source,
+        evaluation_id=ev.id,
+        with_paper=ev.with_paper,
+        papers=f.get("papers", len(ev.paper_totals or {})),
+    )
+
+
+def _sort_rows(rows: list[LeaderboardRow]) -> list[LeaderboardRow]:
+    return sorted(rows, key=lambda r: (r.scaled_pass_rate is None, -(r.scaled_pass_rate or 0.0), r.name.lower()))
+
+
+def tiers_key(with_paper: bool) -> str:
+    return "with_paper" if with_paper else "without_paper"
+
+
+def _stored_tiers(release: Release, with_paper: bool, keys: set[str]) -> dict[str, int] | None:
+    """Tiers stored by services.release_tiers_refresh, when still valid for these models."""
+    entry = (release.tiers or {}).get(tiers_key(with_paper))
+    if not entry or entry.get("version") != release.data_version:
+        return None
+    tiers = entry.get("tiers") or {}
+    return tiers if set(tiers) == keys else None
+
+
+# --------------------------------------------------------------------------- releases
+def release_get(*, slug: str | None = None) -> Release:
+    """The release with this slug; with None the default one (else the newest published, else any).
+
+    Raises Release.DoesNotExist when there is none.
+    """
+    if slug:
+        return Release.objects.get(slug=slug)
+    release = (
+        Release.objects.filter(is_default=True).first()
+        or Release.objects.filter(status=Release.PUBLISHED).order_by("-release_date", "-published_at", "-created_at").first()
+        or Release.objects.order_by("-created_at").first()
+    )
+    if release is None:
+        raise Release.DoesNotExist("no release yet")
+    return release
+
+
+def release_citation(release: Release) -> str:
+    """Citation text (BibTeX) for results of a release."""
+    year = (release.release_date or (release.published_at or release.created_at).date()).year
+    key = f"rcb{year}{release.slug.replace('-', '')}"
+    return (
+        f"@misc{{{key},\n"
+        f"  title = {{ResearchCodeBench leaderboard, release {release.name}}},\n"
+        f"  year = {{{year}}},\n"
+        f"  note = {{Release content hash {release.content_hash or 'n/a'}}}\n"
+        f"}}"
+    )
+
+
+def releases_list() -> list[ReleaseInfo]:
+    """Every release with its counts, newest first (3 queries whatever the number of releases)."""
+    releases = list(Release.objects.order_by("-release_date", "-created_at"))
+    papers = dict(
+        ReleasePaper.objects.values_list("release_id").annotate(n=Count("id"), s=Sum("snippet_count")).values_list("release_id", "n")
+    )
+    snippets = dict(Snippet.objects.values_list("release_id").annotate(n=Count("id")).values_list("release_id", "n"))
+    models = dict(
+        Evaluation.objects.filter(is_public=True, hidden=False)
+        .values_list("release_id")
+        .annotate(n=Count("model_id", distinct=True))
+        .values_list("release_id", "n")
+    )
+    return [
+        ReleaseInfo(
+            id=r.id,
+            name=r.name,
+            slug=r.slug,
+            status=r.status,
+            content_hash=r.content_hash,
+            release_date=r.release_date,
+            is_default=r.is_default,
+            description=r.description,
+            papers=papers.get(r.id, 0),
+            snippets=snippets.get(r.id, 0),
+            models=models.get(r.id, 0),
+            citation=release_citation(r),
+        )
+        for r in releases
+    ]
+
+
+# --------------------------------------------------------------------------- the leaderboards
+def _parse_date(value: str) -> dt.date:
+    return scoring.parse_cutoff(value) if value.count("-") < 2 else dt.date.fromisoformat(value)
+
+
+def _parse_bool(value: str) -> bool:
+    v = value.strip().lower()
+    if v in ("1", "true", "yes", "on"):
+        return True
+    if v in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(value)
+
+
+def leaderboard_params_parse(query: Mapping[str, str]) -> tuple[LeaderboardParams, list[str]]:
+    """Validate query parameters: (params, messages). A bad value falls back to its default with a message.
+
+    Keys: view (overall|contamination_safe), cutoff, from, to (YYYY-MM-DD, or YYYY-MM meaning the
+    month's last day), open_weights (1/0/true/false), organisation, with_paper (1/0).
+    """
+    messages: list[str] = []
+    kwargs: dict[str, Any] = {}
+    view = (query.get("view") or "overall").strip()
+    if view not in VIEWS:
+        messages.append(f"unknown view {view!r}; showing the overall leaderboard (views: {', '.join(VIEWS)})")
+        view = "overall"
+    kwargs["view"] = view
+    for name, attr in (("cutoff", "cutoff"), ("from", "date_from"), ("to", "date_to")):
+        raw = (query.get(name) or "").strip()
+        if not raw:
+            continue
+        try:
+            kwargs[attr] = _parse_date(raw)
+        except ValueError:
+            messages.append(f"{name}={raw!r} is not a date (use YYYY-MM-DD); ignored")
+    if kwargs.get("date_from") and kwargs.get("date_to") and kwargs["date_from"] > kwargs["date_to"]:
+        messages.append("'from' is after 'to'; the window was ignored")
+        kwargs.pop("date_from")
+        kwargs.pop("date_to")
+    for name in ("open_weights", "with_paper"):
+        raw = (query.get(name) or "").strip()
+        if not raw:
+            continue
+        try:
+            kwargs[name] = _parse_bool(raw)
+        except ValueError:
+            messages.append(f"{name}={raw!r} is not a yes/no value (use 1 or 0); ignored")
+    organisation = (query.get("organisation") or "").strip()
+    if organisation:
+        kwargs["organisation"] = organisation[:200]
+    return LeaderboardParams(**kwargs), messages
+
+
+def _window_papers(
+    paper_dates: Mapping[str, dt.date | None],
+    *,
+    cutoff: dt.date | None,
+    date_from: dt.date | None,
+    date_to: dt.date | None,
+) -> list[str]:
+    """Papers whose first commit is after cutoff, on/after date_from and on/before date_to."""
+    out = []
+    for pid, first in paper_dates.items():
+        if first is None:
+            continue
+        if cutoff is not None and not first > cutoff:
+            continue
+        if date_from is not None and first < date_from:
+            continue
+        if date_to is not None and first > date_to:
+            continue
+        out.append(pid)
+    return sorted(out)
+
+
+def _window_figures(ev: Evaluation, papers: list[str], release_papers: Mapping[str, ReleasePaper], *, n_boot: int) -> dict:
+    totals = _totals(ev, papers)
+    pw = sum(v[0] for v in totals.values())
+    tw = sum(v[1] for v in totals.values())
+    ps = sum(v[2] for v in totals.values())
+    n = sum(v[3] for v in totals.values())
+    lo, hi = scoring.bootstrap_ci(totals, n_boot=n_boot) if totals else (None, None)
+    return {
+        "scaled_pass_rate": _rate(pw, tw),
+        "pass_rate": _rate(ps, n),
+        "ci_low": lo,
+        "ci_high": hi,
+        "snippets": sum(release_papers[p].snippet_count for p in papers if p in release_papers),
+        "papers": len(papers),
+    }
+
+
+def leaderboard_rows(
+    *,
+    release: Release,
+    view: str = "overall",
+    cutoff: dt.date | None = None,
+    date_from: dt.date | None = None,
+    date_to: dt.date | None = None,
+    open_weights: bool | None = None,
+    organisation: str | None = None,
+    with_paper: bool = True,
+) -> LeaderboardTable:
+    """The leaderboard of a release: one row per model (its latest public evaluation), best first.
+
+    view "overall": stored figures and stored significance tiers over all papers.
+    view "contamination_safe": only papers first committed after ``cutoff`` (default: the latest
+    knowledge cutoff among ranked models) and inside [date_from, date_to]; figures, intervals and
+    tiers come from the stored per-paper totals. Filters (open_weights, organisation) hide rows
+    but do not change tiers. Rows that are baselines or miss snippets are shown but not ranked.
+    Raises ValueError for an unknown view. Queries: 2, whatever the number of models.
+    """
+    if view not in VIEWS:
+        raise ValueError(f"unknown view {view!r}")
+    release_papers = {
+        rp.paper.paper_id: rp for rp in ReleasePaper.objects.filter(release=release).select_related("paper")
+    }
+    paper_dates = {pid: rp.paper.first_commit_date for pid, rp in release_papers.items()}
+    evaluations = _latest_per_model(_public_evaluations(release, with_paper=with_paper))
+    organisations = sorted({ev.model.organisation for ev in evaluations if ev.model.organisation})
+    ranked_evs = [ev for ev in evaluations if _is_ranked(ev)]
+    warning = ""
+
+    if view == "overall":
+        papers = sorted(release_papers)
+        figures = {ev.id: None for ev in evaluations}
+        keys = {ev.model.key for ev in ranked_evs}
+        tiers = _stored_tiers(release, with_paper, keys)
+        if tiers is None:
+            tiers = scoring.significance_tiers({ev.model.key: _totals(ev) for ev in ranked_evs}, n_boot=REQUEST_N_BOOT)
+    else:
+        if cutoff is None and date_from is None and date_to is None:
+            dates = [ev.model.knowledge_cutoff_date for ev in ranked_evs if ev.model.knowledge_cutoff_date]
+            cutoff = max(dates) if dates else None
+        papers = _window_papers(paper_dates, cutoff=cutoff, date_from=date_from, date_to=date_to)
+        figures = {ev.id: _window_figures(ev, papers, release_papers, n_boot=REQUEST_N_BOOT) for ev in evaluations}
+        tiers = (
+            scoring.significance_tiers({ev.model.key: _totals(ev, papers) for ev in ranked_evs}, n_boot=REQUEST_N_BOOT)
+            if papers
+            else {}
+        )
+        if not papers:
+            warning = "No paper is left in this window: widen it or move the cutoff earlier."
+        elif len(papers) < FEW_PAPERS:
+            warning = f"Only {len(papers)} paper(s) remain in this window: the figures are very uncertain."
+
+    rows = []
+    for ev in evaluations:
+        m = ev.model
+        if open_weights is not None and m.open_weights != open_weights:
+            continue
+        if organisation and m.organisation.lower() != organisation.lower():
+            continue
+        ranked = _is_ranked(ev)
+        rows.append(_row(ev, tier=tiers.get(m.key) if ranked else None, ranked=ranked, figures=figures.get(ev.id)))
+    snippets = sum(release_papers[p].snippet_count for p in papers)
+    total_weight = sum(release_papers[p].total_weight for p in papers)
+    return LeaderboardTable(
+        release=release,
+        view=view,
+        rows=_sort_rows(rows),
+        papers=papers,
+        snippets=snippets,
+        total_weight=total_weight,
+        cutoff=cutoff,
+        date_from=date_from,
+        date_to=date_to,
+        with_paper=with_paper,
+        warning=warning,
+        organisations=organisations,
+        paper_dates=dict(sorted(paper_dates.items())),
+    )
+
+
+def _release_paper(release: Release, paper_id: str) -> ReleasePaper:
+    """Raises Paper.DoesNotExist when the paper is not in the release."""
+    try:
+        return ReleasePaper.objects.select_related("paper").get(release=release, paper__paper_id=paper_id)
+    except ReleasePaper.DoesNotExist:
+        raise Paper.DoesNotExist(f"no paper {paper_id!r} in release {release.name}") from None
+
+
+def paper_leaderboard(*, release: Release, paper_id: str, with_paper: bool = True) -> PaperLeaderboard:
+    """Every model's figures on one paper of a release, best first. Raises Paper.DoesNotExist."""
+    rp = _release_paper(release, paper_id)
+    rows = []
+    for ev in _latest_per_model(_public_evaluations(release, with_paper=with_paper)):
+        stats = (ev.per_paper or {}).get(paper_id)
+        totals = (ev.paper_totals or {}).get(paper_id)
+        figures = {
+            "scaled_pass_rate": stats["scaled_pass_rate"] if stats else None,
+            "pass_rate": stats["pass_rate"] if stats else None,
+            "ci_low": None,
+            "ci_high": None,
+            "snippets": rp.snippet_count,
+            "papers": 1 if totals else 0,
+        }
+        rows.append(_row(ev, tier=None, ranked=_is_ranked(ev), figures=figures))
+    return PaperLeaderboard(
+        release=release, paper=rp.paper, snippets=rp.snippet_count, total_weight=rp.total_weight, rows=_sort_rows(rows)
+    )
+
+
+def heatmap(*, release: Release, with_paper: bool = True) -> Heatmap:
+    """Scaled pass rate of each model (rows, best overall first) on each paper (columns)."""
+    table = leaderboard_rows(release=release, with_paper=with_paper)
+    evs = {ev.id: ev for ev in _latest_per_model(_public_evaluations(release, with_paper=with_paper))}
+    values = []
+    for row in table.rows:
+        per_paper = evs[row.evaluation_id].per_paper or {}
+        values.append([per_paper[p]["scaled_pass_rate"] if p in per_paper else None for p in table.papers])
+    return Heatmap(models=[(r.model_key, r.name) for r in table.rows], papers=table.papers, values=values)
+
+
+def error_categories(*, release: Release, with_paper: bool = True) -> ErrorCategories:
+    """Failures per category for each model (baselines excluded), best model first."""
+    evs = [ev for ev in _latest_per_model(_public_evaluations(release, with_paper=with_paper)) if not ev.model.baseline]
+    evs.sort(key=lambda ev: (-(ev.scaled_pass_rate or 0.0), ev.model.display_name.lower()))
+    categories = sorted({c for ev in evs for c in (ev.categories or {})})
+    rows = []
+    for ev in evs:
+        counts = {c: int((ev.categories or {}).get(c, 0)) for c in categories}
+        rows.append(
+            {
+                "model_key": ev.model.key,
+                "name": ev.model.display_name,
+                "counts": counts,
+                "failures": sum(counts.values()),
+                "runs": ev.snippets_total * max(ev.samples, 1),
+            }
+        )
+    return ErrorCategories(categories=categories, rows=rows)
+
+
+def paper_ablation(*, release: Release) -> list[AblationRow]:
+    """With-paper minus without-paper scaled pass rate (paired bootstrap over papers) per model having both."""
+
+    def compute() -> list[AblationRow]:
+        with_ev = {ev.model_id: ev for ev in _latest_per_model(_public_evaluations(release, with_paper=True))}
+        without = {ev.model_id: ev for ev in _latest_per_model(_public_evaluations(release, with_paper=False))}
+        rows = []
+        for model_id in set(with_ev) & set(without):
+            a, b = with_ev[model_id], without[model_id]
+            if a.model.baseline:
+                continue
+            diff, lo, hi = scoring.paired_bootstrap(_totals(a), _totals(b), n_boot=REQUEST_N_BOOT)
+            rows.append(
+                AblationRow(
+                    model_key=a.model.key,
+                    name=a.model.display_name,
+                    with_paper=a.scaled_pass_rate or 0.0,
+                    without_paper=b.scaled_pass_rate or 0.0,
+                    diff=diff,
+                    ci_low=lo,
+                    ci_high=hi,
+                )
+            )
+        return sorted(rows, key=lambda r: (-r.diff, r.name.lower()))
+
+    return cached(("ablation", release.id, release.data_version), compute)
+
+
+def contamination_per_model(*, release: Release, with_paper: bool = True) -> list[ContaminationRow]:
+    """Each model's figures on the papers first committed after ITS OWN knowledge cutoff, best first.
+
+    Models without a known cutoff get no papers (None figures). Baselines are excluded.
+    """
+    release_papers = {
+        rp.paper.paper_id: rp for rp in ReleasePaper.objects.filter(release=release).select_related("paper")
+    }
+    paper_dates = {pid: rp.paper.first_commit_date for pid, rp in release_papers.items()}
+    rows = []
+    for ev in _latest_per_model(_public_evaluations(release, with_paper=with_paper)):
+        m = ev.model
+        if m.baseline:
+            continue
+        cutoff = m.knowledge_cutoff_date
+        papers = _window_papers(paper_dates, cutoff=cutoff, date_from=None, date_to=None) if cutoff else []
+        totals = _totals(ev, papers)
+        rows.append(
+            ContaminationRow(
+                model_key=m.key,
+                name=m.display_name,
+                knowledge_cutoff=m.knowledge_cutoff,
+                knowledge_cutoff_date=cutoff,
+                papers=papers,
+                snippets=sum(release_papers[p].snippet_count for p in papers),
+                scaled_pass_rate=_rate(sum(v[0] for v in totals.values()), sum(v[1] for v in totals.values())),
+                pass_rate=_rate(sum(v[2] for v in totals.values()), sum(v[3] for v in totals.values())),
+                overall_scaled_pass_rate=ev.scaled_pass_rate,
+            )
+        )
+    return sorted(rows, key=lambda r: (r.scaled_pass_rate is None, -(r.scaled_pass_rate or 0.0), r.name.lower()))
+
+
+# --------------------------------------------------------------------------- detail pages
+def _card(ev: Evaluation) -> EvaluationCard:
+    return EvaluationCard(
+        id=ev.id,
+        release_name=ev.release.name,
+        release_slug=ev.release.slug,
+        release_hash=ev.release.content_hash,
+        with_paper=ev.with_paper,
+        samples=ev.samples,
+        decoding=ev.decoding or {},
+        prompt_version=ev.prompt_version,
+        harness_version=ev.harness_version,
+        source=ev.source,
+        verified=ev.verified,
+        scaled_pass_rate=ev.scaled_pass_rate,
+        pass_rate=ev.pass_rate,
+        ci_low=ev.scaled_ci_low,
+        ci_high=ev.scaled_ci_high,
+        scaled_std=ev.scaled_std,
+        pass_std=ev.pass_std,
+        coverage=_coverage(ev),
+        categories=ev.categories or {},
+        per_paper=ev.per_paper or {},
+        pass_at_k=ev.pass_at_k or {},
+        computed_at=ev.computed_at,
+    )
+
+
+def model_detail(*, key: str, release: Release | None = None) -> ModelDetail:
+    """A model and its public evaluations (those of ``release`` first). Raises LLMModel.DoesNotExist."""
+    model = LLMModel.objects.get(key=key)
+    evs = list(
+        Evaluation.objects.filter(model=model, is_public=True, hidden=False)
+        .select_related("release")
+        .order_by("-created_at", "-id")
+    )
+    if release is not None:
+        evs.sort(key=lambda ev: ev.release_id != release.id)
+    return ModelDetail(model=model, evaluations=[_card(ev) for ev in evs])
+
+
+def paper_detail(*, release: Release, paper_id: str) -> PaperDetail:
+    """A paper of a release: metadata, snippet tree with each snippet's pass rate across public
+    model evaluations (baselines excluded). Raises Paper.DoesNotExist. Queries: 3."""
+    rp = _release_paper(release, paper_id)
+    snippets = list(Snippet.objects.filter(release=release, paper=rp.paper).order_by("file", "position", "id"))
+    stats = {
+        r["snippet_id"]: r
+        for r in SnippetResult.objects.filter(
+            snippet__release=release,
+            snippet__paper=rp.paper,
+            evaluation__is_public=True,
+            evaluation__hidden=False,
+            evaluation__with_paper=True,
+            evaluation__model__baseline="",
+        )
+        .values("snippet_id")
+        .annotate(runs=Count("id"), passed=Sum(Cast("passed", IntegerField())))
+    }
+    nodes = []
+    for s in snippets:
+        st = stats.get(s.id)
+        nodes.append(
+            SnippetNode(
+                id=s.id,
+                name=s.name,
+                file=s.file,
+                parent_id=s.parent_id,
+                depth=s.depth,
+                weight=s.weight,
+                start_line=s.start_line,
+                end_line=s.end_line,
+                code=s.code,
+                pass_rate=_rate(st["passed"] or 0, st["runs"]) if st else None,
+                runs=st["runs"] if st else 0,
+            )
+        )
+    return PaperDetail(
+        release=release,
+        paper=rp.paper,
+        folder=rp.folder,
+        content_hash=rp.content_hash,
+        snippets=nodes,
+        total_weight=rp.total_weight,
+    )
+
+
+def _snippet(release: Release, paper_id: str, snippet: str, file: str | None) -> Snippet:
+    qs = Snippet.objects.filter(release=release, paper__paper_id=paper_id, name=snippet).select_related("paper")
+    if file:
+        qs = qs.filter(file=file)
+    found = list(qs[:2])
+    if len(found) != 1:
+        raise Snippet.DoesNotExist(f"no single snippet {snippet!r} in {paper_id}")
+    return found[0]
+
+
+def snippet_drilldown(
+    *, release: Release, paper_id: str, snippet: str, model_key: str, file: str | None = None, with_paper: bool = True
+) -> SnippetDrilldown:
+    """One model's results on one snippet: per sample verdict, category, test output, completion and
+    a unified diff against the reference code. Raises Snippet.DoesNotExist / LLMModel.DoesNotExist /
+    Evaluation.DoesNotExist (no public evaluation of that model on the release)."""
+    snip = _snippet(release, paper_id, snippet, file)
+    model = LLMModel.objects.get(key=model_key)
+    evs = _latest_per_model(
+        Evaluation.objects.filter(release=release, model=model, is_public=True, hidden=False, with_paper=with_paper)
+        .select_related("model")
+        .order_by("created_at", "id")
+    )
+    if not evs:
+        raise Evaluation.DoesNotExist(f"no public evaluation of {model_key} on {release.name}")
+    ev = evs[0]
+    reference = snip.code.splitlines()
+    results = []
+    for r in SnippetResult.objects.filter(evaluation=ev, snippet=snip).order_by("sample"):
+        diff = ""
+        if r.completion:
+            diff = "\n".join(
+                difflib.unified_diff(reference, r.completion.splitlines(), "reference", model.display_name, lineterm="")
+            )
+        results.append(
+            {
+                "sample": r.sample,
+                "passed": r.passed,
+                "category": r.category,
+                "exit_code": r.exit_code,
+                "seconds": r.seconds,
+                "output_tail": r.output_tail,
+                "completion": r.completion,
+                "diff": diff,
+            }
+        )
+    return SnippetDrilldown(release=release, paper=snip.paper, snippet=snip, model=model, evaluation=ev, results=results)
+
+
+def snippet_masked_view(*, release: Release, paper_id: str, snippet: str, file: str | None = None) -> str | None:
+    """The annotated file as the model saw it (snippet masked, other tags removed); None without code."""
+    from benchmark_core.annotation import parse_annotations
+    from benchmark_core.masking import masked_file
+
+    snip = _snippet(release, paper_id, snippet, file)
+    rp = ReleasePaper.objects.filter(release=release, paper=snip.paper).first()
+    if rp is None or not rp.folder or not snip.file:
+        return None
+    path = Path(rp.folder) / snip.file
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    parsed = parse_annotations(text, snip.file)
+    try:
+        core_snippet = parsed.snippet(snip.name)
+    except KeyError:
+        return None
+    return masked_file(parsed.lines, core_snippet)
