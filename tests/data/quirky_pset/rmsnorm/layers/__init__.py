@@ -1,0 +1,1 @@
+"""Normalisation layers of the quirky RMSNorm paper."""

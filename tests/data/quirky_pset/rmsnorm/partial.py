@@ -1,0 +1,17 @@
+"""Partial RMSNorm (pRMSNorm) in NumPy (quirky test problem set)."""
+import math
+
+import numpy as np
+
+
+def partial_rms_norm(x, gain, p=0.0625, eps=1e-8):
+    """RMSNorm whose RMS is estimated from the first ceil(p * n) features only."""
+    n = x.shape[-1]
+    # <paper2code name="partial count">
+    k = max(1, int(math.ceil(n * p)))
+    # </paper2code name="partial count">
+    # <paper2code name="partial rms">
+    head = x[..., :k]
+    scale = np.sqrt(np.mean(head * head, axis=-1, keepdims=True) + eps)
+    # </paper2code name="partial rms">
+    return x / scale * gain
