@@ -1,0 +1,757 @@
+#!/usr/bin/env python3
+"""Warm runner: import a paper's heavy third-party modules once, then fork one child per test run.
+
+Standalone on purpose (standard library only, no ``benchmark_core`` import): the bwrap and docker
+backends copy this one file into their sandbox and start it with the paper's interpreter.
+
+PROTOCOL (version 1; extend only compatibly)
+    python warm.py --paper DIR --work DIR [--preload m1,m2] [--fresh] [--python PY]
+                   [--run-uid-base N]
+
+stdin: one JSON object per line, a run request::
+
+    {"id": str, "files": {relpath: text}, "timeout": float, "memory_mb": int, "output_bytes": int}
+    optional: "pids": int (process cap per run, uid mode only), "file_size_mb": int
+
+stdout: first ``{"ready": true, "preloaded": [...], "failed": {...}, "protocol": 1, "uid_mode": bool}``,
+then one JSON line per request, in completion order (several requests run at once)::
+
+    {"id", "exit_code", "signal", "timed_out", "stdout", "stderr", "seconds", "truncated", "oom",
+     "proof": {"completed": bool, "tests_run": int}}
+
+plus ``"error": str`` when the request itself was unusable (bad id, file outside the folder).
+The same object is written to ``WORK/<id>/result.json``; the run's copy of the paper is removed as
+soon as the run ends, and a result folder is removed once 64 later runs have ended (or at exit).
+Stray output of preloaded modules goes to stderr: stdout carries protocol lines only.
+
+Each run: copy of the paper in WORK/<id>/paper, the files written into it, a forked child that
+calls setsid, sets rlimits, drops to its own uid (when the server runs as root: uid
+``run-uid-base + slot``, so runs cannot touch each other's folders and every process a run
+leaves behind can be found and killed), redirects output to pipes, and runs the test script with
+runpy as ``__main__``. When the child ends or times out every process of the run is killed.
+With ``--fresh`` (a paper's ``fresh_process: true``) the child execs a fresh interpreter instead.
+
+PROOF: the launcher in the child writes, to an inherited close-on-exec pipe that is not one of
+fds 0-2, whether the script ran to completion (returned, or exited through unittest / the test
+script's own ``sys.exit``) and how many unittest cases started. ``os._exit`` from a completion,
+a ``sys.exit`` raised in the completion's code, or a fake "OK" leaves ``completed`` false.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import errno
+import io
+import json
+import os
+import random
+import re
+import resource
+import selectors
+import shutil
+import signal
+import sys
+import time
+import traceback
+
+PROTOCOL = 1
+KEEP_RESULTS = 64
+DRAIN_SECONDS = 2.0
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_IGNORED = ("__pycache__", ".git", ".ipynb_checkpoints")
+_THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+# --------------------------------------------------------------------------- import scan
+
+def _module_roots(tree: ast.Module) -> list[str]:
+    """First component of each absolute import at module level (also inside top-level try/if)."""
+    names: list[str] = []
+    stack = list(tree.body)
+    while stack:
+        node = stack.pop(0)
+        if isinstance(node, ast.Import):
+            names += [alias.name.split(".")[0] for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0 and node.module:
+                names.append(node.module.split(".")[0])
+        elif isinstance(node, (ast.Try, ast.If)):
+            stack[:0] = list(node.body) + [n for h in getattr(node, "handlers", []) for n in h.body] + list(node.orelse)
+    return names
+
+
+def own_names(paper: str) -> set[str]:
+    """Every module name the paper itself could provide (any .py stem or folder name inside it)."""
+    own: set[str] = set()
+    for root, dirs, files in os.walk(paper):
+        dirs[:] = [d for d in dirs if d not in _IGNORED]
+        own.update(dirs)
+        own.update(f[:-3] for f in files if f.endswith(".py"))
+        own.update(f.split(".")[0] for f in files if f.endswith((".so", ".pyd")))
+    return own
+
+
+def scan_imports(paper: str) -> list[str]:
+    """Third-party top-level modules the paper's files import: not stdlib, not the paper's own."""
+    own = own_names(paper)
+    stdlib = set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
+    found: list[str] = []
+    for root, dirs, files in os.walk(paper):
+        dirs[:] = sorted(d for d in dirs if d not in _IGNORED)
+        for name in sorted(files):
+            if not name.endswith(".py"):
+                continue
+            try:
+                with open(os.path.join(root, name), "rb") as fh:
+                    tree = ast.parse(fh.read())
+            except (SyntaxError, ValueError, OSError):
+                continue  # a broken file breaks its own runs; it must not stop the server
+            for mod in _module_roots(tree):
+                if mod and mod not in own and mod not in stdlib and mod != "__future__" and mod not in found:
+                    found.append(mod)
+    return found
+
+
+def preload(modules: list[str], paper: str) -> tuple[list[str], dict[str, str]]:
+    """Import each module once (no tensor op, no call: only the import); report what failed."""
+    import importlib
+    import importlib.util
+
+    done, failed = [], {}
+    paper_real = os.path.realpath(paper)
+    for mod in modules:
+        try:
+            spec = importlib.util.find_spec(mod)
+            origin = os.path.realpath(spec.origin) if spec and spec.origin else ""
+            if spec is None:
+                failed[mod] = "not installed"
+                continue
+            if origin.startswith(paper_real + os.sep):
+                failed[mod] = "belongs to the paper"
+                continue
+            importlib.import_module(mod)
+            done.append(mod)
+        except BaseException as exc:  # noqa: BLE001 - a module that cannot import fails in the runs, not here
+            failed[mod] = f"{type(exc).__name__}: {exc}"[:300]
+    return done, failed
+
+
+# --------------------------------------------------------------------------- child side
+
+def _exit_code(exc: SystemExit) -> int:
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF if code >= 0 else code & 0xFF
+    try:
+        print(code, file=sys.stderr)
+    except Exception:  # noqa: BLE001
+        pass
+    return 1
+
+
+def _legit_exit(exc: SystemExit, script: str) -> bool:
+    """A SystemExit counts as completion only when raised by unittest or the test script itself."""
+    tb = exc.__traceback__
+    last = None
+    while tb is not None:
+        last = tb.tb_frame
+        tb = tb.tb_next
+    if last is None:
+        return False
+    filename = os.path.realpath(last.f_code.co_filename)
+    if filename == os.path.realpath(script):
+        return True
+    parts = filename.replace("\\", "/").split("/")
+    return len(parts) >= 2 and parts[-2] == "unittest" and parts[-1] == "main.py"
+
+
+def launch(script: str, proof_fd: int) -> None:
+    """Run ``script`` as __main__ in this process, write the proof, and exit like ``python script``."""
+    import atexit
+    import threading
+    import unittest.result
+
+    counter = [0]
+    original_start = unittest.result.TestResult.startTest
+
+    def start_test(self, test):  # counts every case any runner starts
+        counter[0] += 1
+        return original_start(self, test)
+
+    unittest.result.TestResult.startTest = start_test
+    script = os.path.abspath(script)
+    sys.argv = [os.path.basename(script)]
+    sys.path[0] = os.path.dirname(script)
+    completed, code = False, 0
+    try:
+        import runpy
+
+        runpy.run_path(script, run_name="__main__")
+        completed = True
+    except SystemExit as exc:
+        code = _exit_code(exc)
+        completed = _legit_exit(exc, script)
+    except BaseException:  # noqa: BLE001 - print it the way the interpreter would, then exit 1
+        traceback.print_exc()
+        code = 1
+    tests_run = counter[0]
+    # like interpreter shutdown: wait for non-daemon threads, run atexit handlers, flush
+    try:
+        threading._shutdown()  # type: ignore[attr-defined]
+    except BaseException:  # noqa: BLE001
+        pass
+    try:
+        atexit._run_exitfuncs()
+    except BaseException:  # noqa: BLE001
+        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:  # noqa: BLE001
+            code = code or 120  # what the interpreter reports when it cannot flush stdout
+    try:
+        os.write(proof_fd, (json.dumps({"completed": completed, "tests_run": tests_run}) + "\n").encode())
+    except OSError:
+        pass
+    os._exit(code)
+
+
+def _fresh_stdio() -> None:
+    """New sys.std* objects on fds 0-2, as a fresh interpreter with PYTHONUNBUFFERED would make."""
+    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
+
+    def text(fd: int, mode: str, errors: str) -> io.TextIOWrapper:
+        raw = io.FileIO(fd, mode, closefd=False)
+        if mode == "r":
+            return io.TextIOWrapper(io.BufferedReader(raw), encoding="utf-8", errors=errors)
+        return io.TextIOWrapper(io.BufferedWriter(raw), encoding="utf-8", errors=errors,
+                                write_through=unbuffered, line_buffering=False)
+
+    sys.stdin = sys.__stdin__ = text(0, "r", "strict")
+    sys.stdout = sys.__stdout__ = text(1, "w", "strict")
+    sys.stderr = sys.__stderr__ = text(2, "w", "backslashreplace")
+    sys.stderr.reconfigure(line_buffering=True)
+
+
+def _reset_signals() -> None:
+    for sig in (signal.SIGTERM, signal.SIGCHLD, signal.SIGALRM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2,
+                signal.SIGQUIT, signal.SIGTSTP):
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # the interpreter's own default
+    try:
+        signal.set_wakeup_fd(-1)
+    except ValueError:
+        pass
+    signal.alarm(0)
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+
+
+def _child(run: "Run", server: "Server", fds: tuple[int, int, int]) -> None:
+    """In the forked child: isolate, then run the test (never returns)."""
+    code = 127
+    try:
+        out_w, err_w, proof_w = fds
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)
+        proof = 200 + (proof_w % 50)
+        os.dup2(proof_w, proof, inheritable=False)
+        os.closerange(3, proof)
+        os.closerange(proof + 1, 65536)
+        _reset_signals()
+        mem = run.memory_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+        size = run.file_size_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if run.uid is not None:
+            resource.setrlimit(resource.RLIMIT_NPROC, (run.pids, run.pids))
+            os.setgroups([])
+            os.setresgid(run.uid, run.uid, run.uid)
+            os.setresuid(run.uid, run.uid, run.uid)
+        paper_dir = os.path.join(run.folder, "paper")
+        os.chdir(paper_dir)
+        home = os.path.join(run.folder, "home")
+        os.environ["HOME"] = home
+        os.environ["TMPDIR"] = home
+        script = os.path.join(paper_dir, server.test_script)
+        if server.fresh:
+            os.set_inheritable(proof, True)
+            os.execve(server.python, [server.python, server.self_path, "--launch", script, "--proof-fd", str(proof)],
+                      dict(os.environ))
+        # state a fresh interpreter would not share with its siblings
+        random.seed()
+        np_random = sys.modules.get("numpy.random")
+        if np_random is not None:
+            try:
+                np_random.seed()
+            except Exception:  # noqa: BLE001
+                pass
+        sys.path[0] = paper_dir
+        _fresh_stdio()
+        launch(script, proof)
+    except BaseException:  # noqa: BLE001 - the child must never return into the server loop
+        try:
+            traceback.print_exc()
+        except BaseException:  # noqa: BLE001
+            pass
+    finally:
+        os._exit(code)
+
+
+# --------------------------------------------------------------------------- server side
+
+class Bounded:
+    """First quarter and last three quarters of a stream; counts what was dropped in between."""
+
+    def __init__(self, limit: int):
+        self.head_limit = max(0, limit // 4)
+        self.tail_limit = max(0, limit - self.head_limit)
+        self.head, self.tail, self.dropped = bytearray(), bytearray(), 0
+
+    def feed(self, data: bytes) -> None:
+        room = self.head_limit - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if not data:
+            return
+        self.tail += data
+        if len(self.tail) > self.tail_limit:
+            cut = len(self.tail) - self.tail_limit
+            self.dropped += cut
+            del self.tail[:cut]
+
+    def text(self) -> str:
+        middle = f"\n... [{self.dropped} bytes omitted] ...\n".encode() if self.dropped else b""
+        return bytes(self.head + middle + self.tail).decode("utf-8", errors="replace")
+
+
+class Run:
+    def __init__(self, request: dict, folder: str):
+        self.id = request["id"]
+        self.folder = folder
+        self.timeout = float(request.get("timeout") or 60.0)
+        self.memory_mb = int(request.get("memory_mb") or 4096)
+        self.output_bytes = int(request.get("output_bytes") or 64 * 1024)
+        self.file_size_mb = int(request.get("file_size_mb") or 256)
+        self.pids = int(request.get("pids") or 512)
+        self.files = request.get("files") or {}
+        self.uid: int | None = None
+        self.slot: int | None = None
+        self.pid = 0
+        self.pidfd = -1
+        self.started = 0.0
+        self.deadline = 0.0
+        self.drain_until: float | None = None
+        self.status: int | None = None
+        self.ended = 0.0
+        self.timed_out = False
+        self.out = Bounded(self.output_bytes)
+        self.err = Bounded(self.output_bytes)
+        self.proof = bytearray()
+        self.open_fds: dict[int, object] = {}
+
+
+def _proc_entries() -> list[tuple[int, int, int, int, int, str]]:
+    """(pid, ppid, pgid, sid, uid, state) of every visible process."""
+    rows = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                stat = fh.read().decode(errors="replace")
+            fields = stat[stat.rindex(")") + 2:].split()
+            with open(f"/proc/{name}/status", "rb") as fh:
+                uid_line = next(ln for ln in fh.read().decode(errors="replace").splitlines() if ln.startswith("Uid:"))
+            rows.append((int(name), int(fields[1]), int(fields[2]), int(fields[3]), int(uid_line.split()[1]), fields[0]))
+        except (OSError, ValueError, StopIteration, IndexError):
+            continue
+    return rows
+
+
+class Server:
+    def __init__(self, args: argparse.Namespace):
+        self.paper = os.path.abspath(args.paper)
+        self.work = os.path.abspath(args.work)
+        self.fresh = bool(args.fresh)
+        self.python = args.python or sys.executable
+        self.self_path = os.path.abspath(__file__)
+        self.test_script = "paper2code_test.py"
+        self.uid_base = args.run_uid_base if os.geteuid() == 0 else None
+        if self.uid_base is not None and self.uid_base <= 0:
+            self.uid_base = None
+        self.runs: dict[int, Run] = {}  # by pid
+        self.active_ids: set[str] = set()
+        self.finished: list[str] = []
+        self.slots: set[int] = set()
+        self.sel = selectors.DefaultSelector()
+        self.stdin_buf = bytearray()
+        self.stdin_open = True
+        self.out_fd = -1
+        self.statuses: dict[int, int] = {}
+
+    # -- helpers
+    def send(self, obj: dict) -> None:
+        data = (json.dumps(obj) + "\n").encode()
+        view = memoryview(data)
+        while view:
+            try:
+                n = os.write(self.out_fd, view)
+            except BlockingIOError:
+                time.sleep(0.001)
+                continue
+            view = view[n:]
+
+    def reap(self) -> None:
+        """Collect every exited child (runs and orphans reparented to us); keep run statuses."""
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid in self.runs:
+                self.statuses[pid] = status
+
+    def run_pids(self, run: Run, table) -> list[int]:
+        me = os.getpid()
+        if run.uid is not None:
+            return [p for p, _pp, _g, _s, uid, st in table if uid == run.uid and st != "Z" and p != me]
+        # no uid of its own: its session, its group, its descendants, orphans handed to us
+        children: dict[int, list[int]] = {}
+        for p, pp, _g, _s, _u, _st in table:
+            children.setdefault(pp, []).append(p)
+        found = {p for p, _pp, g, s, _u, st in table if st != "Z" and (s == run.pid or g == run.pid)}
+        stack = [run.pid]
+        while stack:
+            for c in children.get(stack.pop(), []):
+                if c not in found:
+                    found.add(c)
+                    stack.append(c)
+        active = set(self.runs)
+        found |= {p for p, pp, _g, _s, _u, st in table if pp == me and p not in active and st != "Z"}
+        found.discard(me)
+        return [p for p in found if p != run.pid or run.status is None]
+
+    def kill_tree(self, run: Run) -> None:
+        for _ in range(400):
+            pids = self.run_pids(run, _proc_entries())
+            if not pids:
+                break
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            self.reap()
+            time.sleep(0.002)
+
+    # -- request handling
+    def bad_request(self, rid, message: str) -> None:
+        self.send({"id": rid, "exit_code": None, "signal": None, "timed_out": False, "stdout": "", "stderr": message,
+                   "seconds": 0.0, "truncated": False, "oom": False,
+                   "proof": {"completed": False, "tests_run": 0}, "error": message})
+
+    def start(self, request: dict) -> None:
+        rid = request.get("id")
+        if not isinstance(rid, str) or not _ID_RE.match(rid) or rid in (".", ".."):
+            self.bad_request(rid, f"bad run id {rid!r}: use 1-128 letters, digits, '_', '.', '-'")
+            return
+        if rid in self.active_ids:
+            self.bad_request(rid, f"run id {rid!r} is already running")
+            return
+        folder = os.path.join(self.work, rid)
+        try:
+            self.discard(folder)
+            run = Run(request, folder)
+            os.makedirs(folder)
+            paper_copy = os.path.join(folder, "paper")
+            shutil.copytree(self.paper, paper_copy, symlinks=True, ignore=shutil.ignore_patterns(*_IGNORED, "*.pyc"))
+            base = os.path.realpath(paper_copy)
+            for rel, text in run.files.items():
+                target = os.path.realpath(os.path.join(paper_copy, rel))
+                if not target.startswith(base + os.sep):
+                    raise ValueError(f"refusing to write outside the paper folder: {rel}")
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                if os.path.islink(os.path.join(paper_copy, rel)):
+                    os.unlink(os.path.join(paper_copy, rel))
+                with open(target, "w", encoding="utf-8") as fh:
+                    fh.write(text)
+            os.makedirs(os.path.join(folder, "home"))
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
+            self.discard(folder)
+            self.bad_request(rid, f"cannot prepare run {rid}: {exc}")
+            return
+        if self.uid_base is not None:
+            slot = 0
+            while slot in self.slots:
+                slot += 1
+            self.slots.add(slot)
+            run.slot, run.uid = slot, self.uid_base + slot
+            for root, dirs, files in os.walk(folder):
+                for name in dirs + files:
+                    os.lchown(os.path.join(root, name), run.uid, run.uid)
+            os.chown(folder, run.uid, run.uid)
+            os.chmod(folder, 0o700)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        proof_r, proof_w = os.pipe()
+        run.started = time.monotonic()
+        run.deadline = run.started + run.timeout
+        pid = os.fork()
+        if pid == 0:
+            for fd in (out_r, err_r, proof_r):
+                os.close(fd)
+            _child(run, self, (out_w, err_w, proof_w))
+        for fd in (out_w, err_w, proof_w):
+            os.close(fd)
+        run.pid = pid
+        self.runs[pid] = run
+        self.active_ids.add(rid)
+        for fd, kind in ((out_r, "out"), (err_r, "err"), (proof_r, "proof")):
+            os.set_blocking(fd, False)
+            run.open_fds[fd] = kind
+            self.sel.register(fd, selectors.EVENT_READ, (run, kind))
+        if hasattr(os, "pidfd_open"):
+            try:
+                run.pidfd = os.pidfd_open(pid)
+                self.sel.register(run.pidfd, selectors.EVENT_READ, (run, "exit"))
+            except OSError:
+                run.pidfd = -1
+
+    def on_data(self, run: Run, fd: int, kind: str) -> None:
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.sel.unregister(fd)
+            os.close(fd)
+            run.open_fds.pop(fd, None)
+            return
+        if kind == "out":
+            run.out.feed(data)
+        elif kind == "err":
+            run.err.feed(data)
+        elif len(run.proof) < 4096:
+            run.proof += data
+
+    def on_exit(self, run: Run) -> None:
+        if run.pidfd >= 0:
+            self.sel.unregister(run.pidfd)
+            os.close(run.pidfd)
+            run.pidfd = -1
+        run.ended = time.monotonic()
+        self.kill_tree(run)
+        run.drain_until = time.monotonic() + DRAIN_SECONDS
+
+    def finish(self, run: Run) -> None:
+        for fd in list(run.open_fds):
+            self.sel.unregister(fd)
+            os.close(fd)
+        run.open_fds.clear()
+        status = run.status if run.status is not None else 0
+        sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+        code = -sig if sig is not None else os.WEXITSTATUS(status)
+        proof = {"completed": False, "tests_run": 0}
+        for line in bytes(run.proof).decode(errors="replace").splitlines()[:1]:
+            try:
+                data = json.loads(line)
+                proof = {"completed": data.get("completed") is True, "tests_run": int(data.get("tests_run") or 0)}
+            except (ValueError, TypeError, AttributeError):
+                pass
+        stderr = run.err.text()
+        oom = ("MemoryError" in stderr or "std::bad_alloc" in stderr
+               or (sig == signal.SIGKILL and not run.timed_out))
+        result = {
+            "id": run.id,
+            "exit_code": code,
+            "signal": sig,
+            "timed_out": run.timed_out,
+            "stdout": run.out.text(),
+            "stderr": stderr,
+            "seconds": round((run.ended or time.monotonic()) - run.started, 4),
+            "truncated": bool(run.out.dropped or run.err.dropped),
+            "oom": bool(oom),
+            "proof": proof,
+        }
+        del self.runs[run.pid]
+        self.statuses.pop(run.pid, None)
+        self.active_ids.discard(run.id)
+        if run.slot is not None:
+            self.slots.discard(run.slot)
+        for sub in ("paper", "home"):
+            self.discard(os.path.join(run.folder, sub))
+        try:
+            with open(os.path.join(run.folder, "result.json"), "w", encoding="utf-8") as fh:
+                json.dump(result, fh)
+        except OSError:
+            pass
+        self.send(result)
+        self.finished.append(run.folder)
+        while len(self.finished) > KEEP_RESULTS:
+            self.discard(self.finished.pop(0))
+
+    @staticmethod
+    def discard(path: str) -> None:
+        if not os.path.lexists(path):
+            return
+
+        def fix(func, p, _exc):  # a run may leave read-only or unreadable folders behind
+            try:
+                parent = os.path.dirname(p)
+                os.chmod(parent, 0o700)
+                if os.path.isdir(p) and not os.path.islink(p):
+                    os.chmod(p, 0o700)
+                func(p)
+            except OSError:
+                pass
+
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, onerror=fix)
+        else:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+    def on_stdin(self) -> None:
+        try:
+            data = os.read(0, 1 << 20)
+        except BlockingIOError:
+            return
+        if not data:
+            self.stdin_open = False
+            self.sel.unregister(0)
+            return
+        self.stdin_buf += data
+        while b"\n" in self.stdin_buf:
+            line, _, rest = bytes(self.stdin_buf).partition(b"\n")
+            self.stdin_buf = bytearray(rest)
+            if not line.strip():
+                continue
+            try:
+                request = json.loads(line)
+                if not isinstance(request, dict):
+                    raise ValueError("a request is a JSON object")
+            except ValueError as exc:
+                self.bad_request(None, f"bad request line: {exc}")
+                continue
+            self.start(request)
+
+    def serve(self) -> int:
+        # protocol lines go to a private copy of stdout; anything else printed lands on stderr
+        self.out_fd = os.dup(1)
+        os.dup2(2, 1)
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans of runs come back to us
+        except (OSError, AttributeError):
+            pass
+        os.makedirs(self.work, exist_ok=True)
+        if self.uid_base is not None:
+            os.chmod(self.work, 0o711)
+        for var in _THREAD_ENV:
+            os.environ.setdefault(var, "1")
+        if self.fresh:
+            preloaded, failed = [], {}
+        else:
+            wanted = scan_imports(self.paper) + [m for m in ARGS_PRELOAD if m]
+            wanted = list(dict.fromkeys(wanted))
+            preloaded, failed = preload(wanted, self.paper)
+        # a preloaded module may have installed handlers; the server's own are set after
+        self.send({"ready": True, "protocol": PROTOCOL, "preloaded": preloaded, "failed": failed,
+                   "fresh": self.fresh, "uid_mode": self.uid_base is not None})
+        os.set_blocking(0, False)
+        self.sel.register(0, selectors.EVENT_READ, (None, "stdin"))
+        try:
+            while self.stdin_open or self.runs:
+                now = time.monotonic()
+                waits = [0.05]
+                for run in self.runs.values():
+                    waits.append((run.drain_until if run.drain_until is not None else run.deadline) - now)
+                for key, _ in self.sel.select(max(0.0, min(waits))):
+                    run, kind = key.data
+                    if kind == "stdin":
+                        self.on_stdin()
+                    elif kind == "exit":
+                        self.reap()
+                    else:
+                        self.on_data(run, key.fd, kind)
+                self.reap()
+                now = time.monotonic()
+                for run in list(self.runs.values()):
+                    if run.status is None and run.pid in self.statuses:
+                        run.status = self.statuses[run.pid]
+                        self.on_exit(run)
+                    elif run.status is None and now >= run.deadline and not run.timed_out:
+                        run.timed_out = True
+                        self.kill_tree(run)
+                        try:
+                            os.kill(run.pid, signal.SIGKILL)
+                        except ProcessLookupError:
+                            pass
+                    if run.drain_until is not None and (not any(k in ("out", "err") for k in run.open_fds.values())
+                                                        or now >= run.drain_until):
+                        # take what is already in the proof pipe, then answer
+                        for fd, kind in list(run.open_fds.items()):
+                            if kind == "proof":
+                                self.on_data(run, fd, kind)
+                        self.finish(run)
+        finally:
+            for run in list(self.runs.values()):
+                self.kill_tree(run)
+                try:
+                    os.kill(run.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            self.reap()
+            for folder in self.finished:
+                self.discard(folder)
+        return 0
+
+
+ARGS_PRELOAD: list[str] = []
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="warm runner for one paper's test (see the module docstring)")
+    parser.add_argument("--paper")
+    parser.add_argument("--work")
+    parser.add_argument("--preload", default="", help="extra modules to import once, comma-separated")
+    parser.add_argument("--fresh", action="store_true", help="a fresh interpreter per run (no fork)")
+    parser.add_argument("--python", help="interpreter for --fresh runs (default: this one)")
+    parser.add_argument("--run-uid-base", type=int, default=0,
+                        help="when root: each run gets its own uid BASE+slot (default 0: off; the bwrap backend uses it)")
+    parser.add_argument("--launch", help=argparse.SUPPRESS)
+    parser.add_argument("--proof-fd", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.launch:
+        launch(args.launch, args.proof_fd if args.proof_fd is not None else -1)
+        return 0  # not reached
+    if not args.paper or not args.work:
+        parser.error("--paper and --work are required")
+    if not os.path.isfile(os.path.join(args.paper, "paper2code_test.py")):
+        parser.error(f"{args.paper} has no paper2code_test.py")
+    ARGS_PRELOAD[:] = [m.strip() for m in args.preload.split(",") if m.strip()]
+    return Server(args).serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
