@@ -125,6 +125,7 @@ class Evaluation(models.Model):
     is_public = models.BooleanField(default=False)
     hidden = models.BooleanField(default=False, help_text="hidden by an admin")
     verified = models.BooleanField(default=False, help_text="reproduced by the maintainers")
+    input_hash = models.CharField(max_length=64, blank=True, help_text="hash of what was scored (re-imports skip it)")
     created_at = models.DateTimeField(auto_now_add=True)
 
     # aggregates, recomputed by services.evaluation_aggregates_refresh when results are written
@@ -169,3 +170,22 @@ class SnippetResult(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["evaluation", "snippet", "sample"], name="one_result_per_snippet_sample")
         ]
+
+
+# Any write that changes what a release shows moves its data_version, which every cached page and
+# API response has in its key. bulk_create/update do not send signals: the services that use them
+# call services.release_touch themselves.
+from django.db.models import F  # noqa: E402
+from django.db.models.signals import post_delete, post_save  # noqa: E402
+from django.dispatch import receiver  # noqa: E402
+
+
+@receiver([post_save, post_delete], sender=Evaluation, dispatch_uid="rcb_evaluation_touch")
+def _evaluation_changed(sender, instance: Evaluation, **kwargs) -> None:
+    Release.objects.filter(pk=instance.release_id).update(data_version=F("data_version") + 1)
+
+
+@receiver([post_save, post_delete], sender=LLMModel, dispatch_uid="rcb_model_touch")
+@receiver([post_save, post_delete], sender=Paper, dispatch_uid="rcb_paper_touch")
+def _shown_everywhere_changed(sender, instance, **kwargs) -> None:
+    Release.objects.update(data_version=F("data_version") + 1)

@@ -1,22 +1,92 @@
 """Writes of the leaderboard app. Aggregates are computed here, when results are written."""
 from __future__ import annotations
 
-from django.db import transaction
-from django.utils import timezone
+import datetime as dt
+import hashlib
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
 
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+from django.utils.text import slugify
+
+from benchmark_core import scoring
+from benchmark_core.problemset import ProblemSet, validate_problemset
 from benchmark_core.scoring import SnippetOutcome, summarize
 
-from .models import Evaluation, Snippet, SnippetResult
+from .models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
 
-__all__ = ["evaluation_aggregates_refresh"]
+__all__ = [
+    "ImportProblem",
+    "PsetImportResult",
+    "evaluation_aggregates_refresh",
+    "evaluation_summary_store",
+    "release_touch",
+    "release_tiers_refresh",
+    "release_set_default",
+    "published_import",
+    "pset_import",
+    "tree_hash",
+]
+
+PUBLISHED_RELEASE_NAME = "v1.0 (published)"
+PUBLISHED_RELEASE_SLUG = "v1-0-published"
+PUBLISHED_RELEASE_DATE = dt.date(2025, 6, 1)  # FORMAT.md: the public release of June 2025
+PUBLISHED_HARNESS = "researchcodebench-db3d16d9"
+STORED_N_BOOT = 1000
+IGNORED_PARTS = {"__pycache__", ".git", ".ipynb_checkpoints", ".venv", "node_modules", ".pytest_cache"}
+
+
+class ImportProblem(Exception):
+    """An input that cannot be imported; the message says why (commands print it, no traceback)."""
+
+
+# --------------------------------------------------------------------------- aggregates
+def release_touch(*, release_id: int) -> None:
+    """Move the release's data_version: cached pages and responses of it become stale."""
+    Release.objects.filter(pk=release_id).update(data_version=F("data_version") + 1)
+
+
+def evaluation_summary_store(
+    *, evaluation: Evaluation, summary: dict[str, Any], snippets_total: int, snippets_covered: int, save: bool = True
+) -> Evaluation:
+    """Copy a benchmark_core.scoring.summarize() result into the evaluation's stored aggregates."""
+    evaluation.scaled_pass_rate = summary["scaled_pass_rate"]
+    evaluation.pass_rate = summary["pass_rate"]
+    evaluation.scaled_ci_low, evaluation.scaled_ci_high = summary["scaled_pass_rate_ci95"]
+    evaluation.scaled_std = summary["scaled_pass_rate_std"]
+    evaluation.pass_std = summary["pass_rate_std"]
+    evaluation.snippets_total = snippets_total
+    evaluation.snippets_covered = snippets_covered
+    evaluation.categories = summary["categories"]
+    evaluation.per_paper = summary["papers"]
+    evaluation.paper_totals = {
+        p: [v["weight"] * v["scaled_pass_rate"] / 100, v["weight"], v["pass_rate"] * v["snippets"] / 100, v["snippets"]]
+        for p, v in summary["papers"].items()
+    }
+    evaluation.pass_at_k = summary["pass_at_k"]
+    evaluation.samples = max(evaluation.samples, summary["samples"])
+    evaluation.computed_at = timezone.now()
+    if save:
+        evaluation.save()
+    return evaluation
 
 
 @transaction.atomic
-def evaluation_aggregates_refresh(*, evaluation: Evaluation, n_boot: int = 1000) -> Evaluation:
+def evaluation_aggregates_refresh(
+    *, evaluation: Evaluation, n_boot: int = STORED_N_BOOT, refresh_release: bool = True
+) -> Evaluation:
     """Recompute an evaluation's stored figures from its SnippetResult rows.
 
     Snippets of the release without a result count as failed ('missing'), so a partial
-    evaluation never looks better than it is; coverage tells how much was scored.
+    evaluation never looks better than it is; coverage tells how much was scored. With
+    ``refresh_release`` the release's significance tiers are recomputed too (batch writers pass
+    False and call release_tiers_refresh once at the end).
     """
     snippets = list(
         Snippet.objects.filter(release_id=evaluation.release_id).values("id", "paper__paper_id", "file", "name", "weight")
@@ -43,21 +113,498 @@ def evaluation_aggregates_refresh(*, evaluation: Evaluation, n_boot: int = 1000)
                 )
             )
     summary = summarize(outcomes, n_boot=n_boot)
-    evaluation.scaled_pass_rate = summary["scaled_pass_rate"]
-    evaluation.pass_rate = summary["pass_rate"]
-    evaluation.scaled_ci_low, evaluation.scaled_ci_high = summary["scaled_pass_rate_ci95"]
-    evaluation.scaled_std = summary["scaled_pass_rate_std"]
-    evaluation.pass_std = summary["pass_rate_std"]
-    evaluation.snippets_total = len(snippets)
-    evaluation.snippets_covered = len(covered)
-    evaluation.categories = summary["categories"]
-    evaluation.per_paper = summary["papers"]
-    evaluation.paper_totals = {
-        p: [v["weight"] * v["scaled_pass_rate"] / 100, v["weight"], v["pass_rate"] * v["snippets"] / 100, v["snippets"]]
-        for p, v in summary["papers"].items()
+    evaluation_summary_store(
+        evaluation=evaluation, summary=summary, snippets_total=len(snippets), snippets_covered=len(covered)
+    )
+    if refresh_release:
+        release_tiers_refresh(release=evaluation.release)
+    return evaluation
+
+
+def release_tiers_refresh(*, release: Release, n_boot: int = STORED_N_BOOT) -> dict[str, dict[str, int]]:
+    """Compute and store the significance tiers of the release's ranked models, per prompt variant.
+
+    Stored with the data_version they were computed at; selectors ignore tiers whose version is
+    older (a later write) and compute them at request time instead.
+    """
+    from . import selectors  # selectors import models only; no cycle at import time
+
+    release_touch(release_id=release.id)
+    release.refresh_from_db(fields=["data_version"])
+    stored: dict[str, Any] = {}
+    result = {}
+    for with_paper in (True, False):
+        evs = [
+            ev
+            for ev in selectors._latest_per_model(selectors._public_evaluations(release, with_paper=with_paper))
+            if selectors._is_ranked(ev)
+        ]
+        if not evs:
+            continue
+        tiers = scoring.significance_tiers({ev.model.key: selectors._totals(ev) for ev in evs}, n_boot=n_boot)
+        stored[selectors.tiers_key(with_paper)] = {"version": release.data_version, "tiers": tiers}
+        result[selectors.tiers_key(with_paper)] = tiers
+    # update(), not save(): a concurrent writer's bump must not be overwritten
+    Release.objects.filter(pk=release.pk).update(tiers=stored)
+    release.tiers = stored
+    return result
+
+
+def release_set_default(*, release: Release) -> None:
+    """Make this the release shown when none is asked for."""
+    with transaction.atomic():
+        Release.objects.exclude(pk=release.pk).filter(is_default=True).update(is_default=False)
+        Release.objects.filter(pk=release.pk).update(is_default=True)
+    release.is_default = True
+
+
+# --------------------------------------------------------------------------- published results
+def _date(value: Any) -> dt.date | None:
+    if value in (None, "", "null"):
+        return None
+    try:
+        return dt.date.fromisoformat(str(value).strip())
+    except ValueError:
+        return None
+
+
+def _paper_fields(meta: dict[str, Any]) -> dict[str, Any]:
+    """Paper model fields from a papers.yaml / paper_metadata entry (dates may be strings or dates)."""
+
+    def as_date(key: str) -> dt.date | None:
+        value = meta.get(key)
+        return value if isinstance(value, dt.date) else _date(value)
+
+    def as_str(key: str, limit: int) -> str:
+        value = meta.get(key)
+        return "" if value in (None, "null") else str(value).strip()[:limit]
+
+    return {
+        "title": as_str("title", 500) or str(meta.get("id")),
+        "venue": as_str("venue", 100),
+        "arxiv_abs": as_str("arxiv_abs", 500),
+        "arxiv_date": as_date("arxiv_date"),
+        "arxiv_v1_date": as_date("arxiv_v1_date"),
+        "github_url": as_str("github_url", 500),
+        "first_commit_date": as_date("first_commit_date"),
+        "last_commit_date": as_date("last_commit_date"),
+        "metadata": {k: (v.isoformat() if isinstance(v, dt.date) else v) for k, v in meta.items()},
     }
-    evaluation.pass_at_k = summary["pass_at_k"]
-    evaluation.samples = max(evaluation.samples, len(samples))
-    evaluation.computed_at = timezone.now()
-    evaluation.save()
+
+
+def _load_published(path: Path) -> tuple[dict[str, Any], str]:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ImportProblem(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ImportProblem(f"{path}: not valid JSON: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("results"), dict) or not isinstance(
+        data.get("overall_scores"), dict
+    ):
+        raise ImportProblem(f"{path}: not an overall_stats.json (needs 'results' and 'overall_scores' objects)")
+    problems = []
+    for paper_id, paper in data["results"].items():
+        if not isinstance(paper, dict) or not isinstance(paper.get("results"), dict):
+            problems.append(f"{path}: results[{paper_id!r}] has no 'results' object")
+            continue
+        for model, entry in paper["results"].items():
+            for snippet, samples in (entry or {}).get("results", {}).items():
+                for s in samples if isinstance(samples, list) else [None]:
+                    if not isinstance(s, dict) or "passed" not in s or "snippet_code_line_count" not in s:
+                        problems.append(f"{path}: {paper_id}/{model}/{snippet}: needs 'passed' and 'snippet_code_line_count'")
+    if problems:
+        raise ImportProblem("\n".join(problems[:20]) + (f"\n... and {len(problems) - 20} more" if len(problems) > 20 else ""))
+    return data, hashlib.sha256(raw).hexdigest()
+
+
+def _model_fields(key: str, cfg: dict[str, Any]) -> dict[str, Any]:
+    cutoff = str(cfg.get("knowledge_cutoff_date") or "").strip()
+    try:
+        cutoff_date = scoring.parse_cutoff(cutoff) if cutoff else None
+    except ValueError:
+        cutoff_date = None
+
+    def cost(name: str) -> float | None:
+        try:
+            return float(cfg[name]) if cfg.get(name) is not None else None
+        except (TypeError, ValueError):
+            return None
+
+    company = str(cfg.get("company") or "")
+    developer = str(cfg.get("developer") or "")
+    return {
+        "display_name": str(cfg.get("pretty_name") or key)[:200],
+        # 'developer' is the lab that made the model; 'company' is sometimes the API provider
+        "organisation": (developer or company.title())[:200],
+        "developer": developer[:200],
+        "open_weights": bool(cfg.get("is_open", False)),
+        "knowledge_cutoff": cutoff[:20],
+        "knowledge_cutoff_date": cutoff_date,
+        "input_cost": cost("input_cost"),
+        "output_cost": cost("output_cost"),
+        "metadata": {k: v for k, v in cfg.items() if k != "client_kwargs"},
+    }
+
+
+@dataclass
+class PublishedImportResult:
+    release: Release
+    papers: int
+    snippets: int
+    models: int
+    mismatches: list[str] = field(default_factory=list)  # figures that differ from overall_scores
+    notes: list[str] = field(default_factory=list)
+
+
+def _load_papers_yaml(path: Path) -> dict[str, dict[str, Any]]:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ImportProblem(f"{path}: cannot read papers.yaml: {exc}") from None
+    if isinstance(data, dict) and isinstance(data.get("papers"), list):
+        data = data["papers"]
+    if not isinstance(data, list):
+        raise ImportProblem(f"{path}: papers.yaml must be a list of paper entries")
+    return {str(e["id"]): e for e in data if isinstance(e, dict) and e.get("id")}
+
+
+def published_import(
+    *, path: str | Path, papers_yaml: str | Path | None = None, make_default: bool = True
+) -> PublishedImportResult:
+    """Import a published overall_stats.json as release "v1.0 (published)"; idempotent.
+
+    Paper metadata comes from the published papers.yaml when given or found beside the file (the
+    copy inside overall_stats.json is older for some papers, e.g. minp's first commit date), else
+    from the file's paper_metadata.
+
+    Papers (with metadata), snippets (name, weight; no code), models (from llm_cfg), one public
+    evaluation per model with its per-snippet verdicts (no completions) and stored aggregates.
+    Snippets that import_pset already gave code to keep it. Returns the figures that do not match
+    the file's own overall_scores (empty when everything is reproduced).
+    """
+    path = Path(path)
+    data, content_hash = _load_published(path)
+    if papers_yaml is None and (path.parent / "papers.yaml").is_file():
+        papers_yaml = path.parent / "papers.yaml"
+    paper_entries = _load_papers_yaml(Path(papers_yaml)) if papers_yaml else {}
+    notes = [f"paper metadata from {papers_yaml}"] if papers_yaml else []
+    with transaction.atomic():
+        release, _ = Release.objects.update_or_create(
+            slug=PUBLISHED_RELEASE_SLUG,
+            defaults={
+                "name": PUBLISHED_RELEASE_NAME,
+                "status": Release.PUBLISHED,
+                "content_hash": content_hash,
+                "release_date": PUBLISHED_RELEASE_DATE,
+                "published_at": dt.datetime(2025, 6, 1, tzinfo=dt.timezone.utc),
+                "description": "The results published with the ResearchCodeBench paper (20 papers, 212 snippets, "
+                "greedy decoding, one sample per snippet).",
+            },
+        )
+        # papers and snippets, in the file's order
+        snippet_ids: dict[tuple[str, str], int] = {}
+        existing = {(s.paper.paper_id, s.name): s for s in Snippet.objects.filter(release=release).select_related("paper")}
+        for paper_id, entry in data["results"].items():
+            meta = dict(entry.get("paper_metadata") or {"id": paper_id})
+            if paper_id in paper_entries:
+                meta.update(paper_entries[paper_id])
+            meta["id"] = paper_id
+            paper, _ = Paper.objects.update_or_create(paper_id=paper_id, defaults=_paper_fields(meta))
+            weights: dict[str, int] = {}
+            for model_entry in entry["results"].values():
+                for name, samples in model_entry.get("results", {}).items():
+                    if samples:
+                        weights.setdefault(name, int(samples[0]["snippet_code_line_count"]))
+            for position, (name, weight) in enumerate(weights.items()):
+                snip = existing.get((paper_id, name))
+                if snip is None:
+                    snip = Snippet.objects.create(release=release, paper=paper, name=name, weight=weight, position=position)
+                elif snip.weight != weight:
+                    snip.weight = weight
+                    snip.save(update_fields=["weight"])
+                snippet_ids[(paper_id, name)] = snip.id
+            ReleasePaper.objects.update_or_create(
+                release=release,
+                paper=paper,
+                defaults={"snippet_count": len(weights), "total_weight": sum(weights.values())},
+            )
+        # models and their evaluations
+        cfgs = {k: (v or {}).get("llm_cfg", {}) for k, v in data["overall_scores"].items()}
+        outcomes_by_model = scoring.published_outcomes(data)
+        model_keys = list(dict.fromkeys([*cfgs, *outcomes_by_model]))
+        evaluations = []
+        for key in model_keys:
+            model, _ = LLMModel.objects.update_or_create(key=key, defaults=_model_fields(key, cfgs.get(key, {})))
+            ev, _ = Evaluation.objects.get_or_create(
+                model=model,
+                release=release,
+                source=Evaluation.PUBLISHED,
+                with_paper=True,
+                defaults={
+                    "is_public": True,
+                    "verified": True,
+                    "samples": 1,
+                    "decoding": {"strategy": "greedy", "samples": 1},
+                    "prompt_version": "published",
+                    "harness_version": PUBLISHED_HARNESS,
+                },
+            )
+            if ev.input_hash != content_hash:
+                SnippetResult.objects.filter(evaluation=ev).delete()
+                rows = []
+                for paper_id, entry in data["results"].items():
+                    for name, samples in entry["results"].get(key, {}).get("results", {}).items():
+                        for s in samples:
+                            rows.append(
+                                SnippetResult(
+                                    evaluation=ev,
+                                    snippet_id=snippet_ids[(paper_id, name)],
+                                    sample=int(s.get("completion_idx", 0)),
+                                    passed=bool(s["passed"]),
+                                    exit_code=s.get("exit_code") if isinstance(s.get("exit_code"), int) else None,
+                                    # the published file has verdicts only: failures are uncategorised
+                                    category="" if s["passed"] else "other",
+                                )
+                            )
+                SnippetResult.objects.bulk_create(rows, batch_size=2000)
+                ev.input_hash = content_hash
+                evaluation_aggregates_refresh(evaluation=ev, refresh_release=False)
+            evaluations.append(ev)
+        release_tiers_refresh(release=release)
+        if make_default:
+            release_set_default(release=release)
+    mismatches = []
+    by_key = {ev.model.key: ev for ev in evaluations}
+    for key, scores in data["overall_scores"].items():
+        ev = by_key.get(key)
+        for field_name, entry in (("scaled_pass_rate", "line_rates"), ("pass_rate", "task_rates")):
+            expected = ((scores or {}).get(entry) or {}).get("mean")
+            got = getattr(ev, field_name) if ev else None
+            if expected is not None and (got is None or abs(got - expected) > 0.005):
+                mismatches.append(f"{key}: {field_name} {got} != published {expected}")
+    return PublishedImportResult(
+        release=release,
+        papers=len(data["results"]),
+        snippets=len(snippet_ids),
+        models=len(evaluations),
+        mismatches=mismatches,
+        notes=notes,
+    )
+
+
+# --------------------------------------------------------------------------- problem sets
+def tree_hash(folder: Path) -> str:
+    """sha256 over a folder's files (relative paths and bytes), ignoring caches."""
+    h = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder)
+        if any(part in IGNORED_PARTS for part in rel.parts) or not path.is_file():
+            continue
+        h.update(rel.as_posix().encode() + b"\0")
+        h.update(hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()
+
+
+@dataclass
+class PsetImportResult:
+    release: Release
+    attached: bool  # the folder was attached to an existing published release
+    papers: int
+    snippets: int
+    warnings: list[str] = field(default_factory=list)
+
+
+def _pset_load(path: Path) -> ProblemSet:
+    pset, problems = validate_problemset(path)
+    if problems:
+        raise ImportProblem("\n".join(str(p) for p in problems) + f"\n{len(problems)} problem(s): nothing was imported")
+    if not pset.papers:
+        raise ImportProblem(f"{path}: no paper found")
+    return pset
+
+
+def _pset_names(pset: ProblemSet) -> set[tuple[str, str]]:
+    return {(paper.id, snip.name) for paper, snip in pset.snippets}
+
+
+def _matching_published(pset: ProblemSet) -> Release | None:
+    """The published release whose papers and snippet names are exactly the folder's, if any."""
+    names = _pset_names(pset)
+    for release in Release.objects.filter(status=Release.PUBLISHED).order_by("-created_at"):
+        have = set(Snippet.objects.filter(release=release).values_list("paper__paper_id", "name"))
+        if have == names:
+            return release
+    return None
+
+
+def _copy_paper(src: Path, dst: Path) -> None:
+    if dst.exists():
+        shutil.rmtree(dst)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(*IGNORED_PARTS))
+
+
+def pset_import(*, path: str | Path, release_name: str | None = None, status: str | None = None) -> PsetImportResult:
+    """Load a problem-set folder into a release; idempotent.
+
+    Attaches code, files, lines and the folder to the snippets of the published release whose
+    papers and snippet names are exactly the folder's (so new submissions are scored on the release
+    the published models are ranked on); otherwise loads a draft release named ``release_name``
+    (default: the folder's name). Paper folders are copied under settings.RCB_PSET_ROOT/<slug>/.
+    Raises ImportProblem with every validation problem (nothing is written then).
+    """
+    src = Path(path).resolve()
+    pset = _pset_load(src)
+    warnings: list[str] = []
+    target = Release.objects.filter(name=release_name).first() if release_name else None
+    published = _matching_published(pset)
+    if target is not None and target.frozen and target != published:
+        raise ImportProblem(
+            f"release {target.name!r} is published (frozen) and its snippets are not this folder's; "
+            "choose another --release name"
+        )
+    attached = published is not None and (target is None or target == published)
+    with transaction.atomic():
+        if attached:
+            release = published
+        else:
+            name = release_name or src.name
+            release, _ = Release.objects.get_or_create(
+                name=name[:100], defaults={"slug": _unique_slug(name), "status": Release.DRAFT}
+            )
+            if status:
+                release.status = status
+                if status == Release.PUBLISHED and release.published_at is None:
+                    release.published_at = timezone.now()
+                    release.release_date = timezone.now().date()
+                release.save()
+        root = Path(settings.RCB_PSET_ROOT) / release.slug
+        existing = {
+            (s.paper.paper_id, s.file, s.name): s for s in Snippet.objects.filter(release=release).select_related("paper")
+        }
+        by_name = {(pid, name): s for (pid, _f, name), s in existing.items()}
+        seen: set[int] = set()
+        paper_hashes = []
+        for paper in pset.papers:
+            meta = dict(paper.metadata or {"id": paper.id})
+            meta.setdefault("id", paper.id)
+            fields = _paper_fields(meta)
+            if meta.get("summary"):
+                fields["summary"] = str(meta["summary"])
+            db_paper = Paper.objects.filter(paper_id=paper.id).first()
+            if db_paper is None:
+                db_paper = Paper.objects.create(paper_id=paper.id, **fields)
+            else:
+                # keep published metadata; fill what the folder adds
+                changed = [k for k, v in fields.items() if v not in (None, "", {}) and getattr(db_paper, k) in (None, "", {})]
+                for k in changed:
+                    setattr(db_paper, k, fields[k])
+                if changed:
+                    db_paper.save(update_fields=changed)
+            dst = root / paper.id
+            _copy_paper(paper.folder, dst)
+            digest = tree_hash(dst)
+            paper_hashes.append(f"{paper.id}:{digest}")
+            snippets = paper.snippets
+            created: dict[tuple[str, str], Snippet] = {}
+            for position, core in enumerate(snippets):
+                snip = by_name.get((paper.id, core.name)) if attached else existing.get((paper.id, core.file, core.name))
+                values = {
+                    "file": core.file,
+                    "depth": core.depth,
+                    "position": position,
+                    "start_line": core.start_line,
+                    "end_line": core.end_line,
+                    "code": core.code,
+                }
+                if snip is None:
+                    snip = Snippet.objects.create(release=release, paper=db_paper, name=core.name, weight=core.weight, **values)
+                else:
+                    if attached and snip.weight != core.weight:
+                        warnings.append(
+                            f"{paper.id}/{core.name}: weight {core.weight} in the folder, {snip.weight} in the "
+                            "published release (kept: the published figures use it)"
+                        )
+                    elif not attached:
+                        values["weight"] = core.weight
+                    for k, v in values.items():
+                        setattr(snip, k, v)
+                    snip.save()
+                created[(core.file, core.name)] = snip
+                seen.add(snip.id)
+            for core in snippets:  # parents once every snippet of the paper exists
+                snip = created[(core.file, core.name)]
+                parent = created.get((core.file, core.parent)) if core.parent else None
+                if snip.parent_id != (parent.id if parent else None):
+                    snip.parent = parent
+                    snip.save(update_fields=["parent"])
+            ReleasePaper.objects.update_or_create(
+                release=release,
+                paper=db_paper,
+                defaults={
+                    "folder": str(dst),
+                    "content_hash": digest,
+                    "snippet_count": len(snippets),
+                    "total_weight": sum(created[(c.file, c.name)].weight for c in snippets),
+                },
+            )
+        if not attached:
+            # a draft follows its folder: what the folder no longer has goes
+            stale = Snippet.objects.filter(release=release).exclude(id__in=seen)
+            stale.delete()
+            ReleasePaper.objects.filter(release=release).exclude(paper__paper_id__in=[p.id for p in pset.papers]).delete()
+            release.content_hash = hashlib.sha256("\n".join(sorted(paper_hashes)).encode()).hexdigest()
+            release.save(update_fields=["content_hash"])
+        release_touch(release_id=release.id)
+    return PsetImportResult(
+        release=release, attached=attached, papers=len(pset.papers), snippets=len(pset.snippets), warnings=warnings
+    )
+
+
+def _unique_slug(name: str) -> str:
+    base = slugify(name)[:90] or "release"
+    slug, n = base, 2
+    while Release.objects.filter(slug=slug).exists():
+        slug, n = f"{base}-{n}", n + 1
+    return slug
+
+
+def results_store(
+    *, evaluation: Evaluation, runs: Iterable[Any], completions: dict[tuple[str, str, str, int], str] | None = None
+) -> Evaluation:
+    """Replace an evaluation's SnippetResult rows by benchmark_core TestRuns and refresh its aggregates."""
+    snippet_ids = {
+        (pid, f, n): i
+        for i, pid, f, n in Snippet.objects.filter(release_id=evaluation.release_id).values_list(
+            "id", "paper__paper_id", "file", "name"
+        )
+    }
+    completions = completions or {}
+    rows = []
+    for run in runs:
+        sid = snippet_ids.get((run.paper, run.file, run.snippet))
+        if sid is None:
+            continue
+        rows.append(
+            SnippetResult(
+                evaluation=evaluation,
+                snippet_id=sid,
+                sample=run.sample,
+                passed=run.passed,
+                category=run.category or "",
+                exit_code=run.exit_code,
+                seconds=run.seconds,
+                output_tail=run.output_tail,
+                completion=completions.get((run.paper, run.file, run.snippet, run.sample), ""),
+            )
+        )
+    with transaction.atomic():
+        SnippetResult.objects.filter(evaluation=evaluation).delete()
+        SnippetResult.objects.bulk_create(rows, batch_size=2000)
+        evaluation_aggregates_refresh(evaluation=evaluation, refresh_release=False)
     return evaluation
