@@ -161,7 +161,14 @@ def parse_annotations(text: str, path: str) -> FileAnnotations:
                     )
                 )
                 break  # the inner snippet stays open: it closes later
-            problems.append(Problem(path, inner.line, f'tag "{inner.name}" is never closed'))
+            problems.append(
+                Problem(
+                    path,
+                    lineno,
+                    f'closing tag "{name}" does not match the innermost open tag "{inner.name}" '
+                    f"(line {inner.line}), which is never closed",
+                )
+            )
             stack.pop()
         opened = next(o for o in reversed(stack) if o.name == name)
         stack.remove(opened)

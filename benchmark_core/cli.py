@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -249,10 +250,19 @@ def print_report(results: dict, out: TextIO) -> None:
     if failed:
         print("\nFailed snippets:", file=out)
         for s in failed[:50]:
-            last = next((ln for ln in reversed(s.get("output_tail", "").splitlines()) if ln.strip()), "")
+            last = _failure_line(s.get("output_tail", ""))
             print(f"  {s['paper']}/{s['snippet']} [sample {s['sample']}] {s['category']}: {last[:100]}", file=out)
         if len(failed) > 50:
             print(f"  ... and {len(failed) - 50} more (see the results file)", file=out)
+
+
+def _failure_line(output: str) -> str:
+    """The line that says why a run failed: the exception line when there is one."""
+    lines = [ln for ln in output.splitlines() if ln.strip()]
+    for line in lines:
+        if not line[0].isspace() and re.match(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit)\b", line):
+            return line
+    return lines[-1] if lines else ""
 
 
 def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
