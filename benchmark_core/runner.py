@@ -1,12 +1,13 @@
 """Insert a completion, run the paper's test in a sandbox, and judge it by the published rule."""
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
-from typing import Callable, Iterable
+from dataclasses import asdict, dataclass, field, is_dataclass
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from .annotation import Snippet
 from .completions import completion_lines, insert_completion
@@ -14,6 +15,9 @@ from .errors import classify
 from .masking import snippet_base_indent
 from .problemset import Paper, ProblemSet
 from .sandbox.base import PaperSpec, RunResult, Sandbox, SandboxSession
+
+if TYPE_CHECKING:
+    from .cache import VerdictCache
 
 __all__ = [
     "FAIL_MARKERS",
@@ -139,12 +143,92 @@ def missing_run(task: Task) -> TestRun:
     )
 
 
+# ---------------------------------------------------------------------------- proof that the test ran
+# Backends that run the warm runner report, per run, whether the test script ran to completion and
+# how many unittest cases it started. A run passes only when it completed and started at least as
+# many cases as the paper's reference code did in the same environment (run once, then cached).
+
+_REFERENCE: dict[tuple[str, str], dict] = {}
+_REFERENCE_LOCK = threading.Lock()
+_PAPER_LOCKS: dict[tuple[str, str], threading.Lock] = defaultdict(threading.Lock)
+
+
+def environment_id(sandbox: Sandbox) -> str:
+    return str(getattr(sandbox, "environment_id", None) or sandbox.describe())
+
+
+def reference_outcome(result: RunResult) -> dict:
+    """What must repeat for a paper's reference run to count as deterministic."""
+    return {
+        "passed": not result.timed_out and published_verdict(result.exit_code, result.stdout, result.stderr),
+        "exit_code": result.exit_code,
+        "timed_out": result.timed_out,
+        "completed": result.extra.get("completed"),
+        "tests_run": result.extra.get("tests_run"),
+    }
+
+
+def reference_run(session: SandboxSession, paper: Paper, *, timeout: float, runs: int = 1) -> dict:
+    """Run the paper's original code ``runs`` times in ``session`` (cached per environment and content).
+
+    Returns ``{"completed", "tests_run", "deterministic"}``; ``deterministic`` is None until two runs
+    were compared.
+    """
+    from .cache import paper_content_hash
+
+    key = (environment_id(session.sandbox), paper_content_hash(paper.folder))
+    with _PAPER_LOCKS[key]:
+        with _REFERENCE_LOCK:
+            known = _REFERENCE.get(key)
+        if known is not None and (runs < 2 or known["deterministic"] is not None):
+            return known
+        outcomes = [reference_outcome(session.run({}, timeout=timeout)) for _ in range(runs)]
+        first = outcomes[0]
+        info = {
+            "completed": first["completed"],
+            "tests_run": first["tests_run"],
+            "deterministic": all(o == first for o in outcomes) if runs >= 2 else None,
+            "passed": first["passed"],
+        }
+        with _REFERENCE_LOCK:
+            _REFERENCE[key] = info
+        return info
+
+
+def apply_proof(result: RunResult, reference: dict | None) -> None:
+    """Set ``result.extra["proof"]`` from the run's and the reference's completion and case count."""
+    if "completed" not in result.extra or "proof" in result.extra:
+        return
+    if reference is None or reference.get("completed") is not True:
+        return  # the reference itself never completes: there is nothing to compare with
+    expected = int(reference.get("tests_run") or 0)
+    completed = result.extra.get("completed") is True
+    ran = int(result.extra.get("tests_run") or 0)
+    result.extra["expected_tests"] = expected
+    if not completed:
+        result.extra["proof"] = False
+        result.extra["proof_category"] = "crash"
+        reason = "the test script did not run to completion (it exited early or was cut short)"
+    elif ran < expected:
+        result.extra["proof"] = False
+        result.extra["proof_category"] = "other"
+        reason = f"the test ran {ran} test case(s), the reference code runs {expected}"
+    else:
+        result.extra["proof"] = True
+        return
+    result.extra["proof_reason"] = reason
+    if not result.timed_out and published_verdict(result.exit_code, result.stdout, result.stderr):
+        result.stderr = (result.stderr.rstrip("\n") + f"\n[harness] not passed: {reason}\n").lstrip("\n")
+
+
 def run_task(session: SandboxSession, task: Task, *, timeout: float) -> TestRun:
     """Run one task in an open session of its paper."""
     if task.code is None:
         return missing_run(task)
     text = build_file(task.paper, task.snippet, task.code)
     result = session.run({task.snippet.file: text}, timeout=timeout)
+    if getattr(session.sandbox, "provides_proof", False):
+        apply_proof(result, reference_run(session, task.paper, timeout=timeout))
     return judge(task, result)
 
 
@@ -179,6 +263,25 @@ class _Sessions:
         self.sessions.clear()
 
 
+def _cache_keys(tasks: list[Task], sandbox: Sandbox, timeout: float) -> tuple[list[str | None], dict[str, str]]:
+    """Per task its verdict key (None for missing code), and per paper its (content, environment) key."""
+    from .cache import paper_content_hash, verdict_key
+
+    env = environment_id(sandbox)
+    limits = asdict(sandbox.limits) if is_dataclass(sandbox.limits) else repr(sandbox.limits)
+    paper_keys: dict[str, str] = {}
+    keys: list[str | None] = []
+    for task in tasks:
+        if task.paper.id not in paper_keys:
+            paper_keys[task.paper.id] = verdict_key(HARNESS_VERSION, paper_content_hash(task.paper.folder), env)
+        if task.code is None:
+            keys.append(None)
+            continue
+        keys.append(verdict_key(paper_keys[task.paper.id], task.snippet.file, task.snippet.name,
+                                "\n".join(task.code), task.paper.timeout or timeout, limits))
+    return keys, paper_keys
+
+
 def run_tasks(
     tasks: list[Task],
     *,
@@ -186,14 +289,46 @@ def run_tasks(
     workers: int | None = None,
     timeout: float = 60.0,
     progress: Callable[[TestRun], None] | None = None,
+    cache: "VerdictCache | None" = None,
 ) -> list[TestRun]:
-    """Run tasks in parallel (one session per paper); results come back in task order."""
+    """Run tasks in parallel (one session per paper); results come back in task order.
+
+    With ``cache``, a task whose verdict is stored for the same paper content, snippet, code and
+    environment is not run again, provided the paper was shown deterministic in this environment
+    (its reference run, made twice, gave identical outcomes); new verdicts of such papers are stored.
+    """
     workers = max(1, workers or os.cpu_count() or 1)
-    counts: dict[str, int] = defaultdict(int)
-    for task in tasks:
-        counts[task.paper.id] += 1
-    sessions = _Sessions(sandbox, counts)
     results: list[TestRun | None] = [None] * len(tasks)
+    keys: list[str | None] = [None] * len(tasks)
+    paper_keys: dict[str, str] = {}
+    todo = list(range(len(tasks)))
+    if cache is not None:
+        keys, paper_keys = _cache_keys(tasks, sandbox, timeout)
+        trusted = {pid for pid, pk in paper_keys.items() if cache.deterministic(pk)}
+        stored = cache.get_many(k for i, k in enumerate(keys) if k and tasks[i].paper.id in trusted)
+        todo = []
+        for i, key in enumerate(keys):
+            if key in stored:
+                run = TestRun(**{**stored[key], "extra": {**stored[key].get("extra", {}), "cached": True}})
+                results[i] = run
+                if progress is not None:
+                    progress(run)
+            else:
+                todo.append(i)
+    counts: dict[str, int] = defaultdict(int)
+    for i in todo:
+        counts[tasks[i].paper.id] += 1
+    sessions = _Sessions(sandbox, counts)
+
+    def deterministic(task: Task, session: SandboxSession, paper_timeout: float) -> bool:
+        assert cache is not None
+        pk = paper_keys[task.paper.id]
+        known = cache.deterministic(pk)
+        if known is None:
+            info = reference_run(session, task.paper, timeout=paper_timeout, runs=2)
+            known = bool(info["deterministic"])
+            cache.set_deterministic(pk, known, json.dumps(info))
+        return known
 
     def work(index: int) -> tuple[int, TestRun]:
         task = tasks[index]
@@ -201,13 +336,19 @@ def run_tasks(
             if task.code is None:
                 return index, missing_run(task)
             paper_timeout = task.paper.timeout or timeout
-            return index, run_task(sessions.get(task.paper), task, timeout=paper_timeout)
+            session = sessions.get(task.paper)
+            run = run_task(session, task, timeout=paper_timeout)
+            if cache is not None and keys[index] and deterministic(task, session, paper_timeout):
+                stored = asdict(run)
+                stored["extra"] = dict(run.extra)
+                cache.put(keys[index], stored)
+            return index, run
         finally:
             sessions.done(task.paper.id)
 
     try:
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = [pool.submit(work, i) for i in range(len(tasks))]
+            futures = [pool.submit(work, i) for i in todo]
             for future in as_completed(futures):
                 index, run = future.result()
                 results[index] = run

@@ -651,7 +651,10 @@ class Server:
             except ValueError as exc:
                 self.bad_request(None, f"bad request line: {exc}")
                 continue
-            self.start(request)
+            try:
+                self.start(request)
+            except Exception as exc:  # noqa: BLE001 - one bad request must not stop the other runs
+                self.bad_request(request.get("id"), f"cannot start run: {type(exc).__name__}: {exc}")
 
     def serve(self) -> int:
         # protocol lines go to a private copy of stdout; anything else printed lands on stderr

@@ -1,0 +1,112 @@
+"""A verdict cache: re-scoring identical completions in the same environment costs a lookup.
+
+A verdict is keyed by the SHA-256 of (harness version, paper content, file, snippet, completion
+code, environment id, timeout and limits). It is only trusted for papers shown deterministic: the
+paper's reference run, made twice in the same environment, gave identical verdicts (exit code,
+pass/fail, number of test cases). Stored in one small SQLite file, safe to share between threads
+and processes.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+__all__ = ["VerdictCache", "paper_content_hash", "verdict_key"]
+
+_SKIP_DIRS = {"__pycache__", ".git", ".ipynb_checkpoints"}
+
+
+def paper_content_hash(folder: Path | str) -> str:
+    """SHA-256 over every file of a paper folder (relative path and bytes), in a stable order."""
+    root = Path(folder)
+    digest = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
+        for name in sorted(filenames):
+            if name.endswith(".pyc"):
+                continue
+            path = Path(dirpath) / name
+            rel = path.relative_to(root).as_posix()
+            digest.update(rel.encode() + b"\0")
+            try:
+                digest.update(path.read_bytes() if not path.is_symlink() else os.readlink(path).encode())
+            except OSError:
+                digest.update(b"<unreadable>")
+            digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def verdict_key(*parts: Any) -> str:
+    """SHA-256 of the parts, each JSON-encoded (so no two different part lists collide)."""
+    return hashlib.sha256(json.dumps(list(parts), sort_keys=True, default=str).encode()).hexdigest()
+
+
+class VerdictCache:
+    """A SQLite file of verdicts and of which (paper, environment) pairs are deterministic."""
+
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
+        with self._lock, self._db:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS verdict (key TEXT PRIMARY KEY, run TEXT NOT NULL, created REAL NOT NULL)"
+            )
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS paper_env (key TEXT PRIMARY KEY, deterministic INTEGER NOT NULL, "
+                "detail TEXT NOT NULL, created REAL NOT NULL)"
+            )
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            row = self._db.execute("SELECT run FROM verdict WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return json.loads(row[0])
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, dict[str, Any]]:
+        keys = list(dict.fromkeys(keys))
+        found: dict[str, dict[str, Any]] = {}
+        with self._lock:
+            for i in range(0, len(keys), 500):
+                chunk = keys[i : i + 500]
+                marks = ",".join("?" * len(chunk))
+                for key, run in self._db.execute(f"SELECT key, run FROM verdict WHERE key IN ({marks})", chunk):
+                    found[key] = json.loads(run)
+        self.hits += len(found)
+        self.misses += len(keys) - len(found)
+        return found
+
+    def put(self, key: str, run: dict[str, Any]) -> None:
+        with self._lock, self._db:
+            self._db.execute("INSERT OR REPLACE INTO verdict (key, run, created) VALUES (?, ?, ?)",
+                             (key, json.dumps(run), time.time()))
+
+    def deterministic(self, paper_env: str) -> bool | None:
+        """True/False when known for this (paper content, environment) key, else None."""
+        with self._lock:
+            row = self._db.execute("SELECT deterministic FROM paper_env WHERE key = ?", (paper_env,)).fetchone()
+        return None if row is None else bool(row[0])
+
+    def set_deterministic(self, paper_env: str, value: bool, detail: str = "") -> None:
+        with self._lock, self._db:
+            self._db.execute(
+                "INSERT OR REPLACE INTO paper_env (key, deterministic, detail, created) VALUES (?, ?, ?, ?)",
+                (paper_env, int(value), detail, time.time()),
+            )
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

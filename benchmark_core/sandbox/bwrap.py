@@ -1,0 +1,332 @@
+"""The ``bwrap`` backend: bubblewrap (Debian's ``bubblewrap``) around one warm runner per paper.
+
+The sandbox sees a read-only /usr, a few files of /etc, the interpreter's prefixes (read-only), the
+paper (read-only, at /rcb/paper), the runner script and a size-limited tmpfs for the runs
+(/rcb/work) and /tmp. No network (own, empty network namespace: the host's Redis/PostgreSQL, TCP,
+UDP, IPv6, DNS and abstract Unix sockets are all out of reach; the host's /run and /tmp are not
+mounted, so neither are their Unix sockets), own pid namespace, new session, dies with its parent.
+Nothing of the host's home folders, the project checkout or its settings is mounted.
+
+When the worker runs as root, bwrap keeps only the capabilities the runner needs to give every
+run its own uid (so runs cannot touch each other's folders and whatever a run leaves behind is
+found by uid and killed); the runs themselves have no capability and ``no_new_privs``.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from .base import Limits, PaperSpec, RunResult, Sandbox, SandboxSession, SandboxUnavailable
+from .local import child_env
+
+__all__ = ["BwrapSandbox", "BwrapSession", "WARM_SCRIPT", "bwrap_available"]
+
+WARM_SCRIPT = Path(__file__).with_name("warm.py")
+INSIDE = "/rcb"
+RUN_UID_BASE = 61000
+#: files of /etc a Python program may reasonably read; the rest of /etc stays out
+ETC_FILES = (
+    "passwd", "group", "hosts", "nsswitch.conf", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime",
+    "timezone", "ssl", "ca-certificates", "alternatives", "os-release", "debian_version", "mime.types",
+    "matplotlibrc", "fonts",
+)
+#: capabilities the runner keeps (root only) to give each run its own uid and clean up after it
+RUNNER_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_CHOWN", "CAP_FOWNER", "CAP_DAC_OVERRIDE", "CAP_KILL")
+READY_TIMEOUT = 300.0  # importing torch on a cold disk can take a while
+
+
+def _interpreter_paths(python: str) -> dict[str, Any]:
+    """Ask the interpreter (trusted: the operator chose it) where it lives."""
+    code = (
+        "import json, sys; print(json.dumps({'prefixes': sorted({sys.prefix, sys.base_prefix, sys.exec_prefix, "
+        "sys.base_exec_prefix}), 'path': [p for p in sys.path if p], 'executable': sys.executable, "
+        "'version': '%d.%d.%d' % sys.version_info[:3]}))"
+    )
+    try:
+        out = subprocess.run([python, "-I", "-c", code], capture_output=True, text=True, timeout=60, check=True)
+        return json.loads(out.stdout)
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        raise SandboxUnavailable(f"interpreter {python!r} cannot be used: {exc}") from exc
+
+
+def bwrap_available() -> str | None:
+    """Why bwrap cannot run here, or None when it can (a real sandbox is started once)."""
+    binary = shutil.which("bwrap")
+    if binary is None:
+        return "bubblewrap is not installed (Debian: apt-get install bubblewrap)"
+    try:
+        proc = subprocess.run(
+            [binary, "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+             "--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev", "--unshare-all",
+             "--die-with-parent", "--new-session", "--", "/usr/bin/true"],
+            capture_output=True, text=True, timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"bwrap cannot start: {exc}"
+    if proc.returncode != 0:
+        return f"bwrap cannot create a sandbox here: {proc.stderr.strip() or proc.returncode}"
+    return None
+
+
+class BwrapSandbox(Sandbox):
+    name = "bwrap"
+    #: runs report whether the test completed and how many cases ran (see runner.apply_proof)
+    provides_proof = True
+
+    def __init__(self, *, python: str | None = None, limits: Limits | None = None, **options: Any):
+        super().__init__(python=python, limits=limits, **options)
+        problem = bwrap_available()
+        if problem:
+            raise SandboxUnavailable(problem)
+        self.binary = shutil.which("bwrap") or "bwrap"
+        self.python = python or sys.executable
+        self.info = _interpreter_paths(self.python)
+        self.is_root = os.geteuid() == 0
+
+    def describe(self) -> str:
+        return f"bwrap (python {self.info['version']})"
+
+    @property
+    def environment_id(self) -> str:
+        return f"bwrap:{self.info['executable']}:{self.info['version']}"
+
+    def command(self, paper: PaperSpec) -> list[str]:
+        """The bwrap command line that starts the warm runner for ``paper``."""
+        args = [self.binary, "--die-with-parent", "--new-session"]
+        if self.is_root:
+            # no user namespace: the runner needs real uids to give each run its own
+            args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+            args += ["--cap-drop", "ALL"]
+            for cap in RUNNER_CAPS:
+                args += ["--cap-add", cap]
+        else:
+            args += ["--unshare-all"]
+        args += ["--ro-bind", "/usr", "/usr"]
+        for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+            path = Path("/") / name
+            if path.is_symlink():
+                args += ["--symlink", os.readlink(path), str(path)]
+            elif path.is_dir():
+                args += ["--ro-bind", str(path), str(path)]
+        for name in ETC_FILES:
+            args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+        bound: list[str] = ["/usr"]
+        for prefix in self.info["prefixes"]:
+            real = os.path.realpath(prefix)
+            for p in dict.fromkeys((prefix, real)):
+                if not any(p == b or p.startswith(b + "/") for b in bound) and os.path.isdir(p):
+                    # bwrap copies the modes of the host's parents (/root is 0700): open them up
+                    for parent in reversed(Path(p).parents[:-1]):
+                        args += ["--perms", "0755", "--dir", str(parent)]
+                    args += ["--ro-bind", p, p]
+                    bound.append(p)
+        limits = self.limits
+        args += [
+            "--proc", "/proc",
+            "--dev", "/dev",
+            "--size", str(limits.tmpfs_mb * 1024 * 1024), "--tmpfs", "/tmp",
+            "--dir", INSIDE,
+            "--ro-bind", str(WARM_SCRIPT), f"{INSIDE}/warm.py",
+            "--ro-bind", str(Path(paper.folder).resolve()), f"{INSIDE}/paper",
+            "--size", str(limits.tmpfs_mb * 1024 * 1024), "--tmpfs", f"{INSIDE}/work",
+            "--chdir", INSIDE,
+            "--",
+            self.python, f"{INSIDE}/warm.py", "--paper", f"{INSIDE}/paper", "--work", f"{INSIDE}/work",
+        ]
+        if self.is_root:
+            args += ["--run-uid-base", str(RUN_UID_BASE)]
+        if paper.fresh_process:
+            args += ["--fresh", "--python", self.python]
+        preload = self.options.get("preload")
+        if preload:
+            args += ["--preload", ",".join(preload)]
+        return args
+
+    def open(self, paper: PaperSpec) -> SandboxSession:
+        return BwrapSession(self, paper)
+
+
+class WarmClient:
+    """Talks the warm runner's JSON-lines protocol over a process's stdin/stdout; thread-safe."""
+
+    def __init__(self, argv: list[str], *, env: Mapping[str, str], ready_timeout: float = READY_TIMEOUT):
+        self.argv = argv
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env),
+            start_new_session=True, close_fds=True,
+        )
+        self.write_lock = threading.Lock()
+        self.pending: dict[str, list] = {}  # id -> [event, result]
+        self.pending_lock = threading.Lock()
+        self.stderr_tail = bytearray()
+        self.ready: dict[str, Any] | None = None
+        self.ready_event = threading.Event()
+        self.dead = False
+        self.ids = itertools.count()
+        threading.Thread(target=self._read_stdout, daemon=True, name="warm-stdout").start()
+        threading.Thread(target=self._read_stderr, daemon=True, name="warm-stderr").start()
+        if not self.ready_event.wait(ready_timeout) or self.ready is None:
+            detail = self.stderr_tail.decode(errors="replace")[-2000:]
+            self.close()
+            raise SandboxUnavailable(f"the warm runner did not start: {detail or 'no output'}")
+
+    def _read_stdout(self) -> None:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            try:
+                msg = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(msg, dict) and msg.get("ready"):
+                self.ready = msg
+                self.ready_event.set()
+                continue
+            with self.pending_lock:
+                slot = self.pending.get(msg.get("id")) if isinstance(msg, dict) else None
+            if slot is not None:
+                slot[1] = msg
+                slot[0].set()
+        self.dead = True
+        self.ready_event.set()
+        with self.pending_lock:
+            for slot in self.pending.values():
+                slot[0].set()
+
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for raw in self.proc.stderr:
+            self.stderr_tail += raw
+            if len(self.stderr_tail) > 65536:
+                del self.stderr_tail[:-32768]
+
+    def request(self, payload: dict[str, Any], *, wait: float) -> dict[str, Any] | None:
+        """Send one run; return its result, or None when the runner died or never answered."""
+        rid = f"r{next(self.ids)}"
+        slot: list = [threading.Event(), None]
+        with self.pending_lock:
+            self.pending[rid] = slot
+        try:
+            line = (json.dumps({**payload, "id": rid}) + "\n").encode()
+            try:
+                with self.write_lock:
+                    assert self.proc.stdin is not None
+                    self.proc.stdin.write(line)
+                    self.proc.stdin.flush()
+            except (OSError, ValueError):
+                return None
+            slot[0].wait(wait)
+            return slot[1]
+        finally:
+            with self.pending_lock:
+                self.pending.pop(rid, None)
+
+    @property
+    def alive(self) -> bool:
+        return not self.dead and self.proc.poll() is None
+
+    def close(self) -> None:
+        try:
+            if self.proc.stdin:
+                self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, 9)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.proc.wait()
+        for stream in (self.proc.stdout, self.proc.stderr):
+            try:
+                if stream:
+                    stream.close()
+            except OSError:
+                pass
+
+
+def result_from_message(msg: dict[str, Any] | None, *, seconds: float, why: str) -> RunResult:
+    """A RunResult from a warm runner's answer (or a crash result when there is none)."""
+    if msg is None:
+        return RunResult(exit_code=None, signal=None, timed_out=False, stdout="", stderr=why, seconds=seconds,
+                         extra={"proof": False, "sandbox_error": why[:500]})
+    proof = msg.get("proof") or {}
+    extra: dict[str, Any] = {
+        "completed": bool(proof.get("completed")),
+        "tests_run": int(proof.get("tests_run") or 0),
+    }
+    if msg.get("error"):
+        extra["sandbox_error"] = str(msg["error"])[:500]
+        extra["proof"] = False
+    return RunResult(
+        exit_code=msg.get("exit_code"),
+        signal=msg.get("signal"),
+        timed_out=bool(msg.get("timed_out")),
+        stdout=str(msg.get("stdout") or ""),
+        stderr=str(msg.get("stderr") or ""),
+        seconds=float(msg.get("seconds") or seconds),
+        truncated=bool(msg.get("truncated")),
+        oom=bool(msg.get("oom")),
+        extra=extra,
+    )
+
+
+class BwrapSession(SandboxSession):
+    """One warm runner inside bwrap for one paper; ``run`` may be called from many threads."""
+
+    def __init__(self, sandbox: BwrapSandbox, paper: PaperSpec):
+        super().__init__(sandbox, paper)
+        self.lock = threading.Lock()
+        self.client: WarmClient | None = None
+        self.closed = False
+        self._start()
+
+    def _start(self) -> WarmClient:
+        sandbox: BwrapSandbox = self.sandbox  # type: ignore[assignment]
+        env = child_env(f"{INSIDE}/work")
+        self.client = WarmClient(sandbox.command(self.paper), env=env)
+        return self.client
+
+    @property
+    def ready(self) -> dict[str, Any]:
+        return (self.client.ready if self.client else None) or {}
+
+    @property
+    def server_pid(self) -> int | None:
+        return self.client.proc.pid if self.client else None
+
+    def run(self, files: Mapping[str, str], *, timeout: float) -> RunResult:
+        limits = self.sandbox.limits
+        with self.lock:
+            if self.closed:
+                raise RuntimeError("session is closed")
+            client = self.client
+            if client is None or not client.alive:
+                # the runner died (killed from outside, or a bug): start a new one rather than fail the rest
+                if client is not None:
+                    client.close()
+                client = self._start()
+        payload = {"files": dict(files), "timeout": timeout, "memory_mb": limits.memory_mb,
+                   "output_bytes": limits.output_bytes, "pids": limits.pids, "file_size_mb": limits.file_size_mb}
+        started = time.monotonic()
+        msg = client.request(payload, wait=timeout + 60.0)
+        why = "the sandbox's warm runner stopped answering: " + client.stderr_tail.decode(errors="replace")[-1000:]
+        return result_from_message(msg, seconds=time.monotonic() - started, why=why)
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+            if self.client is not None:
+                self.client.close()
+                self.client = None
