@@ -1,0 +1,171 @@
+"""Formatting, Markdown (sanitized), syntax highlighting and query-string helpers for the templates."""
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+import markdown as md
+import nh3
+from django import template
+from django.http import QueryDict
+from django.urls import NoReverseMatch, reverse
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+from pygments import highlight as pygments_highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import PythonLexer, TextLexer, get_lexer_for_filename
+from pygments.util import ClassNotFound
+
+register = template.Library()
+
+# Markdown may carry links, emphasis, lists, code and tables; nothing that runs or styles.
+ALLOWED_TAGS = {
+    "p", "br", "hr", "em", "strong", "code", "pre", "blockquote", "ul", "ol", "li", "a",
+    "h3", "h4", "h5", "h6", "table", "thead", "tbody", "tr", "th", "td", "sup", "sub", "del",
+}
+ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "th": {"align"}, "td": {"align"}}
+
+
+@register.filter
+def pct(value: Any, digits: int = 2) -> str:
+    """37.3412 -> '37.34'; missing -> an em dash."""
+    if value is None or value == "":
+        return "—"
+    try:
+        return f"{float(value):.{int(digits)}f}"
+    except (TypeError, ValueError):
+        return "—"
+
+
+@register.filter
+def money(value: Any) -> str:
+    if value is None or value == "":
+        return "—"
+    try:
+        return f"${float(value):,.2f}"
+    except (TypeError, ValueError):
+        return "—"
+
+
+@register.filter
+def get_item(mapping: Any, key: Any) -> Any:
+    try:
+        return mapping.get(key) if mapping is not None else None
+    except AttributeError:
+        return None
+
+
+def render_markdown(text: str) -> SafeString:
+    """Markdown -> HTML, then nh3 keeps only harmless tags (no scripts, styles, event handlers)."""
+    html = md.markdown(text or "", extensions=["fenced_code", "tables"], output_format="html")
+    clean = nh3.clean(
+        html,
+        tags=ALLOWED_TAGS,
+        attributes=ALLOWED_ATTRIBUTES,
+        url_schemes={"http", "https", "mailto"},
+        link_rel="nofollow noopener noreferrer",
+    )
+    return mark_safe(clean)  # noqa: S308 - sanitized by nh3 just above
+
+
+@register.filter(name="markdown")
+def markdown_filter(text: str) -> SafeString:
+    return render_markdown(text)
+
+
+def highlight_code(code: str, *, filename: str = "", start_line: int = 1) -> SafeString:
+    """Pygments HTML with CSS classes (static/css/pygments.css), never inline styles."""
+    try:
+        lexer = get_lexer_for_filename(filename) if filename else PythonLexer()
+    except ClassNotFound:
+        lexer = TextLexer()
+    formatter = HtmlFormatter(cssclass="highlight", linenos="inline", linenostart=max(int(start_line or 1), 1), noclasses=False)
+    return mark_safe(pygments_highlight(code or "", lexer, formatter))  # noqa: S308 - pygments escapes the code
+
+
+@register.simple_tag
+def highlight(code: str, filename: str = "", start_line: int = 1) -> SafeString:
+    return highlight_code(code, filename=filename, start_line=start_line)
+
+
+def diff_rows(reference: str, completion: str) -> list[dict[str, str]]:
+    """Line diff (difflib) of reference -> completion as rows {kind, text} for an HTML table."""
+    rows = []
+    for line in difflib.unified_diff(
+        (reference or "").splitlines(), (completion or "").splitlines(), "reference", "completion", lineterm="", n=3
+    ):
+        if line.startswith(("---", "+++")):
+            continue
+        kind = {"@": "hunk", "+": "add", "-": "del"}.get(line[:1], "ctx")
+        rows.append({"kind": kind, "text": line})
+    return rows
+
+
+@register.simple_tag(takes_context=True)
+def query(context: template.Context, **changes: Any) -> str:
+    """The current query string with some parameters replaced (None or '' drops one)."""
+    request = context.get("request")
+    params = request.GET.copy() if request is not None else QueryDict(mutable=True)
+    for key, value in changes.items():
+        if value is None or value == "":
+            params.pop(key, None)
+        else:
+            params[key] = str(value)
+    encoded = params.urlencode()
+    return "?" + encoded if encoded else "?"
+
+
+@register.simple_tag(takes_context=True)
+def sort_query(context: template.Context, column: str) -> str:
+    """Link target of a sortable header: same filters, this column, direction flipped if already sorted."""
+    sort = context.get("sort") or {}
+    direction = "desc"
+    if sort.get("column") == column:
+        direction = "asc" if sort.get("direction") == "desc" else "desc"
+    return query(context, sort=column, dir=direction)
+
+
+@register.simple_tag(takes_context=True)
+def aria_sort(context: template.Context, column: str) -> str:
+    sort = context.get("sort") or {}
+    if sort.get("column") != column:
+        return "none"
+    return "ascending" if sort.get("direction") == "asc" else "descending"
+
+
+@register.simple_tag
+def url_or_empty(name: str, *args: Any) -> str:
+    """reverse() that yields '' when another app has not wired the route (yet)."""
+    try:
+        return reverse(name, args=args)
+    except NoReverseMatch:
+        return ""
+
+
+@register.filter
+def bibtex_escape(value: str) -> str:
+    return escape(str(value).replace("{", "").replace("}", ""))
+
+
+_JSON_ESCAPES = {ord(">"): "\\u003E", ord("<"): "\\u003C", ord("&"): "\\u0026"}
+
+
+@register.simple_tag
+def json_data(value: Any, element_id: str, chart_target: str = "") -> SafeString:
+    """A <script type="application/json"> block (never executed, CSP-safe); data-chart names the div to draw in."""
+    import json
+
+    from django.core.serializers.json import DjangoJSONEncoder
+
+    payload = json.dumps(value, cls=DjangoJSONEncoder).translate(_JSON_ESCAPES)
+    target = f' data-chart="{escape(chart_target)}"' if chart_target else ""
+    return mark_safe(f'<script id="{escape(element_id)}" type="application/json"{target}>{payload}</script>')  # noqa: S308
+
+
+@register.filter
+def row_cost(row: Any) -> str:
+    """Input + output cost of a leaderboard row, for client-side sorting ('' when unknown)."""
+    a, b = getattr(row, "input_cost", None), getattr(row, "output_cost", None)
+    if a is None and b is None:
+        return ""
+    return f"{(a or 0.0) + (b or 0.0):.4f}"

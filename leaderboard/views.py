@@ -1,0 +1,481 @@
+"""Server-rendered pages of the leaderboard. Thin: parse input, call selectors, pick a template.
+
+Every page works without JavaScript; charts are plotly specs embedded as JSON and drawn by
+static/js/charts.js. Unknown releases, papers, models and snippets give a 404; bad query
+parameters fall back to the default view with a notice on the page.
+"""
+from __future__ import annotations
+
+import csv
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+from django.db.models import Count, Sum
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+
+from . import charts, selectors
+from .models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
+from .templatetags.leaderboard_tags import diff_rows, highlight_code, render_markdown
+
+HEADLINE_MODELS = 12
+
+
+# --------------------------------------------------------------------------- helpers
+def _release(request: HttpRequest, slug: str | None = None) -> Release:
+    """The release named in the URL or ?release=, else the default one; 404 when unknown."""
+    slug = slug or (request.GET.get("release") or "").strip() or None
+    try:
+        return selectors.release_get(slug=slug)
+    except Release.DoesNotExist:
+        if slug:
+            raise Http404(f"No release {slug!r}.") from None
+        raise Http404("No release has been published yet.") from None
+
+
+def _releases_menu() -> list[dict[str, Any]]:
+    return list(Release.objects.order_by("-release_date", "-created_at").values("name", "slug", "status"))
+
+
+def _page(request: HttpRequest, template: str, context: dict[str, Any], *, nav: str, release: Release | None = None) -> HttpResponse:
+    context.setdefault("notices", [])
+    context.update(nav=nav, release=release, releases_menu=_releases_menu())
+    return render(request, template, context)
+
+
+def _bool_param(request: HttpRequest, name: str, notices: list[str], default: bool = True) -> bool:
+    raw = (request.GET.get(name) or "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    notices.append(f"{name}={raw!r} is not a yes/no value (use 1 or 0); ignored.")
+    return default
+
+
+def _wants_csv(request: HttpRequest) -> bool:
+    return (request.GET.get("format") or "").lower() == "csv"
+
+
+def _csv_response(filename: str, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> HttpResponse:
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    writer = csv.writer(response)
+    writer.writerow(header)
+    for row in rows:
+        # a leading =,+,-,@ makes spreadsheets evaluate a cell; user-provided names must stay text
+        writer.writerow([f"'{v}" if isinstance(v, str) and v[:1] in ("=", "+", "-", "@") else ("" if v is None else v) for v in row])
+    return response
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+# --------------------------------------------------------------------------- sorting of the overall table
+@dataclass(frozen=True)
+class SortSpec:
+    column: str
+    direction: str  # "asc" | "desc"
+
+
+def _cost(row: selectors.LeaderboardRow) -> float | None:
+    if row.input_cost is None and row.output_cost is None:
+        return None
+    return (row.input_cost or 0.0) + (row.output_cost or 0.0)
+
+
+SORT_KEYS: dict[str, tuple[Callable[[selectors.LeaderboardRow], Any], str]] = {
+    # column: (value, default direction); None values always sink to the bottom
+    "rank": (lambda r: (r.tier if r.ranked and r.tier is not None else None), "asc"),
+    "model": (lambda r: r.name.lower(), "asc"),
+    "organisation": (lambda r: (r.organisation or "").lower() or None, "asc"),
+    "scaled": (lambda r: r.scaled_pass_rate, "desc"),
+    "pass": (lambda r: r.pass_rate, "desc"),
+    "coverage": (lambda r: r.coverage, "desc"),
+    "cutoff": (lambda r: r.knowledge_cutoff_date, "desc"),
+    "cost": (_cost, "asc"),
+    "samples": (lambda r: r.samples, "desc"),
+}
+
+
+def _sort_spec(request: HttpRequest, notices: list[str]) -> SortSpec:
+    column = (request.GET.get("sort") or "rank").strip()
+    if column not in SORT_KEYS:
+        notices.append(f"Cannot sort by {column!r}; sorted by rank (columns: {', '.join(SORT_KEYS)}).")
+        column = "rank"
+    direction = (request.GET.get("dir") or SORT_KEYS[column][1]).strip().lower()
+    if direction not in ("asc", "desc"):
+        notices.append(f"dir={direction!r} is not asc or desc; ignored.")
+        direction = SORT_KEYS[column][1]
+    return SortSpec(column, direction)
+
+
+def _sorted_rows(rows: list[selectors.LeaderboardRow], spec: SortSpec) -> list[selectors.LeaderboardRow]:
+    """Baselines last, then rows with a value sorted as asked, then rows without one."""
+    value = SORT_KEYS[spec.column][0]
+    baselines = [r for r in rows if r.baseline]
+    others = [r for r in rows if not r.baseline]
+    # the selector's order (best scaled rate first) breaks ties, so sorts are stable and meaningful
+    present = [r for r in others if value(r) is not None]
+    missing = [r for r in others if value(r) is None]
+    present.sort(key=value, reverse=spec.direction == "desc")
+    return present + missing + baselines
+
+
+def _leaderboard_csv(table: selectors.LeaderboardTable, name: str) -> HttpResponse:
+    header = [
+        "tier", "model", "name", "organisation", "open_weights", "scaled_pass_rate", "ci_low", "ci_high", "pass_rate",
+        "coverage", "ranked", "baseline", "verified", "knowledge_cutoff", "input_cost", "output_cost", "samples",
+        "snippets", "papers", "with_paper",
+    ]
+    rows = (
+        [r.tier, r.model_key, r.name, r.organisation, r.open_weights, _fmt(r.scaled_pass_rate), _fmt(r.ci_low), _fmt(r.ci_high),
+         _fmt(r.pass_rate), _fmt(r.coverage, 1), r.ranked, r.baseline, r.verified, r.knowledge_cutoff, r.input_cost,
+         r.output_cost, r.samples, r.snippets, r.papers, r.with_paper]
+        for r in table.rows
+    )
+    return _csv_response(name, header, rows)
+
+
+def _ci_chart(rows: Sequence[selectors.LeaderboardRow], *, limit: int | None = None) -> dict[str, Any] | None:
+    ranked = [r for r in rows if r.ranked and r.scaled_pass_rate is not None]
+    ranked.sort(key=lambda r: -(r.scaled_pass_rate or 0.0))
+    if limit:
+        ranked = ranked[:limit]
+    if not ranked:
+        return None
+    return charts.ci_bar_figure(
+        names=[r.name for r in ranked],
+        values=[r.scaled_pass_rate for r in ranked],
+        lows=[r.ci_low for r in ranked],
+        highs=[r.ci_high for r in ranked],
+    )
+
+
+# --------------------------------------------------------------------------- pages
+def home(request: HttpRequest) -> HttpResponse:
+    try:
+        release = selectors.release_get()
+    except Release.DoesNotExist:
+        release = None
+    context: dict[str, Any] = {"table": None, "chart": None}
+    if release is not None:
+        table = selectors.leaderboard_rows(release=release)
+        context.update(
+            table=table,
+            chart=_ci_chart(table.rows, limit=HEADLINE_MODELS),
+            top=[r for r in table.rows if r.ranked][:5],
+            ranked_count=sum(1 for r in table.rows if r.ranked),
+        )
+    return _page(request, "leaderboard/home.html", context, nav="home", release=release)
+
+
+def leaderboard(request: HttpRequest, slug: str | None = None) -> HttpResponse:
+    """Overall leaderboard of a release: tiers, intervals, filters and server-side sorting."""
+    release = _release(request, slug)
+    query = request.GET.copy()
+    query["view"] = "overall"  # the contamination window has its own page
+    params, notices = selectors.leaderboard_params_parse(query)
+    sort = _sort_spec(request, notices)
+    table = selectors.leaderboard_rows(
+        release=release, view="overall", open_weights=params.open_weights, organisation=params.organisation,
+        with_paper=params.with_paper,
+    )
+    if _wants_csv(request):
+        return _leaderboard_csv(table, f"leaderboard-{release.slug}.csv")
+    if params.organisation and params.organisation.lower() not in {o.lower() for o in table.organisations}:
+        notices.append(f"No model of organisation {params.organisation!r} in this release.")
+    rows = _sorted_rows(table.rows, sort)
+    context = {
+        "table": table,
+        "rows": rows,
+        "params": params,
+        "sort": {"column": sort.column, "direction": sort.direction},
+        "notices": notices,
+        "chart": _ci_chart(table.rows),
+        "ranked_count": sum(1 for r in rows if r.ranked),
+    }
+    return _page(request, "leaderboard/leaderboard.html", context, nav="leaderboard", release=release)
+
+
+def per_paper(request: HttpRequest) -> HttpResponse:
+    """Model x paper heatmap (chart + table) and the leaderboard of one chosen paper."""
+    release = _release(request)
+    notices: list[str] = []
+    with_paper = _bool_param(request, "with_paper", notices)
+    hm = selectors.heatmap(release=release, with_paper=with_paper)
+    paper_id = (request.GET.get("paper") or "").strip()
+    if paper_id and paper_id not in hm.papers:
+        notices.append(f"No paper {paper_id!r} in {release.name}; showing the first paper.")
+        paper_id = ""
+    paper_id = paper_id or (hm.papers[0] if hm.papers else "")
+    board = selectors.paper_leaderboard(release=release, paper_id=paper_id, with_paper=with_paper) if paper_id else None
+    if _wants_csv(request):
+        if request.GET.get("table") == "paper" and board is not None:
+            return _csv_response(
+                f"paper-{paper_id}-{release.slug}.csv",
+                ["model", "name", "scaled_pass_rate", "pass_rate", "coverage", "baseline"],
+                ([r.model_key, r.name, _fmt(r.scaled_pass_rate), _fmt(r.pass_rate), _fmt(r.coverage, 1), r.baseline] for r in board.rows),
+            )
+        return _csv_response(
+            f"heatmap-{release.slug}.csv",
+            ["model", "name", *hm.papers],
+            ([key, name, *[_fmt(v) for v in values]] for (key, name), values in zip(hm.models, hm.values)),
+        )
+    grid = [
+        {"key": key, "name": name, "cells": [{"value": v, "level": None if v is None else min(int(v // 20), 5)} for v in values]}
+        for (key, name), values in zip(hm.models, hm.values)
+    ]
+    chart = (
+        charts.heatmap_figure(models=[n for _, n in hm.models], papers=hm.papers, z=hm.values)
+        if hm.models and hm.papers else None
+    )
+    context = {"heatmap": hm, "grid": grid, "chart": chart, "board": board, "paper_id": paper_id,
+               "with_paper": with_paper, "notices": notices}
+    return _page(request, "leaderboard/per_paper.html", context, nav="per_paper", release=release)
+
+
+def contamination(request: HttpRequest) -> HttpResponse:
+    """Scores on the papers first committed inside a date window, and per model after its own cutoff."""
+    release = _release(request)
+    query = request.GET.copy()
+    query["view"] = "contamination_safe"
+    params, notices = selectors.leaderboard_params_parse(query)
+    date_from, date_to = params.date_from, params.date_to
+    if date_from and date_to and date_from > date_to:
+        notices.append("The window starts after it ends; the two dates were swapped.")
+        date_from, date_to = date_to, date_from
+    sort = _sort_spec(request, notices)
+    table = selectors.leaderboard_rows(
+        release=release, view="contamination_safe", cutoff=params.cutoff, date_from=date_from, date_to=date_to,
+        open_weights=params.open_weights, organisation=params.organisation, with_paper=params.with_paper,
+    )
+    per_model = selectors.contamination_per_model(release=release, with_paper=params.with_paper)
+    if _wants_csv(request):
+        if request.GET.get("table") == "per_model":
+            return _csv_response(
+                f"contamination-per-model-{release.slug}.csv",
+                ["model", "name", "knowledge_cutoff", "papers_after_cutoff", "snippets", "scaled_pass_rate", "pass_rate", "overall_scaled_pass_rate"],
+                ([r.model_key, r.name, r.knowledge_cutoff, len(r.papers), r.snippets, _fmt(r.scaled_pass_rate),
+                  _fmt(r.pass_rate), _fmt(r.overall_scaled_pass_rate)] for r in per_model),
+            )
+        return _leaderboard_csv(table, f"contamination-safe-{release.slug}.csv")
+    window = set(table.papers)
+    dated = [(p, d) for p, d in table.paper_dates.items() if d is not None]
+    undated = [p for p, d in table.paper_dates.items() if d is None]
+    snippet_counts = dict(ReleasePaper.objects.filter(release=release).values_list("paper__paper_id", "snippet_count"))
+    papers_json = [{"id": p, "first_commit_date": d.isoformat(), "snippets": snippet_counts.get(p, 0)} for p, d in dated]
+    timeline = (
+        charts.papers_timeline_figure(
+            papers=[p for p, _ in dated], dates=[d.isoformat() for _, d in dated], inside=[p in window for p, _ in dated]
+        ) if dated else None
+    )
+    context = {
+        "table": table,
+        "rows": _sorted_rows(table.rows, sort),
+        "sort": {"column": sort.column, "direction": sort.direction},
+        "params": params,
+        "notices": notices,
+        "per_model": per_model,
+        "few": selectors.FEW_PAPERS,
+        "papers_json": papers_json,
+        "undated": undated,
+        "timeline": timeline,
+        "chart": _ci_chart(table.rows),
+        "date_from": date_from,
+        "date_to": date_to,
+        "min_date": dated and min(d for _, d in dated),
+        "max_date": dated and max(d for _, d in dated),
+        "window_papers": [(p, table.paper_dates.get(p)) for p in table.papers],
+    }
+    return _page(request, "leaderboard/contamination.html", context, nav="contamination", release=release)
+
+
+def errors(request: HttpRequest) -> HttpResponse:
+    release = _release(request)
+    notices: list[str] = []
+    with_paper = _bool_param(request, "with_paper", notices)
+    data = selectors.error_categories(release=release, with_paper=with_paper)
+    if _wants_csv(request):
+        return _csv_response(
+            f"error-categories-{release.slug}.csv",
+            ["model", "name", *data.categories, "failures", "runs"],
+            ([r["model_key"], r["name"], *[r["counts"][c] for c in data.categories], r["failures"], r["runs"]] for r in data.rows),
+        )
+    chart = (
+        charts.error_stack_figure(
+            models=[r["name"] for r in data.rows], counts={c: [r["counts"][c] for r in data.rows] for c in data.categories}
+        ) if data.rows and data.categories else None
+    )
+    context = {"data": data, "chart": chart, "with_paper": with_paper, "notices": notices}
+    return _page(request, "leaderboard/errors.html", context, nav="errors", release=release)
+
+
+def ablation(request: HttpRequest) -> HttpResponse:
+    release = _release(request)
+    rows = selectors.paper_ablation(release=release)
+    if _wants_csv(request):
+        return _csv_response(
+            f"paper-ablation-{release.slug}.csv",
+            ["model", "name", "with_paper", "without_paper", "difference", "ci_low", "ci_high"],
+            ([r.model_key, r.name, _fmt(r.with_paper), _fmt(r.without_paper), _fmt(r.diff), _fmt(r.ci_low), _fmt(r.ci_high)] for r in rows),
+        )
+    chart = (
+        charts.ablation_figure(names=[r.name for r in rows], deltas=[r.diff for r in rows],
+                               lows=[r.ci_low for r in rows], highs=[r.ci_high for r in rows])
+        if rows else None
+    )
+    return _page(request, "leaderboard/ablation.html", {"rows": rows, "chart": chart}, nav="ablation", release=release)
+
+
+def releases(request: HttpRequest) -> HttpResponse:
+    items = selectors.releases_list()
+    if _wants_csv(request):
+        return _csv_response(
+            "releases.csv",
+            ["slug", "name", "status", "release_date", "content_hash", "papers", "snippets", "models"],
+            ([r.slug, r.name, r.status, r.release_date or "", r.content_hash, r.papers, r.snippets, r.models] for r in items),
+        )
+    return _page(request, "leaderboard/releases.html", {"items": items}, nav="releases")
+
+
+def release_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    """The permalink of a release: what it contains, its hash and how to cite it."""
+    release = _release(request, slug)
+    info = next((r for r in selectors.releases_list() if r.slug == release.slug), None)
+    papers = list(
+        ReleasePaper.objects.filter(release=release).select_related("paper").order_by("paper__paper_id")
+    )
+    permalink = request.build_absolute_uri(reverse("leaderboard:release_detail", args=[release.slug]))
+    return _page(request, "leaderboard/release_detail.html", {"info": info, "papers": papers, "permalink": permalink},
+                 nav="releases", release=release)
+
+
+def model_page(request: HttpRequest, key: str) -> HttpResponse:
+    release = _release(request)
+    try:
+        detail = selectors.model_detail(key=key, release=release)
+    except LLMModel.DoesNotExist:
+        raise Http404(f"No model {key!r}.") from None
+    per_model = next((r for r in selectors.contamination_per_model(release=release) if r.model_key == key), None)
+    context = {"detail": detail, "model": detail.model, "contamination": per_model}
+    return _page(request, "leaderboard/model.html", context, nav="leaderboard", release=release)
+
+
+def paper_page(request: HttpRequest, paper_id: str) -> HttpResponse:
+    release = _release(request)
+    try:
+        detail = selectors.paper_detail(release=release, paper_id=paper_id)
+        board = selectors.paper_leaderboard(release=release, paper_id=paper_id)
+    except Paper.DoesNotExist:
+        raise Http404(f"No paper {paper_id!r} in {release.name}.") from None
+    if _wants_csv(request):
+        if request.GET.get("table") == "snippets":
+            return _csv_response(
+                f"snippets-{paper_id}-{release.slug}.csv",
+                ["file", "snippet", "parent_depth", "weight", "start_line", "end_line", "pass_rate", "runs"],
+                ([n.file, n.name, n.depth, n.weight, n.start_line, n.end_line, _fmt(n.pass_rate), n.runs] for n in detail.snippets),
+            )
+        return _csv_response(
+            f"paper-{paper_id}-{release.slug}.csv",
+            ["model", "name", "scaled_pass_rate", "pass_rate", "coverage", "baseline"],
+            ([r.model_key, r.name, _fmt(r.scaled_pass_rate), _fmt(r.pass_rate), _fmt(r.coverage, 1), r.baseline] for r in board.rows),
+        )
+    nodes = [
+        {"node": n, "code_html": highlight_code(n.code, filename=n.file) if n.code else ""}
+        for n in detail.snippets
+    ]
+    context = {
+        "detail": detail,
+        "paper": detail.paper,
+        "summary_html": render_markdown(detail.paper.summary),
+        "nodes": nodes,
+        "board": board,
+    }
+    return _page(request, "leaderboard/paper.html", context, nav="per_paper", release=release)
+
+
+def _snippet_results(snippet: Snippet, *, with_paper: bool) -> list[dict[str, Any]]:
+    """Every public model evaluation's verdicts on one snippet (one query, whatever the models).
+
+    No selector gives this yet (selectors.snippet_drilldown is for one model); kept private here.
+    """
+    rows = (
+        SnippetResult.objects.filter(
+            snippet=snippet, evaluation__is_public=True, evaluation__hidden=False, evaluation__with_paper=with_paper
+        )
+        .select_related("evaluation__model")
+        .order_by("evaluation__model__display_name", "evaluation__created_at", "sample")
+        .only("passed", "category", "sample", "seconds", "evaluation__id", "evaluation__created_at",
+              "evaluation__model__key", "evaluation__model__display_name", "evaluation__model__baseline")
+    )
+    latest: dict[str, int] = {}
+    for r in rows:
+        latest[r.evaluation.model.key] = max(latest.get(r.evaluation.model.key, 0), r.evaluation.id)
+    by_model: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        model = r.evaluation.model
+        if r.evaluation.id != latest[model.key]:
+            continue
+        entry = by_model.setdefault(model.key, {"key": model.key, "name": model.display_name, "baseline": model.baseline,
+                                                "samples": [], "passed": 0})
+        entry["samples"].append({"sample": r.sample, "passed": r.passed, "category": r.category})
+        entry["passed"] += 1 if r.passed else 0
+    return sorted(by_model.values(), key=lambda e: (bool(e["baseline"]), -e["passed"] / max(len(e["samples"]), 1), e["name"].lower()))
+
+
+def snippet_page(request: HttpRequest, paper_id: str) -> HttpResponse:
+    """One snippet: reference code, the masked file the model saw, every model's verdict, and with
+    ?model= a drill-down into that model's completion (diff against the reference) and test output."""
+    release = _release(request)
+    name = (request.GET.get("name") or "").strip()
+    file = (request.GET.get("file") or "").strip() or None
+    model_key = (request.GET.get("model") or "").strip()
+    notices: list[str] = []
+    with_paper = _bool_param(request, "with_paper", notices)
+    if not name:
+        raise Http404("Which snippet? Give ?name=.")
+    qs = Snippet.objects.filter(release=release, paper__paper_id=paper_id, name=name).select_related("paper", "parent")
+    if file:
+        qs = qs.filter(file=file)
+    found = list(qs[:2])
+    if len(found) != 1:
+        raise Http404(f"No snippet {name!r} in paper {paper_id!r} of {release.name}.")
+    snippet = found[0]
+    masked = selectors.snippet_masked_view(release=release, paper_id=paper_id, snippet=snippet.name, file=snippet.file or None)
+    drill = None
+    if model_key:
+        try:
+            drill = selectors.snippet_drilldown(
+                release=release, paper_id=paper_id, snippet=snippet.name, model_key=model_key,
+                file=snippet.file or None, with_paper=with_paper,
+            )
+        except (LLMModel.DoesNotExist, Evaluation.DoesNotExist):
+            raise Http404(f"No public evaluation of model {model_key!r} on {release.name}.") from None
+    results = _snippet_results(snippet, with_paper=with_paper)
+    samples = []
+    if drill is not None:
+        for r in drill.results:
+            samples.append({
+                **r,
+                "diff_rows": diff_rows(snippet.code, r["completion"]),
+                "completion_html": highlight_code(r["completion"], filename=snippet.file) if r["completion"] else "",
+            })
+    context = {
+        "paper": snippet.paper,
+        "snippet": snippet,
+        "code_html": highlight_code(snippet.code, filename=snippet.file) if snippet.code else "",
+        "masked_html": highlight_code(masked, filename=snippet.file) if masked else "",
+        "results": results,
+        "drill": drill,
+        "samples": samples,
+        "card": selectors._card(drill.evaluation) if drill is not None else None,  # noqa: SLF001 - the selector's own card builder
+        "with_paper": with_paper,
+        "notices": notices,
+    }
+    return _page(request, "leaderboard/snippet.html", context, nav="per_paper", release=release)

@@ -1,0 +1,65 @@
+/* Progressive enhancement shared by every page: click-to-sort tables. Pages work without it. */
+(function () {
+  "use strict";
+  document.documentElement.classList.add("js");
+
+  function cellValue(row, index) {
+    var cell = row.cells[index];
+    if (!cell) return "";
+    var raw = cell.getAttribute("data-value");
+    return raw === null ? cell.textContent.trim() : raw;
+  }
+
+  function compare(a, b, numeric) {
+    if (numeric) {
+      var x = parseFloat(a), y = parseFloat(b);
+      var xn = isNaN(x), yn = isNaN(y);
+      if (xn && yn) return 0;
+      if (xn) return 1;   // empty values sink to the bottom whatever the direction
+      if (yn) return -1;
+      return x - y;
+    }
+    return a.localeCompare(b, undefined, { sensitivity: "base", numeric: true });
+  }
+
+  function sortTable(table, th) {
+    var headers = Array.prototype.slice.call(th.parentNode.cells);
+    var index = headers.indexOf(th);
+    var numeric = th.getAttribute("data-type") === "number";
+    var current = th.getAttribute("aria-sort");
+    var dir = current === "descending" ? "ascending" : "descending";
+    if (!numeric && current !== "ascending") dir = "ascending";
+    headers.forEach(function (h) { if (h.hasAttribute("aria-sort")) h.setAttribute("aria-sort", "none"); });
+    th.setAttribute("aria-sort", dir);
+    Array.prototype.forEach.call(table.tBodies, function (body) {
+      var rows = Array.prototype.slice.call(body.rows);
+      // baseline rows stay pinned at the bottom: they are references, not competitors
+      var pinned = rows.filter(function (r) { return r.classList.contains("baseline"); });
+      var ranked = rows.filter(function (r) { return !r.classList.contains("baseline"); });
+      ranked.sort(function (ra, rb) {
+        var va = cellValue(ra, index), vb = cellValue(rb, index);
+        if (numeric && (isNaN(parseFloat(va)) || isNaN(parseFloat(vb)))) return compare(va, vb, true);
+        var c = compare(va, vb, numeric);
+        return dir === "ascending" ? c : -c;
+      });
+      ranked.concat(pinned).forEach(function (r) { body.appendChild(r); });
+    });
+    var status = document.getElementById(table.getAttribute("data-status") || "");
+    if (status) status.textContent = "Sorted by " + th.textContent.trim() + ", " + dir + ".";
+  }
+
+  document.addEventListener("click", function (event) {
+    var link = event.target.closest("table.sortable thead th[data-sort] a");
+    if (!link) return;
+    var th = link.closest("th");
+    var table = th.closest("table");
+    event.preventDefault();
+    sortTable(table, th);
+    if (window.history && window.history.replaceState) {
+      // keep the server-side URL in step so a reload or a shared link shows the same order
+      var url = new URL(link.href, window.location.href);
+      url.searchParams.set("dir", th.getAttribute("aria-sort") === "ascending" ? "asc" : "desc");
+      window.history.replaceState(null, "", url.pathname + url.search);
+    }
+  });
+})();
