@@ -4,5 +4,9 @@ source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 apt_install "${SYSTEM_PACKAGES[@]}" "${TEST_SYSTEM_PACKAGES[@]}"
 ensure_venv requirements-dev.txt
+# the settings refuse to start without a secret; tests get a throw-away one, and plain-HTTP
+# cookies so that browser tests can log in to the live test server
+export DJANGO_SECRET_KEY="${DJANGO_SECRET_KEY:-test-$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')}"
+export DJANGO_SECURE_COOKIES="${DJANGO_SECURE_COOKIES:-0}"
 log "running the test suite"
 exec "$PY" -m pytest "$@"
