@@ -55,6 +55,8 @@ __all__ = [
     "snippet_drilldown",
     "snippet_masked_view",
     "cached",
+    "release_version",
+    "tiers_fingerprint",
 ]
 
 VIEWS = ("overall", "contamination_safe")
@@ -269,6 +271,12 @@ def cached(key_parts: Iterable[Any], compute, *, timeout: int = 3600):
     return value
 
 
+def release_version(release: Release) -> str:
+    """What a cached figure of this release depends on: changes with every write (data_version),
+    and differs between two releases that happen to reuse an id (created_at)."""
+    return f"{release.id}:{release.created_at.isoformat()}:{release.data_version}"
+
+
 def _rate(num: float, den: float) -> float | None:
     return 100.0 * num / den if den else None
 
@@ -342,13 +350,18 @@ def tiers_key(with_paper: bool) -> str:
     return "with_paper" if with_paper else "without_paper"
 
 
-def _stored_tiers(release: Release, with_paper: bool, keys: set[str]) -> dict[str, int] | None:
-    """Tiers stored by services.release_tiers_refresh, when still valid for these models."""
+def tiers_fingerprint(evaluations: Iterable[Evaluation]) -> str:
+    """What the tiers of these ranked evaluations depend on: which evaluation and when it was computed."""
+    parts = sorted(f"{ev.model.key}|{ev.id}|{ev.computed_at.isoformat() if ev.computed_at else ''}" for ev in evaluations)
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
+
+
+def _stored_tiers(release: Release, with_paper: bool, ranked: list[Evaluation]) -> dict[str, int] | None:
+    """Tiers stored by services.release_tiers_refresh, when computed from exactly these evaluations."""
     entry = (release.tiers or {}).get(tiers_key(with_paper))
-    if not entry or entry.get("version") != release.data_version:
+    if not entry or entry.get("fingerprint") != tiers_fingerprint(ranked):
         return None
-    tiers = entry.get("tiers") or {}
-    return tiers if set(tiers) == keys else None
+    return entry.get("tiers") or {}
 
 
 # --------------------------------------------------------------------------- releases
@@ -429,7 +442,8 @@ def _parse_bool(value: str) -> bool:
 
 
 def leaderboard_params_parse(query: Mapping[str, str]) -> tuple[LeaderboardParams, list[str]]:
-    """Validate query parameters: (params, messages). A bad value falls back to its default with a message.
+    """Validate query parameters: (params, messages). A bad value is left at its default and
+    named in a message (pages show the default view with the messages; the API answers 400).
 
     Keys: view (overall|contamination_safe), cutoff, from, to (YYYY-MM-DD, or YYYY-MM meaning the
     month's last day), open_weights (1/0/true/false), organisation, with_paper (1/0).
@@ -438,7 +452,7 @@ def leaderboard_params_parse(query: Mapping[str, str]) -> tuple[LeaderboardParam
     kwargs: dict[str, Any] = {}
     view = (query.get("view") or "overall").strip()
     if view not in VIEWS:
-        messages.append(f"unknown view {view!r}; showing the overall leaderboard (views: {', '.join(VIEWS)})")
+        messages.append(f"unknown view {view!r} (use {' or '.join(VIEWS)})")
         view = "overall"
     kwargs["view"] = view
     for name, attr in (("cutoff", "cutoff"), ("from", "date_from"), ("to", "date_to")):
@@ -448,9 +462,9 @@ def leaderboard_params_parse(query: Mapping[str, str]) -> tuple[LeaderboardParam
         try:
             kwargs[attr] = _parse_date(raw)
         except ValueError:
-            messages.append(f"{name}={raw!r} is not a date (use YYYY-MM-DD); ignored")
+            messages.append(f"{name}={raw[:40]!r} is not a date (use YYYY-MM-DD)")
     if kwargs.get("date_from") and kwargs.get("date_to") and kwargs["date_from"] > kwargs["date_to"]:
-        messages.append("'from' is after 'to'; the window was ignored")
+        messages.append("'from' is after 'to'")
         kwargs.pop("date_from")
         kwargs.pop("date_to")
     for name in ("open_weights", "with_paper"):
@@ -460,7 +474,7 @@ def leaderboard_params_parse(query: Mapping[str, str]) -> tuple[LeaderboardParam
         try:
             kwargs[name] = _parse_bool(raw)
         except ValueError:
-            messages.append(f"{name}={raw!r} is not a yes/no value (use 1 or 0); ignored")
+            messages.append(f"{name}={raw[:40]!r} is not a yes/no value (use 1 or 0)")
     organisation = (query.get("organisation") or "").strip()
     if organisation:
         kwargs["organisation"] = organisation[:200]
@@ -540,8 +554,7 @@ def leaderboard_rows(
     if view == "overall":
         papers = sorted(release_papers)
         figures = {ev.id: None for ev in evaluations}
-        keys = {ev.model.key for ev in ranked_evs}
-        tiers = _stored_tiers(release, with_paper, keys)
+        tiers = _stored_tiers(release, with_paper, ranked_evs)
         if tiers is None:
             tiers = scoring.significance_tiers({ev.model.key: _totals(ev) for ev in ranked_evs}, n_boot=REQUEST_N_BOOT)
     else:
@@ -673,7 +686,7 @@ def paper_ablation(*, release: Release) -> list[AblationRow]:
             )
         return sorted(rows, key=lambda r: (-r.diff, r.name.lower()))
 
-    return cached(("ablation", release.id, release.data_version), compute)
+    return cached(("ablation", release_version(release)), compute)
 
 
 def contamination_per_model(*, release: Release, with_paper: bool = True) -> list[ContaminationRow]:

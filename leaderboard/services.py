@@ -124,13 +124,12 @@ def evaluation_aggregates_refresh(
 def release_tiers_refresh(*, release: Release, n_boot: int = STORED_N_BOOT) -> dict[str, dict[str, int]]:
     """Compute and store the significance tiers of the release's ranked models, per prompt variant.
 
-    Stored with the data_version they were computed at; selectors ignore tiers whose version is
-    older (a later write) and compute them at request time instead.
+    Stored with a fingerprint of the evaluations they come from; selectors ignore stored tiers
+    whose fingerprint no longer matches (an evaluation was added, hidden or re-scored since) and
+    compute them at request time instead.
     """
     from . import selectors  # selectors import models only; no cycle at import time
 
-    release_touch(release_id=release.id)
-    release.refresh_from_db(fields=["data_version"])
     stored: dict[str, Any] = {}
     result = {}
     for with_paper in (True, False):
@@ -142,10 +141,10 @@ def release_tiers_refresh(*, release: Release, n_boot: int = STORED_N_BOOT) -> d
         if not evs:
             continue
         tiers = scoring.significance_tiers({ev.model.key: selectors._totals(ev) for ev in evs}, n_boot=n_boot)
-        stored[selectors.tiers_key(with_paper)] = {"version": release.data_version, "tiers": tiers}
+        stored[selectors.tiers_key(with_paper)] = {"fingerprint": selectors.tiers_fingerprint(evs), "tiers": tiers}
         result[selectors.tiers_key(with_paper)] = tiers
     # update(), not save(): a concurrent writer's bump must not be overwritten
-    Release.objects.filter(pk=release.pk).update(tiers=stored)
+    Release.objects.filter(pk=release.pk).update(tiers=stored, data_version=F("data_version") + 1)
     release.tiers = stored
     return result
 
@@ -367,8 +366,8 @@ def published_import(
                                     sample=int(s.get("completion_idx", 0)),
                                     passed=bool(s["passed"]),
                                     exit_code=s.get("exit_code") if isinstance(s.get("exit_code"), int) else None,
-                                    # the published file has verdicts only: failures are uncategorised
-                                    category="" if s["passed"] else "other",
+                                    # the published file has verdicts only: failures are not classified
+                                    category="" if s["passed"] else "unknown",
                                 )
                             )
                 SnippetResult.objects.bulk_create(rows, batch_size=2000)

@@ -4,6 +4,10 @@ from django.urls import include, path
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("django-rq/", include("django_rq.urls")),
+    path("api/v1/", include("leaderboard.api_urls")),
+    path("accounts/", include("accounts.urls")),
+    path("accounts/", include("django.contrib.auth.urls")),  # login, logout, password reset
     path("", include("submissions.urls")),
+    path("", include("contributions.urls")),
     path("", include("leaderboard.urls")),
 ]

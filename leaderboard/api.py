@@ -1,0 +1,448 @@
+"""JSON API under /api/v1/ (read side). Thin: parse parameters, call a selector, serialize.
+
+Errors are JSON too: unknown release/paper/model -> 404 {"error"}, bad parameters -> 400
+{"error", "messages"}. Table endpoints answer CSV with ?format=csv. Responses of the table
+endpoints are cached under the release's data_version, so a write makes them stale at once.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from typing import Any, Callable
+
+from django.core.cache import cache
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.http import require_GET
+
+from . import csv as lb_csv
+from . import selectors
+from .models import Evaluation, LLMModel, Paper, Release, Snippet
+
+__all__ = [
+    "ping",
+    "releases",
+    "leaderboard",
+    "paper_leaderboard",
+    "paper_detail",
+    "model_detail",
+    "heatmap",
+    "error_categories",
+    "paper_ablation",
+    "contamination",
+]
+
+FORMATS = ("json", "csv")
+CACHE_SECONDS = 600
+
+
+class BadRequest(Exception):
+    def __init__(self, messages: list[str]):
+        self.messages = messages
+        super().__init__("; ".join(messages))
+
+
+def _r2(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
+
+
+def _iso(value: dt.date | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def _error(status: int, message: str, messages: list[str] | None = None) -> JsonResponse:
+    body: dict[str, Any] = {"error": message}
+    if messages is not None:
+        body["messages"] = messages
+    return JsonResponse(body, status=status)
+
+
+def _release_json(release: Release) -> dict[str, Any]:
+    return {
+        "name": release.name,
+        "slug": release.slug,
+        "status": release.status,
+        "content_hash": release.content_hash,
+        "date": _iso(release.release_date),
+    }
+
+
+def _release(request: HttpRequest) -> Release:
+    slug = (request.GET.get("release") or "").strip() or None
+    if slug is None:
+        return selectors.release_get(slug=None)
+    try:
+        return selectors.release_get(slug=slug)
+    except Release.DoesNotExist:
+        return Release.objects.get(name=slug)  # the display name works too
+
+
+def _format(request: HttpRequest) -> str:
+    fmt = (request.GET.get("format") or "json").strip().lower()
+    if fmt not in FORMATS:
+        raise BadRequest([f"format={fmt!r} is not supported (use json or csv)"])
+    return fmt
+
+
+def _json_only(request: HttpRequest) -> None:
+    if _format(request) != "json":
+        raise BadRequest(["this endpoint answers JSON only (CSV: the table endpoints)"])
+
+
+def _respond(
+    request: HttpRequest,
+    *,
+    key: tuple,
+    release: Release | None,
+    build_json: Callable[[], Any],
+    build_csv: Callable[[], str] | None = None,
+    filename: str = "table.csv",
+) -> HttpResponse:
+    """Serialize once per (endpoint, release data_version, parameters); cache the bytes."""
+    fmt = _format(request)
+    if fmt == "csv" and build_csv is None:
+        raise BadRequest(["this endpoint has no CSV form"])
+    version = (selectors.release_version(release),) if release is not None else ("-",)
+    raw_key = json.dumps([*key, *version, fmt], default=str)
+    cache_key = "rcb:api:" + hashlib.sha256(raw_key.encode()).hexdigest()[:40]
+    hit = cache.get(cache_key)
+    if hit is None:
+        if fmt == "csv":
+            hit = (build_csv().encode("utf-8"), "text/csv; charset=utf-8")
+        else:
+            hit = (json.dumps(build_json(), separators=(",", ":")).encode("utf-8"), "application/json")
+        cache.set(cache_key, hit, CACHE_SECONDS)
+    body, content_type = hit
+    response = HttpResponse(body, content_type=content_type)
+    if fmt == "csv":
+        response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+def api_view(func: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """GET only; lookups that fail become 404 JSON, bad parameters 400 JSON."""
+
+    @require_GET
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            return func(request, *args, **kwargs)
+        except Release.DoesNotExist:
+            wanted = request.GET.get("release")
+            return _error(404, f"unknown release {wanted!r}" if wanted else "no release has been loaded yet")
+        except Paper.DoesNotExist as exc:
+            return _error(404, str(exc) or "unknown paper")
+        except Snippet.DoesNotExist as exc:
+            return _error(404, str(exc) or "unknown snippet")
+        except LLMModel.DoesNotExist:
+            return _error(404, f"unknown model {kwargs.get('key')!r}")
+        except Evaluation.DoesNotExist as exc:
+            return _error(404, str(exc) or "no public evaluation")
+        except BadRequest as exc:
+            return _error(400, str(exc), exc.messages)
+
+    wrapper.__name__ = func.__name__
+    wrapper.__doc__ = func.__doc__
+    return wrapper
+
+
+def _row_json(r: selectors.LeaderboardRow) -> dict[str, Any]:
+    return {
+        "tier": r.tier,
+        "model": r.model_key,
+        "name": r.name,
+        "organisation": r.organisation,
+        "open_weights": r.open_weights,
+        "scaled_pass_rate": _r2(r.scaled_pass_rate),
+        "pass_rate": _r2(r.pass_rate),
+        "ci95": [_r2(r.ci_low), _r2(r.ci_high)],
+        "ranked": r.ranked,
+        "coverage": _r2(r.coverage),
+        "snippets": r.snippets,
+        "papers": r.papers,
+        "knowledge_cutoff": r.knowledge_cutoff,
+        "input_cost": r.input_cost,
+        "output_cost": r.output_cost,
+        "samples": r.samples,
+        "baseline": r.baseline or None,
+        "verified": r.verified,
+        "source": r.source,
+        "with_paper": r.with_paper,
+    }
+
+
+# --------------------------------------------------------------------------- endpoints
+@api_view
+def ping(request: HttpRequest) -> HttpResponse:
+    """A trivial endpoint: the baseline of bench/web_load."""
+    return JsonResponse({"ok": True})
+
+
+@api_view
+def releases(request: HttpRequest) -> HttpResponse:
+    """Every release with counts and citation text."""
+    items = [
+        {
+            "name": r.name,
+            "slug": r.slug,
+            "status": r.status,
+            "content_hash": r.content_hash,
+            "date": _iso(r.release_date),
+            "default": r.is_default,
+            "papers": r.papers,
+            "snippets": r.snippets,
+            "models": r.models,
+            "citation": r.citation,
+        }
+        for r in selectors.releases_list()
+    ]
+    return JsonResponse({"releases": items})
+
+
+_KNOWN_LEADERBOARD_PARAMS = {"release", "view", "cutoff", "from", "to", "open_weights", "organisation", "with_paper", "format"}
+
+
+@api_view
+def leaderboard(request: HttpRequest) -> HttpResponse:
+    """The leaderboard of a release: ?release=&view=overall|contamination_safe&cutoff=&from=&to=
+    &open_weights=&organisation=&with_paper=&format=json|csv."""
+    params, messages = selectors.leaderboard_params_parse(request.GET)
+    unknown = sorted(set(request.GET) - _KNOWN_LEADERBOARD_PARAMS)
+    messages += [f"unknown parameter {name!r}" for name in unknown]
+    if messages:
+        raise BadRequest(messages)
+    release = _release(request)
+
+    def table() -> selectors.LeaderboardTable:
+        return selectors.leaderboard_rows(release=release, **params.as_kwargs())
+
+    def as_json() -> dict[str, Any]:
+        t = table()
+        return {
+            "release": _release_json(release),
+            "view": t.view,
+            "with_paper": t.with_paper,
+            "cutoff": _iso(t.cutoff),
+            "from": _iso(t.date_from),
+            "to": _iso(t.date_to),
+            "papers": t.papers,
+            "snippets": t.snippets,
+            "total_weight": t.total_weight,
+            "warning": t.warning or None,
+            "messages": [],
+            "rows": [_row_json(r) for r in t.rows],
+        }
+
+    return _respond(
+        request,
+        key=("leaderboard", sorted(params.as_kwargs().items())),
+        release=release,
+        build_json=as_json,
+        build_csv=lambda: lb_csv.leaderboard_table_csv(table().rows),
+        filename=f"leaderboard-{release.slug}-{params.view}.csv",
+    )
+
+
+@api_view
+def paper_leaderboard(request: HttpRequest, paper_id: str) -> HttpResponse:
+    """Every model's figures on one paper."""
+    release = _release(request)
+
+    def data() -> selectors.PaperLeaderboard:
+        return selectors.paper_leaderboard(release=release, paper_id=paper_id)
+
+    data()  # 404 before anything is cached
+    return _respond(
+        request,
+        key=("paper", paper_id),
+        release=release,
+        build_json=lambda: (lambda d: {
+            "release": _release_json(release),
+            "paper": _paper_json(d.paper),
+            "snippets": d.snippets,
+            "total_weight": d.total_weight,
+            "rows": [_row_json(r) for r in d.rows],
+        })(data()),
+        build_csv=lambda: lb_csv.leaderboard_table_csv(data().rows),
+        filename=f"paper-{paper_id}-{release.slug}.csv",
+    )
+
+
+def _paper_json(p: Paper) -> dict[str, Any]:
+    return {
+        "id": p.paper_id,
+        "title": p.title,
+        "venue": p.venue,
+        "arxiv_abs": p.arxiv_abs,
+        "arxiv_date": _iso(p.arxiv_date),
+        "arxiv_v1_date": _iso(p.arxiv_v1_date),
+        "github_url": p.github_url,
+        "first_commit_date": _iso(p.first_commit_date),
+        "last_commit_date": _iso(p.last_commit_date),
+    }
+
+
+@api_view
+def paper_detail(request: HttpRequest, paper_id: str) -> HttpResponse:
+    """A paper's metadata and snippet tree with each snippet's pass rate across models."""
+    _json_only(request)
+    release = _release(request)
+    d = selectors.paper_detail(release=release, paper_id=paper_id)
+    by_id = {s.id: s.name for s in d.snippets}
+    return JsonResponse(
+        {
+            "release": _release_json(release),
+            "paper": _paper_json(d.paper),
+            "content_hash": d.content_hash,
+            "has_code": bool(d.folder),
+            "total_weight": d.total_weight,
+            "snippets": [
+                {
+                    "name": s.name,
+                    "file": s.file,
+                    "parent": by_id.get(s.parent_id),
+                    "depth": s.depth,
+                    "weight": s.weight,
+                    "lines": [s.start_line, s.end_line] if s.start_line else None,
+                    "pass_rate": _r2(s.pass_rate),
+                    "runs": s.runs,
+                }
+                for s in d.snippets
+            ],
+        }
+    )
+
+
+@api_view
+def model_detail(request: HttpRequest, key: str) -> HttpResponse:
+    """A model and its public evaluations, each with its reproducibility card."""
+    _json_only(request)
+    release = _release(request) if request.GET.get("release") else None
+    d = selectors.model_detail(key=key, release=release)
+    m = d.model
+    return JsonResponse(
+        {
+            "model": m.key,
+            "name": m.display_name,
+            "organisation": m.organisation,
+            "open_weights": m.open_weights,
+            "knowledge_cutoff": m.knowledge_cutoff,
+            "knowledge_cutoff_date": _iso(m.knowledge_cutoff_date),
+            "input_cost": m.input_cost,
+            "output_cost": m.output_cost,
+            "baseline": m.baseline or None,
+            "links": m.links,
+            "evaluations": [
+                {
+                    "id": e.id,
+                    "release": e.release_slug,
+                    "release_name": e.release_name,
+                    "release_hash": e.release_hash,
+                    "with_paper": e.with_paper,
+                    "samples": e.samples,
+                    "decoding": e.decoding,
+                    "prompt_version": e.prompt_version,
+                    "harness_version": e.harness_version,
+                    "source": e.source,
+                    "verified": e.verified,
+                    "scaled_pass_rate": _r2(e.scaled_pass_rate),
+                    "pass_rate": _r2(e.pass_rate),
+                    "ci95": [_r2(e.ci_low), _r2(e.ci_high)],
+                    "scaled_std": _r2(e.scaled_std),
+                    "pass_std": _r2(e.pass_std),
+                    "coverage": _r2(e.coverage),
+                    "categories": e.categories,
+                    "per_paper": {
+                        p: {k: (_r2(v) if isinstance(v, float) else v) for k, v in fig.items()}
+                        for p, fig in e.per_paper.items()
+                    },
+                    "pass_at_k": e.pass_at_k,
+                }
+                for e in d.evaluations
+            ],
+        }
+    )
+
+
+@api_view
+def heatmap(request: HttpRequest) -> HttpResponse:
+    """Model x paper scaled pass rates."""
+    release = _release(request)
+
+    def as_json() -> dict[str, Any]:
+        h = selectors.heatmap(release=release)
+        return {
+            "release": _release_json(release),
+            "papers": h.papers,
+            "models": [{"model": k, "name": n} for k, n in h.models],
+            "values": [[_r2(v) for v in row] for row in h.values],
+        }
+
+    return _respond(
+        request, key=("heatmap",), release=release, build_json=as_json,
+        build_csv=lambda: lb_csv.heatmap_csv(selectors.heatmap(release=release)),
+        filename=f"heatmap-{release.slug}.csv",
+    )
+
+
+@api_view
+def error_categories(request: HttpRequest) -> HttpResponse:
+    """Failures by category per model."""
+    release = _release(request)
+
+    def as_json() -> dict[str, Any]:
+        e = selectors.error_categories(release=release)
+        return {"release": _release_json(release), "categories": e.categories, "rows": e.rows}
+
+    return _respond(
+        request, key=("errors",), release=release, build_json=as_json,
+        build_csv=lambda: lb_csv.error_categories_csv(selectors.error_categories(release=release)),
+        filename=f"error-categories-{release.slug}.csv",
+    )
+
+
+@api_view
+def paper_ablation(request: HttpRequest) -> HttpResponse:
+    """With-paper minus without-paper scaled pass rate per model."""
+    release = _release(request)
+
+    def as_json() -> dict[str, Any]:
+        rows = selectors.paper_ablation(release=release)
+        return {
+            "release": _release_json(release),
+            "rows": [
+                {"model": r.model_key, "name": r.name, "with_paper": _r2(r.with_paper),
+                 "without_paper": _r2(r.without_paper), "diff": _r2(r.diff), "ci95": [_r2(r.ci_low), _r2(r.ci_high)]}
+                for r in rows
+            ],
+        }
+
+    return _respond(
+        request, key=("ablation",), release=release, build_json=as_json,
+        build_csv=lambda: lb_csv.ablation_csv(selectors.paper_ablation(release=release)),
+        filename=f"paper-ablation-{release.slug}.csv",
+    )
+
+
+@api_view
+def contamination(request: HttpRequest) -> HttpResponse:
+    """Each model's figures on the papers first committed after its own knowledge cutoff."""
+    release = _release(request)
+
+    def as_json() -> dict[str, Any]:
+        rows = selectors.contamination_per_model(release=release)
+        return {
+            "release": _release_json(release),
+            "rows": [
+                {"model": r.model_key, "name": r.name, "knowledge_cutoff": r.knowledge_cutoff,
+                 "papers": r.papers, "paper_count": len(r.papers), "snippets": r.snippets,
+                 "scaled_pass_rate": _r2(r.scaled_pass_rate), "pass_rate": _r2(r.pass_rate),
+                 "overall_scaled_pass_rate": _r2(r.overall_scaled_pass_rate)}
+                for r in rows
+            ],
+        }
+
+    return _respond(
+        request, key=("contamination",), release=release, build_json=as_json,
+        build_csv=lambda: lb_csv.contamination_csv(selectors.contamination_per_model(release=release)),
+        filename=f"contamination-{release.slug}.csv",
+    )
