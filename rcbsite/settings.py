@@ -35,6 +35,7 @@ INSTALLED_APPS = [
     "django_rq",
     "leaderboard",
     "submissions",
+    "contributions",
 ]
 
 MIDDLEWARE = [
@@ -125,6 +126,15 @@ RCB_SANDBOX_BACKEND = os.environ.get("RCB_SANDBOX_BACKEND", "auto")
 RCB_PYTHON = os.environ.get("RCB_PYTHON", "")
 RCB_PSET_ROOT = Path(os.environ.get("RCB_PSET_ROOT", VAR_DIR / "psets"))
 RCB_RUN_TIMEOUT = float(os.environ.get("RCB_RUN_TIMEOUT", "60"))
+
+# Paper contributions (see contributions/services.py): untrusted zips and code
+RCB_CONTRIB_MAX_UPLOAD_MB = int(os.environ.get("RCB_CONTRIB_MAX_UPLOAD_MB", "20"))
+RCB_CONTRIB_MAX_UNPACKED_MB = int(os.environ.get("RCB_CONTRIB_MAX_UNPACKED_MB", "100"))
+RCB_CONTRIB_MAX_FILES = int(os.environ.get("RCB_CONTRIB_MAX_FILES", "500"))
+RCB_CONTRIB_MAX_RATIO = float(os.environ.get("RCB_CONTRIB_MAX_RATIO", "100"))
+RCB_CONTRIB_RUNTIME_BUDGET = float(os.environ.get("RCB_CONTRIB_RUNTIME_BUDGET", "30"))
+RCB_CONTRIB_WORKERS = int(os.environ.get("RCB_CONTRIB_WORKERS", str(os.cpu_count() or 1)))
+RCB_CONTRIB_JOB_TIMEOUT = int(os.environ.get("RCB_CONTRIB_JOB_TIMEOUT", "3600"))
 
 LOGGING = {
     "version": 1,

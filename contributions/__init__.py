@@ -1,0 +1,1 @@
+"""Paper contributions: upload, automatic checks, review, and publishing releases."""

@@ -1,0 +1,312 @@
+"""Releases: the draft that approved papers join, publishing (frozen, hashed) and the baselines.
+
+A release's papers live under ``RCB_PSET_ROOT/<release slug>/<paper id>/`` next to a generated
+``papers.yaml``, so every release folder is a complete problem set the CLI can score. A new
+draft starts with the papers (with code) of the latest published release: a release is the whole
+benchmark at one moment, not only what was added.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+import yaml
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from benchmark_core.problemset import Paper as CorePaper
+from benchmark_core.problemset import load_problemset
+from benchmark_core.runner import HARNESS_VERSION, Task, reference_code, run_tasks
+from leaderboard.models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
+from leaderboard.services import evaluation_aggregates_refresh, release_touch, tree_hash
+
+from .models import PaperContribution
+
+__all__ = [
+    "folder_content_hash",
+    "release_draft_get_or_create",
+    "release_draft_paper_add",
+    "release_publish",
+    "release_baselines_enqueue",
+    "release_baseline_score",
+    "release_pset_write",
+    "baseline_model_get_or_create",
+]
+
+BASELINES = {
+    LLMModel.REFERENCE: ("Reference code (baseline)", "the paper's own code: every snippet should pass"),
+    LLMModel.EMPTY: ("Empty completion (baseline)", "nothing in place of each snippet: every snippet should fail"),
+}
+
+
+def folder_content_hash(folder: Path) -> str:
+    """sha256 over every file's relative path and bytes (the leaderboard's tree hash, so hashes compare)."""
+    return tree_hash(Path(folder))
+
+
+def _release_root(release: Release) -> Path:
+    return Path(settings.RCB_PSET_ROOT) / release.slug
+
+
+def _touch(release: Release) -> None:
+    """Bulk writes send no signals: move the release's cache version by hand."""
+    release_touch(release_id=release.pk)
+
+
+def _entry_for(rp: ReleasePaper) -> dict[str, Any]:
+    paper = rp.paper
+    meta = paper.metadata or {}
+    files = list(dict.fromkeys(Snippet.objects.filter(release_id=rp.release_id, paper=paper).order_by("position")
+                               .values_list("file", flat=True)))
+    return {
+        "id": paper.paper_id,
+        "title": paper.title,
+        "venue": paper.venue or None,
+        "arxiv_abs": paper.arxiv_abs or None,
+        "github_url": paper.github_url or None,
+        "first_commit_date": paper.first_commit_date.isoformat() if paper.first_commit_date else None,
+        "annotated_file_paths": [f for f in files if f] or None,
+        "context_file_paths": meta.get("context_file_paths") or None,
+    }
+
+
+def release_pset_write(*, release: Release) -> Path:
+    """(Re)write the release folder's papers.yaml from the database."""
+    root = _release_root(release)
+    root.mkdir(parents=True, exist_ok=True)
+    entries = [_entry_for(rp) for rp in release.release_papers.select_related("paper") if rp.folder]
+    tmp = root / f".papers.yaml.{uuid.uuid4().hex}"
+    tmp.write_text(f"# release {release.name}: generated, do not edit\n" + yaml.safe_dump(entries, sort_keys=False),
+                   encoding="utf-8")
+    os.replace(tmp, root / "papers.yaml")
+    return root
+
+
+def _snippets_create(*, release: Release, paper: Paper, core: CorePaper) -> None:
+    Snippet.objects.filter(release=release, paper=paper).delete()
+    by_key: dict[tuple[str, str], Snippet] = {}
+    for position, snip in enumerate(core.snippets):
+        row = Snippet.objects.create(
+            release=release, paper=paper, file=snip.file, name=snip.name,
+            parent=by_key.get((snip.file, snip.parent)) if snip.parent else None,
+            depth=snip.depth, position=position, start_line=snip.start_line, end_line=snip.end_line,
+            weight=snip.weight, code=snip.code,
+        )
+        by_key[(snip.file, snip.name)] = row
+
+
+def _snippets_copy(*, source: ReleasePaper, release: Release) -> None:
+    mapping: dict[int, Snippet] = {}
+    for old in Snippet.objects.filter(release_id=source.release_id, paper_id=source.paper_id).order_by("depth", "position"):
+        new = Snippet.objects.create(
+            release=release, paper_id=old.paper_id, file=old.file, name=old.name,
+            parent=mapping.get(old.parent_id) if old.parent_id else None, depth=old.depth, position=old.position,
+            start_line=old.start_line, end_line=old.end_line, weight=old.weight, code=old.code,
+        )
+        mapping[old.pk] = new
+
+
+def _unique_slug(base: str) -> str:
+    slug, n = base, 2
+    while Release.objects.filter(slug=slug).exists():
+        slug, n = f"{base}-{n}", n + 1
+    return slug
+
+
+@transaction.atomic
+def release_draft_get_or_create(*, by: Any = None) -> Release:
+    """The draft of the next release; a new one carries the latest published release's papers forward."""
+    draft = Release.objects.select_for_update().filter(status=Release.DRAFT).order_by("created_at").first()
+    if draft is not None:
+        return draft
+    today = timezone.now().date()
+    slug = _unique_slug(f"release-{today:%Y-%m-%d}")
+    draft = Release.objects.create(
+        name=f"Release {slug.removeprefix('release-')}", slug=slug, status=Release.DRAFT,
+        description="Draft: approved contributions join it; an admin publishes it.",
+    )
+    previous = Release.objects.filter(status=Release.PUBLISHED).order_by("-published_at", "-created_at").first()
+    if previous is not None:
+        root = _release_root(draft)
+        for rp in previous.release_papers.select_related("paper"):
+            if not rp.folder or not Path(rp.folder).is_dir():
+                continue  # published figures without code cannot be re-scored
+            dest = root / rp.paper.paper_id
+            if not dest.exists():
+                shutil.copytree(rp.folder, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            ReleasePaper.objects.create(
+                release=draft, paper=rp.paper, folder=str(dest), content_hash=rp.content_hash,
+                snippet_count=rp.snippet_count, total_weight=rp.total_weight, deterministic=rp.deterministic,
+            )
+            _snippets_copy(source=rp, release=draft)
+        draft.description += f" Started from {previous.name}."
+        draft.save(update_fields=["description"])
+    release_pset_write(release=draft)
+    _touch(draft)
+    return draft
+
+
+def release_draft_paper_add(*, contribution: PaperContribution, by: Any) -> ReleasePaper:
+    """Put an approved contribution's paper into the draft (replacing an older version of it)."""
+    from .services import _entry, contribution_pset_materialize
+
+    revision = contribution.current
+    if revision is None:
+        raise ValidationError("the contribution has no uploaded revision")
+    with transaction.atomic():
+        draft = release_draft_get_or_create(by=by)
+        draft = Release.objects.select_for_update().get(pk=draft.pk)
+        if draft.frozen:
+            raise ValidationError(f"release {draft.name} is published and frozen")
+        root = _release_root(draft)
+        root.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=root))
+        pid = contribution.paper_id
+        contribution_pset_materialize(contribution=contribution, revision=revision, dest=staging / pid)
+        (staging / "papers.yaml").write_text(yaml.safe_dump([_entry(contribution)], sort_keys=False), encoding="utf-8")
+        core = load_problemset(staging, papers=[pid]).paper(pid)
+        paper, _ = Paper.objects.update_or_create(
+            paper_id=pid,
+            defaults=dict(
+                title=contribution.title, venue=contribution.venue, arxiv_abs=contribution.arxiv_url,
+                github_url=contribution.code_url, first_commit_date=contribution.first_commit_date,
+            ),
+        )
+        paper.metadata = {**(paper.metadata or {}), "context_file_paths": list(core.context_files),
+                          "contribution": contribution.pk, "requirements": list(core.requirements)}
+        paper.save(update_fields=["metadata"])
+        dest = root / pid
+        rp, _ = ReleasePaper.objects.update_or_create(
+            release=draft, paper=paper,
+            defaults=dict(
+                folder=str(dest), content_hash=folder_content_hash(staging / pid),
+                snippet_count=len(core.snippets), total_weight=core.total_weight,
+                deterministic=any(c.get("key") == "repeatable" and c.get("status") == "ok"
+                                  for c in contribution.report.get("checks", [])),
+            ),
+        )
+        _snippets_create(release=draft, paper=paper, core=core)
+
+        def swap_in() -> None:
+            # the files follow the rows: only a committed approval replaces the paper's folder
+            old = None
+            if dest.exists():
+                old = root / f".old-{pid}-{uuid.uuid4().hex}"
+                os.rename(dest, old)
+            os.rename(staging / pid, dest)
+            shutil.rmtree(staging, ignore_errors=True)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+            release_pset_write(release=draft)
+
+        transaction.on_commit(swap_in)
+        _touch(draft)
+    return rp
+
+
+def release_content_hash(release: Release) -> str:
+    """sha256 over the papers' hashes, the way leaderboard.services.pset_import hashes a release."""
+    lines = sorted(f"{rp.paper.paper_id}:{rp.content_hash}" for rp in release.release_papers.select_related("paper"))
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def baseline_model_get_or_create(*, kind: str) -> LLMModel:
+    model = LLMModel.objects.filter(baseline=kind).order_by("pk").first()
+    if model is None:
+        name, note = BASELINES[kind]
+        model, _ = LLMModel.objects.get_or_create(
+            key=f"baseline-{kind}", defaults=dict(display_name=name, baseline=kind, links={"note": note}),
+        )
+    return model
+
+
+def release_publish(*, release: Release, by: Any, make_default: bool = False) -> Release:
+    """Freeze a draft: hash its papers' files, mark it published, and queue the baselines."""
+    with transaction.atomic():
+        row = Release.objects.select_for_update().get(pk=release.pk)
+        if row.frozen:
+            raise ValidationError(f"release {row.name} is already published")
+        papers = list(row.release_papers.select_related("paper"))
+        if not papers:
+            raise ValidationError(f"release {row.name} has no paper yet")
+        for rp in papers:
+            if rp.folder and Path(rp.folder).is_dir():
+                # what is frozen is what is on disk now
+                current = folder_content_hash(Path(rp.folder))
+                if current != rp.content_hash:
+                    rp.content_hash = current
+                    rp.save(update_fields=["content_hash"])
+        row.content_hash = release_content_hash(row)
+        row.status = Release.PUBLISHED
+        row.published_at = timezone.now()
+        row.release_date = row.release_date or row.published_at.date()
+        if make_default:
+            Release.objects.exclude(pk=row.pk).update(is_default=False)
+            row.is_default = True
+        row.save()
+        release_pset_write(release=row)
+        evaluations = []
+        for kind in (LLMModel.REFERENCE, LLMModel.EMPTY):
+            evaluation, _ = Evaluation.objects.get_or_create(
+                model=baseline_model_get_or_create(kind=kind), release=row, source=Evaluation.BASELINE,
+                with_paper=True,
+                defaults=dict(is_public=True, samples=1, harness_version=HARNESS_VERSION, verified=True),
+            )
+            evaluations.append(evaluation)
+        paper_ids = [rp.paper.paper_id for rp in papers if rp.folder]
+        transaction.on_commit(lambda: release_baselines_enqueue(evaluations=evaluations, paper_ids=paper_ids))
+    release.refresh_from_db()
+    return release
+
+
+def release_baselines_enqueue(*, evaluations: list[Evaluation], paper_ids: list[str]) -> None:
+    """One scoring job per (baseline, paper)."""
+    import django_rq
+
+    from . import jobs
+
+    queue = django_rq.get_queue("scoring")
+    for evaluation in evaluations:
+        for pid in paper_ids:
+            queue.enqueue(jobs.score_baseline, evaluation.pk, pid, job_id=f"baseline-{evaluation.pk}-{pid}",
+                          job_timeout=settings.RCB_CONTRIB_JOB_TIMEOUT)
+
+
+def release_baseline_score(*, evaluation_id: int, paper_id: str) -> Evaluation:
+    """Score a baseline (reference or empty) on one paper of a published release; idempotent."""
+    from .services import contribution_sandbox
+
+    evaluation = Evaluation.objects.select_related("model", "release").get(pk=evaluation_id)
+    kind = evaluation.model.baseline
+    if kind not in BASELINES:
+        raise ValidationError(f"{evaluation.model} is not a baseline")
+    release = evaluation.release
+    core = load_problemset(_release_root(release), papers=[paper_id]).paper(paper_id)
+    rows = {(s.file, s.name): s for s in Snippet.objects.filter(release=release, paper__paper_id=paper_id)}
+    tasks = [Task(core, s, reference_code(core, s) if kind == LLMModel.REFERENCE else ()) for s in core.snippets]
+    sandbox = contribution_sandbox()
+    try:
+        runs = run_tasks(tasks, sandbox=sandbox, workers=settings.RCB_CONTRIB_WORKERS, timeout=settings.RCB_RUN_TIMEOUT)
+    finally:
+        sandbox.close()
+    with transaction.atomic():
+        for run, task in zip(runs, tasks):
+            snippet = rows.get((run.file, run.snippet))
+            if snippet is None:
+                continue  # the folder and the rows disagree: the release would not have been published
+            SnippetResult.objects.update_or_create(
+                evaluation=evaluation, snippet=snippet, sample=0,
+                defaults=dict(passed=run.passed, category=run.category or "", exit_code=run.exit_code,
+                              seconds=run.seconds, output_tail=run.output_tail, completion="\n".join(task.code or ())),
+            )
+        # one refresh at a time, so the last one sees every paper's rows
+        locked = Evaluation.objects.select_for_update().get(pk=evaluation.pk)
+        evaluation_aggregates_refresh(evaluation=locked)
+    return locked

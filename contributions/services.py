@@ -1,0 +1,405 @@
+"""Writes of the contributions app: upload, revise, validate, review.
+
+Files and rows are stored together or not at all: an upload is unpacked into a fresh folder
+before any row exists, and the folder is removed again if the rows cannot be written.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import shutil
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import yaml
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from benchmark_core.sandbox.base import Limits, Sandbox, SandboxUnavailable, get_sandbox
+
+from .checks import CheckSettings, checks_run
+from .models import ContributionRevision, PaperContribution, Review
+from .unzip import UnsafeArchive, UnzipLimits, safe_unpack
+
+__all__ = [
+    "ContributionData",
+    "contribution_create",
+    "contribution_revise",
+    "contribution_validate",
+    "contribution_review",
+    "contribution_enqueue_validation",
+    "contribution_reconcile",
+    "contribution_pset_materialize",
+    "contribution_sandbox",
+    "user_is_reviewer",
+    "UploadRefused",
+]
+
+REVIEWERS_GROUP = "reviewers"
+PAPER_TEST = "paper2code_test.py"
+REQUIREMENTS_FILE = "paper2code_requirements.txt"
+
+
+class UploadRefused(ValidationError):
+    """An upload that is not stored; the message says why."""
+
+
+@dataclass(frozen=True)
+class ContributionData:
+    paper_id: str
+    title: str
+    venue: str = ""
+    arxiv_url: str = ""
+    code_url: str = ""
+    first_commit_date: dt.date | None = None
+    annotated_files: tuple[str, ...] = ()
+    context_files: tuple[str, ...] = ()
+    requirements: tuple[str, ...] = ()
+
+
+def user_is_reviewer(user: Any) -> bool:
+    return bool(user.is_authenticated and (user.is_staff or user.groups.filter(name=REVIEWERS_GROUP).exists()))
+
+
+def _media_root() -> Path:
+    return Path(settings.MEDIA_ROOT)
+
+
+def _unzip_limits() -> UnzipLimits:
+    return UnzipLimits(
+        max_files=settings.RCB_CONTRIB_MAX_FILES,
+        max_total_bytes=settings.RCB_CONTRIB_MAX_UNPACKED_MB * 1024 * 1024,
+        max_file_bytes=min(settings.RCB_CONTRIB_MAX_UNPACKED_MB, 50) * 1024 * 1024,
+        max_ratio=settings.RCB_CONTRIB_MAX_RATIO,
+    )
+
+
+@dataclass
+class _Stored:
+    base: Path  # the upload's own folder (removed as a whole if the rows fail)
+    folder: Path
+    sha256: str
+    size: int
+    files: list[str]
+    notes: dict[str, Any]
+
+
+def _store_upload(archive: IO[bytes], name: str) -> _Stored:
+    """Copy the upload to disk (bounded), unpack it safely; raise UploadRefused, leaving nothing."""
+    limit = settings.RCB_CONTRIB_MAX_UPLOAD_MB * 1024 * 1024
+    root = _media_root() / "contributions"
+    root.mkdir(parents=True, exist_ok=True)
+    base = root / uuid.uuid4().hex
+    staging = Path(tempfile.mkdtemp(prefix=".upload-", dir=root))
+    try:
+        digest, size = hashlib.sha256(), 0
+        zip_path = staging / "upload.zip"
+        with open(zip_path, "wb") as out:
+            for chunk in iter(lambda: archive.read(1024 * 1024), b""):
+                size += len(chunk)
+                if size > limit:
+                    raise UploadRefused(f"the zip is larger than {settings.RCB_CONTRIB_MAX_UPLOAD_MB} MB")
+                digest.update(chunk)
+                out.write(chunk)
+        if size == 0:
+            raise UploadRefused("the uploaded file is empty")
+        try:
+            result = safe_unpack(zip_path, staging / "paper", limits=_unzip_limits())
+        except UnsafeArchive as exc:
+            raise UploadRefused(f"the zip was refused: {exc}") from None
+        if PAPER_TEST not in result.files:
+            found = sorted({f.split("/")[0] for f in result.files})[:10]
+            raise UploadRefused(
+                f"the zip has no {PAPER_TEST} at the top of the paper folder "
+                f"(its top level holds: {', '.join(found) or 'nothing'}); zip the paper folder itself"
+            )
+        staging.rename(base)  # atomic: the upload appears whole or not at all
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    notes = {
+        "original_name": name[:255],
+        "stripped_prefix": result.stripped_prefix,
+        "skipped": result.skipped,
+        "nested_archives": result.nested_archives,
+        "total_bytes": result.total_bytes,
+    }
+    return _Stored(base=base, folder=base / "paper", sha256=digest.hexdigest(), size=size, files=result.files, notes=notes)
+
+
+def _archive_check(revision: ContributionRevision) -> dict[str, Any]:
+    notes = revision.unpack_notes or {}
+    details = []
+    if notes.get("stripped_prefix"):
+        details.append(f"top folder '{notes['stripped_prefix']}/' taken as the paper folder")
+    if notes.get("skipped"):
+        details.append("archiver files left out: " + ", ".join(notes["skipped"][:10]))
+    if notes.get("nested_archives"):
+        details.append("archives inside were stored as files, not unpacked: " + ", ".join(notes["nested_archives"][:10]))
+    return {
+        "key": "archive", "title": "Archive unpacked safely", "status": "ok",
+        "summary": f"{len(revision.files)} files, {notes.get('total_bytes', 0):,} bytes", "details": details,
+    }
+
+
+def _apply_data(contribution: PaperContribution, data: ContributionData) -> None:
+    contribution.paper_id = data.paper_id
+    contribution.title = data.title
+    contribution.venue = data.venue
+    contribution.arxiv_url = data.arxiv_url
+    contribution.code_url = data.code_url
+    contribution.first_commit_date = data.first_commit_date
+    contribution.annotated_files = list(data.annotated_files)
+    contribution.context_files = list(data.context_files)
+    contribution.requirements = list(data.requirements)
+
+
+def _add_revision(contribution: PaperContribution, stored: _Stored, number: int) -> ContributionRevision:
+    return ContributionRevision.objects.create(
+        contribution=contribution,
+        number=number,
+        archive_name=stored.notes["original_name"],
+        archive_sha256=stored.sha256,
+        archive_bytes=stored.size,
+        folder=str(stored.folder.relative_to(_media_root())),
+        files=stored.files,
+        unpack_notes=stored.notes,
+    )
+
+
+def contribution_create(*, user: AbstractBaseUser, data: ContributionData, archive: IO[bytes], archive_name: str = "") -> PaperContribution:
+    """Store a new contribution and queue its checks; UploadRefused stores nothing."""
+    stored = _store_upload(archive, archive_name)
+    try:
+        with transaction.atomic():
+            contribution = PaperContribution(contributor=user, revision=1)
+            _apply_data(contribution, data)
+            contribution.full_clean()
+            contribution.save()
+            _add_revision(contribution, stored, 1)
+            contribution_enqueue_validation(contribution=contribution)
+    except BaseException:
+        shutil.rmtree(stored.base, ignore_errors=True)
+        raise
+    return contribution
+
+
+def contribution_revise(
+    *, contribution: PaperContribution, user: AbstractBaseUser, archive: IO[bytes], archive_name: str = "",
+    data: ContributionData | None = None,
+) -> PaperContribution:
+    """Upload a new zip (and metadata) for a contribution; the checks run again."""
+    if contribution.contributor_id != user.pk:
+        raise PermissionDenied("only the contributor can upload a revision")
+    if contribution.status not in PaperContribution.REVISABLE:
+        raise UploadRefused(f"a revision cannot be uploaded while the contribution is {contribution.get_status_display()}")
+    stored = _store_upload(archive, archive_name)
+    try:
+        with transaction.atomic():
+            locked = PaperContribution.objects.select_for_update().get(pk=contribution.pk)
+            if locked.status not in PaperContribution.REVISABLE:
+                raise UploadRefused(f"a revision cannot be uploaded while the contribution is {locked.get_status_display()}")
+            if data is not None:
+                _apply_data(locked, data)
+                locked.full_clean()
+            locked.revision += 1
+            locked.status = PaperContribution.SUBMITTED
+            locked.status_changed_at = timezone.now()
+            locked.report = {}
+            locked.save()
+            _add_revision(locked, stored, locked.revision)
+            contribution_enqueue_validation(contribution=locked)
+    except BaseException:
+        shutil.rmtree(stored.base, ignore_errors=True)
+        raise
+    return locked
+
+
+def contribution_enqueue_validation(*, contribution: PaperContribution) -> None:
+    """Queue the checks once the rows are committed (a worker must find them)."""
+    from . import jobs  # jobs import services: keep the cycle lazy
+
+    contribution_id, revision = contribution.pk, contribution.revision
+
+    def enqueue() -> None:
+        import django_rq
+
+        django_rq.get_queue("contributions").enqueue(
+            jobs.validate_contribution, contribution_id, revision,
+            job_id=f"contribution-{contribution_id}-r{revision}", job_timeout=settings.RCB_CONTRIB_JOB_TIMEOUT,
+        )
+
+    transaction.on_commit(enqueue)
+
+
+def contribution_sandbox() -> Sandbox:
+    """The sandbox for untrusted code: docker or bwrap; 'local' only where a test setting allows it."""
+    name = settings.RCB_SANDBOX_BACKEND
+    candidates = ["docker", "bwrap"] if name == "auto" else [name]
+    reasons = []
+    for candidate in candidates:
+        try:
+            sandbox = get_sandbox(candidate, python=settings.RCB_PYTHON or None, limits=Limits())
+        except SandboxUnavailable as exc:
+            reasons.append(str(exc))
+            continue
+        except Exception as exc:  # a backend that fails to start is as good as absent
+            reasons.append(f"{candidate}: {exc}")
+            continue
+        if sandbox.trusted_only and not getattr(settings, "RCB_ALLOW_LOCAL_SANDBOX", False):
+            sandbox.close()
+            reasons.append(f"backend {candidate!r} isolates nothing and contributions are untrusted code")
+            continue
+        return sandbox
+    raise SandboxUnavailable("no sandbox can run contributed code: " + "; ".join(reasons))
+
+
+def _image_builder(sandbox: Sandbox):
+    """The docker backend's environment-image builder, when the backend has one."""
+    for attr in ("env_image_build", "build_env_image", "ensure_env_image", "environment_image"):
+        builder = getattr(sandbox, attr, None)
+        if callable(builder):
+            return lambda reqs: str(builder(list(reqs)))
+    return None
+
+
+def _entry(contribution: PaperContribution) -> dict[str, Any]:
+    """The paper's papers.yaml entry, in the published layout."""
+    return {
+        "id": contribution.paper_id,
+        "title": contribution.title,
+        "venue": contribution.venue or None,
+        "arxiv_abs": contribution.arxiv_url or None,
+        "github_url": contribution.code_url or None,
+        "first_commit_date": contribution.first_commit_date.isoformat() if contribution.first_commit_date else None,
+        "annotated_file_paths": list(contribution.annotated_files) or None,
+        "context_file_paths": list(contribution.context_files) or None,
+    }
+
+
+def contribution_pset_materialize(*, contribution: PaperContribution, revision: ContributionRevision, dest: Path) -> Path:
+    """Copy the revision's folder to ``dest`` (a new folder), adding the form's requirements; return it."""
+    source = _media_root() / revision.folder
+    shutil.copytree(source, dest, symlinks=False)
+    if contribution.requirements:
+        (dest / REQUIREMENTS_FILE).write_text("\n".join(contribution.requirements) + "\n", encoding="utf-8")
+    return dest
+
+
+def _check_settings(backend: str) -> CheckSettings:
+    return CheckSettings(
+        runtime_budget=settings.RCB_CONTRIB_RUNTIME_BUDGET,
+        timeout=max(settings.RCB_RUN_TIMEOUT, settings.RCB_CONTRIB_RUNTIME_BUDGET),
+        workers=settings.RCB_CONTRIB_WORKERS,
+        python=settings.RCB_PYTHON or None,
+        backend=backend,
+    )
+
+
+def _set_status(contribution_id: int, revision: int, status: str, report: dict[str, Any] | None = None) -> bool:
+    """Move a contribution on, unless a newer revision or a decision overtook this run."""
+    with transaction.atomic():
+        row = PaperContribution.objects.select_for_update().get(pk=contribution_id)
+        if row.revision != revision or row.status in PaperContribution.FINAL:
+            return False
+        row.status = status
+        row.status_changed_at = timezone.now()
+        if report is not None:
+            row.report = report
+            ContributionRevision.objects.filter(contribution=row, number=revision).update(report=report)
+        row.save()
+    return True
+
+
+def contribution_validate(*, contribution_id: int, revision: int) -> dict[str, Any] | None:
+    """Run the automatic checks of one revision and store the report (the validation job's body)."""
+    contribution = PaperContribution.objects.get(pk=contribution_id)
+    if contribution.revision != revision or contribution.status in PaperContribution.FINAL:
+        return None  # overtaken: a newer upload has its own job
+    rev = ContributionRevision.objects.get(contribution=contribution, number=revision)
+    if not _set_status(contribution_id, revision, PaperContribution.VALIDATING):
+        return None
+    started_at = timezone.now()
+    try:
+        sandbox = contribution_sandbox()
+        try:
+            with tempfile.TemporaryDirectory(prefix="rcb-contrib-") as tmp:
+                root = Path(tmp)
+                contribution_pset_materialize(contribution=contribution, revision=rev, dest=root / contribution.paper_id)
+                (root / "papers.yaml").write_text(yaml.safe_dump([_entry(contribution)], sort_keys=False), encoding="utf-8")
+                report = checks_run(
+                    root, contribution.paper_id,
+                    sandbox=sandbox,
+                    settings=_check_settings(sandbox.describe()),
+                    archive_check=_archive_check(rev),
+                    requirements=list(contribution.requirements) or None,
+                    image_builder=_image_builder(sandbox),
+                )
+        finally:
+            sandbox.close()
+    except Exception as exc:
+        report = {"passed": False, "error": f"the checks could not run: {exc}", "checks": [_archive_check(rev)],
+                  "snippets": [], "revision": revision, "started_at": started_at.isoformat()}
+        _set_status(contribution_id, revision, PaperContribution.ERROR, report)
+        raise
+    report["revision"] = revision
+    report["started_at"] = started_at.isoformat()
+    status = PaperContribution.AWAITING_REVIEW if report["passed"] else PaperContribution.CHANGES_REQUESTED
+    _set_status(contribution_id, revision, status, report)
+    return report
+
+
+def contribution_review(*, contribution: PaperContribution, reviewer: AbstractBaseUser, decision: str, comment: str = "") -> Review:
+    """Record a reviewer's decision; an approval adds the paper to the draft of the next release."""
+    from .release_services import release_draft_paper_add
+
+    if not user_is_reviewer(reviewer):
+        raise PermissionDenied("only reviewers can review contributions")
+    if decision not in dict(Review.DECISIONS):
+        raise ValidationError(f"unknown decision {decision!r}")
+    comment = comment.strip()
+    if decision != Review.APPROVE and not comment:
+        raise ValidationError("say what has to change (or why it is rejected) in the comment")
+    with transaction.atomic():
+        row = PaperContribution.objects.select_for_update().get(pk=contribution.pk)
+        if row.status in PaperContribution.FINAL:
+            raise ValidationError(f"this contribution is already {row.get_status_display()}")
+        if decision == Review.APPROVE:
+            if row.status != PaperContribution.AWAITING_REVIEW or not row.checks_passed:
+                raise ValidationError("only a contribution whose automatic checks passed can be approved")
+            if row.contributor_id == reviewer.pk and not reviewer.is_staff:
+                raise PermissionDenied("reviewers cannot approve their own contribution")
+        review = Review.objects.create(
+            contribution=row, reviewer=reviewer, revision=row.revision, decision=decision, comment=comment
+        )
+        row.status = {
+            Review.APPROVE: PaperContribution.APPROVED,
+            Review.REJECT: PaperContribution.REJECTED,
+            Review.REQUEST_CHANGES: PaperContribution.CHANGES_REQUESTED,
+        }[decision]
+        row.status_changed_at = timezone.now()
+        if decision == Review.APPROVE:
+            row.release_paper = release_draft_paper_add(contribution=row, by=reviewer)
+        row.save()
+    contribution.refresh_from_db()
+    return review
+
+
+def contribution_reconcile(*, older_than: dt.timedelta = dt.timedelta(minutes=30)) -> list[int]:
+    """Queue again the checks of contributions left 'submitted' or 'validating' (lost job, dead worker)."""
+    cutoff = timezone.now() - older_than
+    stuck = PaperContribution.objects.filter(
+        status__in=[PaperContribution.SUBMITTED, PaperContribution.VALIDATING], status_changed_at__lt=cutoff
+    )
+    ids = []
+    for contribution in stuck:
+        with transaction.atomic():
+            contribution_enqueue_validation(contribution=contribution)
+        ids.append(contribution.pk)
+    return ids

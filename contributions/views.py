@@ -1,0 +1,169 @@
+"""Pages of the contributions app; thin: forms in, services and selectors out."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.admin.views.decorators import staff_member_required
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from leaderboard.models import Evaluation, Release
+
+from . import selectors
+from .forms import ContributionForm, PublishForm, ReviewForm
+from .models import PaperContribution
+from .release_services import release_publish
+from .services import UploadRefused, contribution_create, contribution_review, contribution_revise, user_is_reviewer
+
+
+def _errors(exc: ValidationError) -> list[str]:
+    return list(exc.messages)
+
+
+@login_required
+def contribution_new(request: HttpRequest) -> HttpResponse:
+    form = ContributionForm(request.POST or None, request.FILES or None)
+    status = 200
+    if request.method == "POST":
+        if form.is_valid():
+            upload = form.cleaned_data["archive"]
+            try:
+                contribution = contribution_create(user=request.user, data=form.data_object(), archive=upload,
+                                                   archive_name=upload.name)
+            except ValidationError as exc:
+                for message in _errors(exc):
+                    form.add_error("archive" if isinstance(exc, UploadRefused) else None, message)
+            else:
+                messages.success(request, "Uploaded. The automatic checks are queued; this page follows them.")
+                return redirect("contributions:detail", pk=contribution.pk)
+        status = 400
+    return render(request, "contributions/new.html", {"form": form, "nav": "contribute"}, status=status)
+
+
+@login_required
+def contribution_mine(request: HttpRequest) -> HttpResponse:
+    rows = selectors.contributions_of_user(user=request.user)
+    return render(request, "contributions/mine.html", {"rows": rows, "nav": "contribute",
+                                                         "is_reviewer": user_is_reviewer(request.user)})
+
+
+def _detail_context(request: HttpRequest, contribution: PaperContribution) -> dict:
+    return {
+        "c": contribution,
+        "report": contribution.report,
+        "reviews": contribution.reviews.select_related("reviewer"),
+        "revisions": contribution.revisions.all(),
+        "is_owner": contribution.contributor_id == request.user.pk,
+        "is_reviewer": user_is_reviewer(request.user),
+        "running": contribution.status in (PaperContribution.SUBMITTED, PaperContribution.VALIDATING),
+        "nav": "contribute",
+    }
+
+
+@login_required
+def contribution_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    contribution = selectors.contribution_get_for_user(pk=pk, user=request.user)
+    context = _detail_context(request, contribution)
+    if context["is_owner"] and contribution.status in PaperContribution.REVISABLE:
+        context["revision_form"] = ContributionForm(initial=ContributionForm.initial_for(contribution), contribution=contribution)
+    return render(request, "contributions/detail.html", context)
+
+
+@login_required
+@require_POST
+def contribution_revise_view(request: HttpRequest, pk: int) -> HttpResponse:
+    contribution = selectors.contribution_get_for_user(pk=pk, user=request.user)
+    if contribution.contributor_id != request.user.pk:
+        raise Http404("no such contribution")
+    form = ContributionForm(request.POST, request.FILES, contribution=contribution)
+    if form.is_valid():
+        upload = form.cleaned_data["archive"]
+        try:
+            contribution_revise(contribution=contribution, user=request.user, archive=upload, archive_name=upload.name,
+                                data=form.data_object())
+        except ValidationError as exc:
+            for message in _errors(exc):
+                form.add_error("archive" if isinstance(exc, UploadRefused) else None, message)
+        else:
+            messages.success(request, "Revision uploaded. The automatic checks run again.")
+            return redirect("contributions:detail", pk=pk)
+    context = _detail_context(request, contribution)
+    context["revision_form"] = form
+    return render(request, "contributions/detail.html", context, status=400)
+
+
+def _reviewer_required(request: HttpRequest) -> None:
+    if not user_is_reviewer(request.user):
+        raise PermissionDenied("reviewers only")
+
+
+@login_required
+def review_queue(request: HttpRequest) -> HttpResponse:
+    _reviewer_required(request)
+    status = request.GET.get("status") or PaperContribution.AWAITING_REVIEW
+    if status != "all" and status not in dict(PaperContribution.STATUSES):
+        status = PaperContribution.AWAITING_REVIEW
+    return render(request, "contributions/queue.html", {
+        "rows": selectors.review_queue(status=status), "status": status,
+        "statuses": PaperContribution.STATUSES, "nav": "review",
+    })
+
+
+@login_required
+def contribution_review_view(request: HttpRequest, pk: int) -> HttpResponse:
+    _reviewer_required(request)
+    contribution = get_object_or_404(PaperContribution, pk=pk)
+    form = ReviewForm(request.POST or None)
+    status = 200
+    if request.method == "POST":
+        if form.is_valid():
+            try:
+                contribution_review(contribution=contribution, reviewer=request.user,
+                                    decision=form.cleaned_data["decision"], comment=form.cleaned_data["comment"])
+            except (ValidationError, PermissionDenied) as exc:
+                form.add_error(None, "; ".join(_errors(exc)) if isinstance(exc, ValidationError) else str(exc))
+            else:
+                contribution.refresh_from_db()
+                note = ""
+                if contribution.release_paper_id:
+                    note = f" It joins the draft release {contribution.release_paper.release.name}."
+                messages.success(request, f"Decision recorded: {contribution.get_status_display()}.{note}")
+                return redirect("contributions:review", pk=pk)
+        status = 400
+    context = _detail_context(request, contribution)
+    context.update({
+        "form": form,
+        "code_files": selectors.contribution_code_view(contribution=contribution),
+        "tree": selectors.contribution_snippet_tree(contribution=contribution),
+        "nav": "review",
+    })
+    return render(request, "contributions/review.html", context, status=status)
+
+
+@staff_member_required
+def releases_admin(request: HttpRequest) -> HttpResponse:
+    return render(request, "contributions/releases.html", {"releases": selectors.releases_for_staff(), "nav": "releases"})
+
+
+@staff_member_required
+def release_admin_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    release = get_object_or_404(Release, slug=slug)
+    form = PublishForm(request.POST or None)
+    status = 200
+    if request.method == "POST":
+        if form.is_valid():
+            try:
+                release_publish(release=release, by=request.user, make_default=form.cleaned_data["make_default"])
+            except ValidationError as exc:
+                form.add_error(None, "; ".join(_errors(exc)))
+            else:
+                messages.success(request, f"Release {release.name} is published. The baselines are being scored.")
+                return redirect("contributions:release", slug=slug)
+        status = 400
+    baselines = Evaluation.objects.filter(release=release, source=Evaluation.BASELINE).select_related("model")
+    return render(request, "contributions/release.html", {
+        "r": release, "papers": selectors.release_papers(release=release), "form": form, "baselines": baselines,
+        "scoring": any(not ev.complete for ev in baselines), "nav": "releases",
+    }, status=status)
