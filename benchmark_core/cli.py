@@ -18,10 +18,12 @@ from .problemset import ProblemSet, ProblemSetError, load_problemset, validate_p
 from .runner import HARNESS_VERSION, Task, TestRun, answer_code, reference_code, run_tasks
 from .sandbox.base import Limits, SandboxUnavailable, get_sandbox
 from .scoring import summarize
+from .submit import add_submit_parser, cmd_submit
 
 __all__ = ["main", "build_parser"]
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+DEFAULT_TIMEOUT = 300.0  # tests that import torch and train a few steps need minutes on one thread
 
 
 def _add_pset(p: argparse.ArgumentParser) -> None:
@@ -49,10 +51,14 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--reference", action="store_true", help="score the original code (should give 100%%)")
     src.add_argument("--blank", action="store_true", help="score an empty completion (should give 0%%)")
     p.add_argument("--papers", help="comma-separated paper ids (default: all)")
-    p.add_argument("--backend", default="local", help="sandbox backend: local, bwrap or docker (default: local)")
+    p.add_argument("--backend", default=None,
+                   help="sandbox backend: auto, docker, bwrap or local (trusted only); default: auto (docker, "
+                        "else bwrap) when one of them works here, else local")
+    p.add_argument("--cache", metavar="PATH", help="verdict cache (SQLite file): identical runs are not repeated")
     p.add_argument("--python", help="interpreter whose environment has the papers' dependencies")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="parallel runs (default: cores)")
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds per test run (default: 60)")
+    p.add_argument("--timeout", type=float, default=None,
+                   help=f"seconds per test run, for every paper (default: the paper's 'timeout', else {DEFAULT_TIMEOUT:.0f})")
     p.add_argument("--memory-mb", type=int, default=Limits.memory_mb, help="memory limit per run")
     p.add_argument("--reindent", action="store_true",
                    help="re-base each completion's indentation on the snippet's (NOT the published rule: scores differ)")
@@ -62,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="print a results.json as tables for humans")
     p.add_argument("results", metavar="results.json")
+
+    add_submit_parser(sub)
     return parser
 
 
@@ -190,7 +198,14 @@ def cmd_score(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     tasks = build_tasks(pset, args, err)
     if tasks is None:
         return EXIT_INVALID
+    if args.timeout is not None:
+        for paper in pset.papers:  # an explicit --timeout wins over the papers' own
+            paper.timeout = args.timeout
     try:
+        if args.backend is None:
+            from .sandbox.auto import default_backend
+
+            args.backend = default_backend()
         sandbox = get_sandbox(args.backend, python=args.python, limits=Limits(memory_mb=args.memory_mb))
     except SandboxUnavailable as exc:
         print(f"error: {exc}", file=err)
@@ -198,7 +213,13 @@ def cmd_score(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     progress = Progress(len(tasks), err, enabled=not args.quiet and err.isatty())
     started = time.monotonic()
     try:
-        runs = run_tasks(tasks, sandbox=sandbox, workers=args.workers, timeout=args.timeout, progress=progress)
+        cache = None
+        if args.cache:
+            from .cache import VerdictCache
+
+            cache = VerdictCache(args.cache)
+        runs = run_tasks(tasks, sandbox=sandbox, workers=args.workers, timeout=args.timeout, progress=progress,
+                         cache=cache)
     finally:
         progress.finish()
         sandbox.close()
@@ -276,7 +297,7 @@ def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"validate": cmd_validate, "tasks": cmd_tasks, "score": cmd_score, "report": cmd_report}
+COMMANDS = {"validate": cmd_validate, "tasks": cmd_tasks, "score": cmd_score, "report": cmd_report, "submit": cmd_submit}
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
