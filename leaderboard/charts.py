@@ -151,7 +151,7 @@ def papers_timeline_figure(*, papers: Sequence[str], dates: Sequence[str], insid
             marker={"size": 12, "color": [ACCENT if i else MUTED for i in inside], "line": {"width": 1, "color": "#fff"}},
             hovertemplate="%{text}<br>first commit %{x}<extra></extra>",
         ),
-        layout=_layout(height=140, xaxis={"type": "date", "gridcolor": "#e2e8f0"},
+        layout=_layout(height=110, xaxis={"type": "date", "gridcolor": "#e2e8f0"},
                        yaxis={"visible": False, "range": [-1, 1]}, margin={"l": 20, "r": 20, "t": 10, "b": 30}),
     )
     return _spec(fig)

@@ -256,6 +256,10 @@ def contamination(request: HttpRequest) -> HttpResponse:
         open_weights=params.open_weights, organisation=params.organisation, with_paper=params.with_paper,
     )
     per_model = selectors.contamination_per_model(release=release, with_paper=params.with_paper)
+    if date_from is None and date_to is None and params.cutoff is None and table.cutoff is not None:
+        # the default window (after the latest cutoff) shown as the equivalent "from" date, so the
+        # form, the slider and a bookmarked URL all describe the same window
+        date_from = table.cutoff + dt.timedelta(days=1)
     if _wants_csv(request):
         if request.GET.get("table") == "per_model":
             return _csv_response(

@@ -61,6 +61,7 @@ def make_demo(
     incomplete_model: bool = True,
     seed: int = 0,
     summary: str = "A **bold** claim with `code` and a [link](https://example.org).",
+    pset_dir=None,
 ) -> Demo:
     """Create a published default release with results; every number comes from SnippetResult rows."""
     rng = random.Random(seed)
@@ -90,7 +91,13 @@ def make_demo(
             start_line=1, end_line=3, weight=3, code="def helper():\n    a = 1\n    return a",
         )
         demo.snippets += [parent, child, extra]
-        ReleasePaper.objects.create(release=release, paper=paper, snippet_count=3, total_weight=6)
+        folder = ""
+        if pset_dir is not None:  # real files, so the masked view can be built from them
+            folder_path = pset_dir / paper.paper_id
+            folder_path.mkdir(parents=True, exist_ok=True)
+            (folder_path / "scale.py").write_text(REFERENCE_FILE, encoding="utf-8")
+            folder = str(folder_path)
+        ReleasePaper.objects.create(release=release, paper=paper, snippet_count=3, total_weight=6, folder=folder)
 
     def evaluate(model: LLMModel, *, skill: float, with_paper: bool = True, skip: int = 0, source: str = Evaluation.DEMO) -> Evaluation:
         ev = Evaluation.objects.create(

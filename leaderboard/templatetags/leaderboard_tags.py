@@ -169,3 +169,11 @@ def row_cost(row: Any) -> str:
     if a is None and b is None:
         return ""
     return f"{(a or 0.0) + (b or 0.0):.4f}"
+
+
+@register.simple_tag
+def plotly_css_markers() -> SafeString:
+    """Hidden elements whose ids stop plotly.min.js from injecting inline <style> (see staticfinders)."""
+    from leaderboard.staticfinders import plotly_inline_css_ids
+
+    return mark_safe("".join(f'<span hidden id="{escape(i)}"></span>' for i in plotly_inline_css_ids()))  # noqa: S308
