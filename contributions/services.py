@@ -21,7 +21,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from benchmark_core.sandbox.base import Limits, Sandbox, SandboxUnavailable, get_sandbox
+from benchmark_core.sandbox.base import BACKENDS, Limits, Sandbox, SandboxUnavailable, get_sandbox
 
 from .checks import CheckSettings, checks_run
 from .models import ContributionRevision, PaperContribution, Review
@@ -241,7 +241,9 @@ def contribution_enqueue_validation(*, contribution: PaperContribution) -> None:
 def contribution_sandbox() -> Sandbox:
     """The sandbox for untrusted code: docker or bwrap; 'local' only where a test setting allows it."""
     name = settings.RCB_SANDBOX_BACKEND
-    candidates = ["docker", "bwrap"] if name == "auto" else [name]
+    candidates = [name]
+    if name == "auto" and "auto" not in BACKENDS:
+        candidates = ["docker", "bwrap"]
     reasons = []
     for candidate in candidates:
         try:
@@ -261,12 +263,12 @@ def contribution_sandbox() -> Sandbox:
 
 
 def _image_builder(sandbox: Sandbox):
-    """The docker backend's environment-image builder, when the backend has one."""
-    for attr in ("env_image_build", "build_env_image", "ensure_env_image", "environment_image"):
-        builder = getattr(sandbox, attr, None)
-        if callable(builder):
-            return lambda reqs: str(builder(list(reqs)))
-    return None
+    """For the docker backend: build (or reuse) the environment image of the requirements."""
+    if sandbox.name != "docker":
+        return None
+    from benchmark_core.sandbox.docker import env_image_ensure
+
+    return lambda reqs: env_image_ensure(sandbox.client, list(reqs), base=sandbox.base)
 
 
 def _entry(contribution: PaperContribution) -> dict[str, Any]:
