@@ -17,3 +17,30 @@ def shared_upstream() -> Path:
     if not path.exists():
         pytest.fail(f"../shared/upstream is missing (expected at {path})")
     return path
+
+
+# Isolating sandbox backends that sandbox/probe tests run against (parametrize with the fixture
+# below): bwrap always (scripts/test.sh installs it), docker when an engine answers. Without an
+# engine the docker cases skip loudly, or fail when RCB_REQUIRE_DOCKER=1 (CI, where one must run).
+SANDBOX_BACKENDS = ("bwrap", "docker")
+
+
+@pytest.fixture(scope="session", params=SANDBOX_BACKENDS)
+def sandbox_backend_name(request) -> str:
+    name = request.param
+    if name == "docker":
+        from benchmark_core.sandbox.auto import docker_engine_problem
+
+        problem = docker_engine_problem()
+        if problem:
+            message = f"!!! DOCKER SANDBOX TESTS NOT RUN: no Docker engine answers ({problem}) !!!"
+            if os.environ.get("RCB_REQUIRE_DOCKER") == "1":
+                pytest.fail(message)
+            pytest.skip(message)
+    else:
+        from benchmark_core.sandbox.bwrap import bwrap_available
+
+        problem = bwrap_available()
+        if problem:
+            pytest.fail(f"bwrap must work here (scripts/test.sh installs bubblewrap): {problem}")
+    return name

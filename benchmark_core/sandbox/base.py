@@ -117,6 +117,8 @@ BACKENDS: dict[str, str] = {
     "local": "benchmark_core.sandbox.local:LocalSandbox",
     "bwrap": "benchmark_core.sandbox.bwrap:BwrapSandbox",
     "docker": "benchmark_core.sandbox.docker:DockerSandbox",
+    # docker when an engine answers, else bwrap (saying so), else refuse
+    "auto": "benchmark_core.sandbox.auto:auto_sandbox",
 }
 
 
