@@ -247,9 +247,6 @@ def contamination(request: HttpRequest) -> HttpResponse:
     query["view"] = "contamination_safe"
     params, notices = selectors.leaderboard_params_parse(query)
     date_from, date_to = params.date_from, params.date_to
-    if date_from and date_to and date_from > date_to:
-        notices.append("The window starts after it ends; the two dates were swapped.")
-        date_from, date_to = date_to, date_from
     sort = _sort_spec(request, notices)
     table = selectors.leaderboard_rows(
         release=release, view="contamination_safe", cutoff=params.cutoff, date_from=date_from, date_to=date_to,

@@ -1,0 +1,35 @@
+"""Each page's number of database queries does not grow with the number of models."""
+from __future__ import annotations
+
+import pytest
+from django.core.cache import cache
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from leaderboard.models import LLMModel, Paper, Release
+from tests.factories import make_demo
+from tests.test_pages import page_urls
+
+pytestmark = pytest.mark.django_db
+
+
+def _counts(client, demo) -> dict[str, int]:
+    counts = {}
+    for name, url in page_urls(demo).items():
+        cache.clear()  # measure the uncached path: the cache must not hide a per-model query
+        with CaptureQueriesContext(connection) as ctx:
+            response = client.get(url)
+        assert response.status_code == 200, (name, response.status_code)
+        counts[name] = len(ctx.captured_queries)
+    return counts
+
+
+def test_query_count_is_constant_in_the_number_of_models(client, tmp_path):
+    small = _counts(client, make_demo(n_models=3, pset_dir=tmp_path / "a"))
+    Release.objects.all().delete()
+    LLMModel.objects.all().delete()
+    Paper.objects.all().delete()
+    large = _counts(client, make_demo(n_models=30, pset_dir=tmp_path / "b"))
+    assert small == large, {k: (small[k], large[k]) for k in small if small[k] != large[k]}
+    # and stays small in absolute terms
+    assert max(large.values()) <= 15, large
