@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "leaderboard",
     "submissions",
     "contributions",
+    "accounts",
 ]
 
 MIDDLEWARE = [
@@ -74,6 +75,11 @@ DATABASES = {
         conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "60")),
     )
 }
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # several processes (web, RQ workers) write at once: wait for the lock, take it up front;
+    # the test database is a file (not :memory:) so worker subprocesses of the tests can share it
+    DATABASES["default"].setdefault("OPTIONS", {}).update({"timeout": 30, "transaction_mode": "IMMEDIATE"})
+    DATABASES["default"]["TEST"] = {"NAME": str(Path(os.environ.get("TMPDIR", "/tmp")) / f"rcb-test-{os.getpid()}.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -135,6 +141,19 @@ RCB_CONTRIB_MAX_RATIO = float(os.environ.get("RCB_CONTRIB_MAX_RATIO", "100"))
 RCB_CONTRIB_RUNTIME_BUDGET = float(os.environ.get("RCB_CONTRIB_RUNTIME_BUDGET", "30"))
 RCB_CONTRIB_WORKERS = int(os.environ.get("RCB_CONTRIB_WORKERS", str(os.cpu_count() or 1)))
 RCB_CONTRIB_JOB_TIMEOUT = int(os.environ.get("RCB_CONTRIB_JOB_TIMEOUT", "3600"))
+
+# Submissions (see submissions/services.py)
+RCB_ALLOW_LOCAL_SANDBOX = env_bool("RCB_ALLOW_LOCAL_SANDBOX")  # the local backend isolates nothing: trusted data only
+RCB_SUBMISSION_MAX_MB = float(os.environ.get("RCB_SUBMISSION_MAX_MB", "20"))
+RCB_SUBMISSIONS_PER_DAY = int(os.environ.get("RCB_SUBMISSIONS_PER_DAY", "5"))
+RCB_HEARTBEAT_SECONDS = float(os.environ.get("RCB_HEARTBEAT_SECONDS", "5"))
+RCB_HEARTBEAT_STALE_SECONDS = float(os.environ.get("RCB_HEARTBEAT_STALE_SECONDS", "60"))
+RCB_JOB_MAX_ATTEMPTS = int(os.environ.get("RCB_JOB_MAX_ATTEMPTS", "3"))
+RCB_SITE_URL = os.environ.get("RCB_SITE_URL", "http://localhost:8000")  # for links in e-mails
+LOGIN_REDIRECT_URL = "/accounts/profile/"
+LOGOUT_REDIRECT_URL = "/"
+# uploads above this go to a temporary file instead of memory; the submission limit is checked on its own
+FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 
 LOGGING = {
     "version": 1,

@@ -1,3 +1,17 @@
 from django.urls import path
 
-urlpatterns: list = []
+from . import api, views
+
+app_name = "submissions"
+
+urlpatterns = [
+    path("submit/", views.submission_create, name="submission_create"),
+    path("submissions/", views.submission_list, name="submission_list"),
+    path("submissions/<int:pk>/", views.submission_detail, name="submission_detail"),
+    path("submissions/<int:pk>/<slug:action>/", views.submission_action, name="submission_action"),
+    path("review/submissions/", views.review_queue, name="review_queue"),
+    path("api/v1/submissions", api.submissions_endpoint, name="api_submissions"),
+    path("api/v1/submissions/", api.submissions_endpoint),
+    path("api/v1/submissions/<int:pk>", api.submission_endpoint, name="api_submission"),
+    path("api/v1/submissions/<int:pk>/", api.submission_endpoint),
+]

@@ -1,0 +1,57 @@
+"""Sign-up and the profile page (API tokens). Login, logout and password reset are Django's own views."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth import login
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from submissions import selectors as submission_selectors
+from submissions import services as submission_services
+
+from .forms import SignupForm, TokenForm
+
+__all__ = ["signup", "profile", "token_revoke"]
+
+
+def signup(request: HttpRequest) -> HttpResponse:
+    if request.user.is_authenticated:
+        return redirect("accounts:profile")
+    form = SignupForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        user = form.save()
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        messages.success(request, f"Welcome, {user.username}. Create an API token below to submit from scripts.")
+        return redirect("accounts:profile")
+    return render(request, "accounts/signup.html", {"form": form}, status=400 if form.errors else 200)
+
+
+@login_required
+def profile(request: HttpRequest) -> HttpResponse:
+    new_token = None
+    form = TokenForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        _, new_token = submission_services.api_token_create(user=request.user, name=form.cleaned_data["name"])
+        form = TokenForm()
+    # the new token is rendered in this response only (no redirect): it is never stored in clear
+    return render(
+        request,
+        "accounts/profile.html",
+        {
+            "form": form,
+            "new_token": new_token,
+            "tokens": request.user.api_tokens.all(),
+            "is_reviewer": submission_selectors.user_is_reviewer(request.user),
+            "submissions": submission_selectors.submissions_of_user(user=request.user)[:10],
+        },
+    )
+
+
+@login_required
+@require_POST
+def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
+    if submission_services.api_token_revoke(user=request.user, token_id=pk):
+        messages.success(request, "The token is revoked: requests with it are refused from now on.")
+    return redirect("accounts:profile")

@@ -1,0 +1,169 @@
+"""``python -m benchmark_core submit``: upload predictions to a ResearchCodeBench Hub site.
+
+Standard library only (urllib), so it runs wherever the engine runs. Exit codes: 0 accepted
+(with ``--wait``: scored to the end), 1 rejected, failed or cancelled, 2 usage or connection
+problem, 3 ``--wait`` gave up after ``--timeout`` seconds.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any, TextIO
+
+__all__ = ["add_submit_parser", "cmd_submit", "submission_upload", "submission_status", "SubmitError"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_TIMEOUT = 0, 1, 2, 3
+TERMINAL = ("finished", "failed", "cancelled")
+USER_AGENT = "benchmark_core-submit/1"
+
+
+class SubmitError(Exception):
+    def __init__(self, message: str, *, status: int | None = None, problems: list[dict] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.problems = problems or []
+
+
+def add_submit_parser(sub: Any) -> None:
+    p = sub.add_parser("submit", help="upload a predictions file to a ResearchCodeBench Hub site for scoring")
+    p.add_argument("file", metavar="FILE", help="predictions, one JSON object per line")
+    p.add_argument("--url", required=True, help="the site, e.g. https://rcb.example.org")
+    p.add_argument("--token", default=os.environ.get("RCB_TOKEN"), help="API token (default: $RCB_TOKEN)")
+    p.add_argument("--model-name", required=True)
+    p.add_argument("--organisation", default="")
+    p.add_argument("--open-weights", action="store_true")
+    p.add_argument("--knowledge-cutoff", default="", help="YYYY, YYYY-MM or YYYY-MM-DD")
+    p.add_argument("--link", default="", help="model card or paper URL")
+    p.add_argument("--release", default="", help="release slug (default: the site's default release)")
+    p.add_argument("--without-paper", action="store_true", help="the prompts left the paper text out")
+    p.add_argument("--temperature", type=float)
+    p.add_argument("--top-p", type=float)
+    p.add_argument("--max-tokens", type=int)
+    p.add_argument("--wait", action="store_true", help="follow the scoring until it ends; exit 0 only when finished")
+    p.add_argument("--poll", type=float, default=3.0, help="seconds between progress checks (default: 3)")
+    p.add_argument("--timeout", type=float, default=0.0, help="give up waiting after S seconds (default: never)")
+
+
+def _request(url: str, *, token: str, data: bytes | None = None, timeout: float = 300.0) -> dict:
+    headers = {"Authorization": f"Token {token}", "Accept": "application/json", "User-Agent": USER_AGENT}
+    if data is not None:
+        headers["Content-Type"] = "application/x-ndjson"
+    req = urllib.request.Request(url, data=data, headers=headers, method="POST" if data is not None else "GET")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return json.loads(resp.read().decode("utf-8"))
+    except urllib.error.HTTPError as exc:
+        body = exc.read().decode("utf-8", "replace")
+        try:
+            payload = json.loads(body)
+            message, problems = str(payload.get("error") or body), payload.get("problems") or []
+        except ValueError:
+            message, problems = body.strip()[:500] or exc.reason, []
+        raise SubmitError(message, status=exc.code, problems=problems) from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise SubmitError(f"cannot reach {url}: {reason}") from None
+    except ValueError as exc:
+        raise SubmitError(f"the site answered something that is not JSON: {exc}") from None
+
+
+def submission_upload(*, url: str, token: str, data: bytes, meta: dict[str, Any], file_name: str) -> dict:
+    query = {k: ("1" if v is True else v) for k, v in meta.items() if v not in (None, "", False)}
+    query["file_name"] = file_name
+    endpoint = url.rstrip("/") + "/api/v1/submissions?" + urllib.parse.urlencode(query)
+    return _request(endpoint, token=token, data=data)
+
+
+def submission_status(*, status_url: str, token: str) -> dict:
+    return _request(status_url, token=token, timeout=60)
+
+
+def _progress_line(payload: dict) -> str:
+    p = payload.get("progress") or {}
+    done, total = p.get("done", 0), p.get("total", 0)
+    width = 30
+    filled = int(width * done / total) if total else 0
+    return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} snippets ({p.get('percent', 0.0)} %) {payload.get('status')}"
+
+
+def _wait(payload: dict, *, token: str, poll: float, timeout: float, out: TextIO, err: TextIO) -> int:
+    started = time.monotonic()
+    last = None
+    failures = 0
+    while True:
+        line = _progress_line(payload)
+        if line != last:
+            print(line, file=out, flush=True)
+            last = line
+        status = payload.get("status")
+        if status in TERMINAL:
+            break
+        if timeout and time.monotonic() - started > timeout:
+            print(f"still {status} after {timeout:.0f}s; stopped waiting (follow it at {payload.get('url')})", file=err)
+            return EXIT_TIMEOUT
+        time.sleep(poll)
+        try:
+            payload = submission_status(status_url=payload["status_url"], token=token)
+            failures = 0
+        except SubmitError as exc:
+            if exc.status is not None and exc.status < 500:
+                print(f"error: {exc}", file=err)
+                return EXIT_FAILED
+            failures += 1  # the site restarts or a proxy hiccups: keep following, slower
+            print(f"warning: {exc} (retrying)", file=err)
+            time.sleep(min(60.0, poll * 2**failures))
+    if payload["status"] == "finished":
+        result = payload.get("result") or {}
+        rate, plain = result.get("scaled_pass_rate"), result.get("pass_rate")
+        if rate is not None:
+            print(f"finished: scaled pass rate {rate:.2f} %, pass rate {plain:.2f} %", file=out)
+        else:
+            print("finished", file=out)
+        return EXIT_OK
+    reason = payload.get("failure_reason") or ""
+    print(f"{payload['status']}{': ' + reason if reason else ''}", file=err)
+    return EXIT_FAILED
+
+
+def cmd_submit(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if not args.token:
+        print("error: give --token or set RCB_TOKEN (create a token on your profile page)", file=err)
+        return EXIT_USAGE
+    path = Path(args.file)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        print(f"error: cannot read {args.file}: {exc.strerror}", file=err)
+        return EXIT_USAGE
+    meta = {
+        "model_name": args.model_name,
+        "organisation": args.organisation,
+        "open_weights": args.open_weights,
+        "knowledge_cutoff": args.knowledge_cutoff,
+        "link": args.link,
+        "release": args.release,
+        "without_paper": args.without_paper,
+        "temperature": args.temperature,
+        "top_p": args.top_p,
+        "max_tokens": args.max_tokens,
+    }
+    try:
+        payload = submission_upload(url=args.url, token=args.token, data=data, meta=meta, file_name=path.name)
+    except SubmitError as exc:
+        print(f"error: {exc}", file=err)
+        for problem in exc.problems:
+            print(f"{args.file}:{problem.get('line')}: {problem.get('message')}", file=err)
+        return EXIT_USAGE if exc.status is None else EXIT_FAILED
+    note = " (identical to an earlier upload: the existing submission)" if payload.get("duplicate") else ""
+    print(f"submission {payload['id']} {payload['status']}{note}", file=out)
+    print(f"status: {payload['status_url']}", file=out)
+    print(f"page: {payload['url']}", file=out, flush=True)
+    if not args.wait:
+        return EXIT_OK
+    return _wait(payload, token=args.token, poll=args.poll, timeout=args.timeout, out=out, err=err)

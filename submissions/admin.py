@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+from django.contrib import admin, messages
+
+from . import services
+from .models import APIToken, PredictionSubmission, ScoringJob, Status
+
+
+class ScoringJobInline(admin.TabularInline):
+    model = ScoringJob
+    extra = 0
+    can_delete = False
+    fields = ("paper", "status", "attempt", "worker", "heartbeat_at", "tasks_total", "error")
+    readonly_fields = fields
+
+
+def _moderate(modeladmin, request, queryset, *, label: str, **change):
+    count = 0
+    for submission in queryset.select_related("evaluation"):
+        if submission.evaluation is not None:
+            services.evaluation_moderate(evaluation=submission.evaluation, **change)
+            count += 1
+    modeladmin.message_user(request, f"{count} submission(s): {label}", messages.SUCCESS)
+
+
+@admin.action(description="Hide from the leaderboard")
+def hide(modeladmin, request, queryset):
+    _moderate(modeladmin, request, queryset, label="hidden", hidden=True)
+
+
+@admin.action(description="Show on the leaderboard again")
+def unhide(modeladmin, request, queryset):
+    _moderate(modeladmin, request, queryset, label="shown", hidden=False)
+
+
+@admin.action(description="Mark verified (reproduced)")
+def mark_verified(modeladmin, request, queryset):
+    _moderate(modeladmin, request, queryset, label="marked verified", verified=True)
+
+
+@admin.action(description="Remove the verified mark")
+def unmark_verified(modeladmin, request, queryset):
+    _moderate(modeladmin, request, queryset, label="verified mark removed", verified=False)
+
+
+@admin.action(description="Cancel")
+def cancel(modeladmin, request, queryset):
+    n = sum(services.submission_cancel(submission=s, user=request.user) for s in queryset)
+    modeladmin.message_user(request, f"{n} submission(s) cancelled")
+
+
+@admin.action(description="Re-run (failed or cancelled)")
+def rerun(modeladmin, request, queryset):
+    n = sum(services.submission_rerun(submission=s, user=request.user) for s in queryset)
+    modeladmin.message_user(request, f"{n} submission(s) queued again")
+
+
+@admin.register(PredictionSubmission)
+class PredictionSubmissionAdmin(admin.ModelAdmin):
+    list_display = ("id", "model_name", "user", "release", "status", "published_at", "hidden", "verified", "identical_share", "created_at")
+    list_filter = ("status", "release", "evaluation__hidden", "evaluation__verified")
+    search_fields = ("model_name", "user__username", "content_hash")
+    readonly_fields = ("content_hash", "file_size", "predictions_count", "sample_ids", "flags", "evaluation", "model",
+                       "status", "failure_reason", "started_at", "finished_at", "published_at", "notified_at")
+    inlines = [ScoringJobInline]
+    actions = [hide, unhide, mark_verified, unmark_verified, cancel, rerun]
+
+    @admin.display(boolean=True, description="hidden")
+    def hidden(self, obj):
+        return bool(obj.evaluation and obj.evaluation.hidden)
+
+    @admin.display(boolean=True, description="verified")
+    def verified(self, obj):
+        return bool(obj.evaluation and obj.evaluation.verified)
+
+    @admin.display(description="identical to reference")
+    def identical_share(self, obj):
+        return f"{(obj.flags or {}).get('identical_share', 0):.1f} %"
+
+
+@admin.register(ScoringJob)
+class ScoringJobAdmin(admin.ModelAdmin):
+    list_display = ("id", "submission", "paper", "status", "attempt", "worker", "heartbeat_at", "rq_job_id")
+    list_filter = ("status",)
+    readonly_fields = [f.name for f in ScoringJob._meta.fields]
+
+
+@admin.register(APIToken)
+class APITokenAdmin(admin.ModelAdmin):
+    list_display = ("prefix", "name", "user", "created_at", "last_used_at", "revoked_at")
+    readonly_fields = ("prefix", "key_hash", "created_at", "last_used_at")
+    search_fields = ("user__username", "prefix")

@@ -1,0 +1,176 @@
+"""JSON API of the submissions: POST /api/v1/submissions (token auth), GET /api/v1/submissions/<id>.
+
+Upload as multipart (a ``file`` part plus metadata fields) or as a JSON-lines body with the
+metadata in the query string (``model_name``, ``release``, ``organisation``, ``open_weights``,
+``knowledge_cutoff``, ``link``, ``without_paper``, ``temperature``, ``top_p``, ``max_tokens``).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, JsonResponse
+from django.urls import reverse
+from django.views.decorators.csrf import csrf_exempt
+
+from leaderboard.models import Release
+
+from . import selectors, services
+from .models import PredictionSubmission, Status
+
+__all__ = ["submissions_endpoint", "submission_endpoint", "submission_payload"]
+
+_CHUNK = 1 << 20
+_TRUE = ("1", "true", "yes", "on")
+
+
+def _error(status: int, message: str, **extra: Any) -> JsonResponse:
+    return JsonResponse({"error": message, **extra}, status=status)
+
+
+def _token_user(request: HttpRequest) -> Any | None:
+    header = request.headers.get("Authorization", "")
+    scheme, _, raw = header.partition(" ")
+    if scheme.lower() not in ("token", "bearer") or not raw.strip():
+        return None
+    return services.api_token_authenticate(raw=raw.strip())
+
+
+def _read_body(request: HttpRequest, limit: int) -> tuple[bytes, int]:
+    """Read at most ``limit`` + 1 bytes and drain the rest, so the client gets our answer, not a reset."""
+    data = request.read(limit + 1)
+    size = len(data)
+    if size > limit:
+        while chunk := request.read(_CHUNK):
+            size += len(chunk)
+    return data, size
+
+
+def submission_payload(request: HttpRequest, submission: PredictionSubmission, *, with_results: bool = False) -> dict:
+    user = request.user if getattr(request, "user", None) and request.user.is_authenticated else None
+    payload: dict[str, Any] = {
+        "id": submission.pk,
+        "status": submission.status,
+        "failure_reason": submission.failure_reason,
+        "model_name": submission.model_name,
+        "release": submission.release.slug,
+        "with_paper": submission.with_paper,
+        "samples": len(submission.sample_ids or [0]),
+        "predictions": submission.predictions_count,
+        "created_at": submission.created_at.isoformat(),
+        "started_at": submission.started_at.isoformat() if submission.started_at else None,
+        "finished_at": submission.finished_at.isoformat() if submission.finished_at else None,
+        "published": submission.is_published,
+        "progress": selectors.submission_progress(submission=submission),
+        "status_url": request.build_absolute_uri(reverse("submissions:api_submission", args=[submission.pk])),
+        "url": request.build_absolute_uri(reverse("submissions:submission_detail", args=[submission.pk])),
+    }
+    ev = submission.evaluation
+    if submission.status in (Status.FINISHED, Status.FAILED) and ev is not None and ev.computed_at:
+        payload["result"] = {
+            "scaled_pass_rate": ev.scaled_pass_rate,
+            "pass_rate": ev.pass_rate,
+            "scaled_ci95": [ev.scaled_ci_low, ev.scaled_ci_high],
+            "snippets_total": ev.snippets_total,
+            "snippets_covered": ev.snippets_covered,
+            "categories": ev.categories,
+            "verified": ev.verified,
+            "hidden": ev.hidden,
+        }
+    if user is not None and selectors.user_is_reviewer(user):
+        payload["flags"] = submission.flags
+    if with_results:
+        payload["results"] = [
+            {
+                "paper": r["snippet__paper__paper_id"], "file": r["snippet__file"], "snippet": r["snippet__name"],
+                "sample": r["sample"], "passed": r["passed"], "category": r["category"] or None,
+                "seconds": r["seconds"], "output_tail": r["output_tail"],
+            }
+            for r in selectors.submission_results(submission=submission)
+        ]
+    return payload
+
+
+def _meta(source: Any) -> dict[str, Any]:
+    def text(name: str) -> str:
+        return str(source.get(name, "") or "").strip()
+
+    decoding: dict[str, Any] = {}
+    for name, cast in (("temperature", float), ("top_p", float), ("max_tokens", int)):
+        if text(name):
+            try:
+                decoding[name] = cast(text(name))
+            except ValueError:
+                raise services.SubmissionError(f"{name} must be a number, got {text(name)!r}") from None
+    return {
+        "model_name": text("model_name"),
+        "organisation": text("organisation"),
+        "open_weights": text("open_weights").lower() in _TRUE,
+        "knowledge_cutoff": text("knowledge_cutoff"),
+        "link": text("link") if text("link").startswith(("http://", "https://")) else "",
+        "with_paper": text("without_paper").lower() not in _TRUE,
+        "decoding": decoding,
+        "notes": text("notes")[:5000],
+        "release": text("release"),
+    }
+
+
+@csrf_exempt  # token authentication only: no cookie is trusted for writes here
+def submissions_endpoint(request: HttpRequest) -> JsonResponse:
+    if request.method != "POST":
+        return _error(405, "POST predictions here; GET /api/v1/submissions/<id> for one submission")
+    user = _token_user(request)
+    if user is None:
+        return _error(401, "send a valid API token: 'Authorization: Token <token>' (create one on your profile page)")
+    request.user = user
+    limit = services.max_upload_bytes()
+    too_big = f"the file is larger than the limit of {limit // 1048576} MB per submission"
+    try:
+        if request.content_type == "multipart/form-data":
+            upload = request.FILES.get("file")
+            if upload is None:
+                return _error(400, "a multipart upload needs a 'file' part with the predictions")
+            if upload.size > limit:
+                return _error(413, too_big)
+            data, file_name, source = upload.read(), upload.name, request.POST
+        else:
+            data, size = _read_body(request, limit)
+            if size > limit:
+                return _error(413, too_big)
+            file_name, source = request.GET.get("file_name", "predictions.jsonl"), request.GET
+        meta = _meta(source)
+    except RequestDataTooBig:
+        return _error(413, too_big)
+    except services.SubmissionError as exc:
+        return _error(exc.http_status, exc.message)
+    releases = selectors.releases_open()
+    release = releases.filter(slug=meta.pop("release")).first() if source.get("release") else releases.first()
+    if release is None:
+        slugs = ", ".join(releases.values_list("slug", flat=True)) or "none"
+        return _error(400, f"no such published release (known: {slugs})")
+    try:
+        submission, created = services.prediction_submission_create(
+            user=user, release=release, data=data, file_name=file_name, **{k: v for k, v in meta.items() if k != "release"}
+        )
+    except services.SubmissionError as exc:
+        problems = [{"line": p.line, "message": p.message} for p in exc.problems]
+        return _error(exc.http_status, exc.message, problems=problems)
+    payload = submission_payload(request, submission)
+    payload["duplicate"] = not created
+    return JsonResponse(payload, status=201 if created else 200)
+
+
+def submission_endpoint(request: HttpRequest, pk: int) -> JsonResponse:
+    if request.method != "GET":
+        return _error(405, "GET only")
+    user = _token_user(request) or (request.user if request.user.is_authenticated else None)
+    if user is None:
+        return _error(401, "send a valid API token: 'Authorization: Token <token>'")
+    request.user = user
+    submission = selectors.submission_get(pk=pk)
+    if submission is None or not selectors.submission_can_view(submission=submission, user=user):
+        return _error(404, "no such submission")
+    with_results = request.GET.get("results", "") in _TRUE and selectors.submission_can_see_outputs(
+        submission=submission, user=user
+    )
+    return JsonResponse(submission_payload(request, submission, with_results=with_results))

@@ -1,0 +1,10 @@
+"""RQ entry points: they take ids and call a service (the database row says what to do)."""
+from __future__ import annotations
+
+from . import services
+
+__all__ = ["score_paper"]
+
+
+def score_paper(job_id: int, rq_job_id: str) -> str:
+    return services.scoring_job_run(job_id=job_id, rq_job_id=rq_job_id)

@@ -1,0 +1,41 @@
+import logging
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import close_old_connections
+from redis.exceptions import RedisError
+
+from submissions.services import scoring_queue_reconcile
+
+logger = logging.getLogger(__name__)
+
+
+class Command(BaseCommand):
+    help = (
+        "Re-enqueue from the database whatever the scoring queue lost (Redis restart, dead worker); "
+        "with --every S, keep doing it (the watchdog)."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--every", type=float, default=0, help="repeat every S seconds (0: once)")
+        parser.add_argument("--stale-after", type=float, default=None,
+                            help="seconds without heartbeat after which a running job counts as dead")
+
+    def handle(self, *args, every: float, stale_after: float | None, **options):
+        while True:
+            try:
+                report = scoring_queue_reconcile(stale_after=stale_after)
+            except RedisError as exc:
+                if not every:
+                    raise CommandError(f"Redis is not reachable: {exc}") from None
+                logger.warning("reconcile: Redis is not reachable (%s); retrying", exc)
+            else:
+                self.stdout.write(
+                    f"requeued after a dead worker: {len(report['requeued'])}, failed after too many tries: "
+                    f"{len(report['failed'])}, re-enqueued (lost by Redis): {len(report['reenqueued'])}, "
+                    f"settled: {len(report['settled'])}"
+                )
+            if not every:
+                return
+            close_old_connections()
+            time.sleep(every)

@@ -1,0 +1,128 @@
+"""Prediction submissions, their per-paper scoring jobs, and API tokens.
+
+The database is the source of truth for every job: Redis only carries a pointer (the RQ job id of
+the current attempt), so whatever Redis loses can be rebuilt from these rows (``reconcile``).
+"""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Status(models.TextChoices):
+    QUEUED = "queued", "queued"
+    RUNNING = "running", "running"
+    FINISHED = "finished", "finished"
+    FAILED = "failed", "failed"
+    CANCELLED = "cancelled", "cancelled"
+
+
+ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING)
+TERMINAL_STATUSES = (Status.FINISHED, Status.FAILED, Status.CANCELLED)
+
+
+class APIToken(models.Model):
+    """A personal API token; only its SHA-256 is stored, the token itself is shown once."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=12, help_text="first characters, to recognise a token")
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user})"
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
+
+
+class PredictionSubmission(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="prediction_submissions")
+    release = models.ForeignKey("leaderboard.Release", on_delete=models.PROTECT, related_name="submissions")
+    model = models.ForeignKey("leaderboard.LLMModel", on_delete=models.PROTECT, related_name="submissions")
+    evaluation = models.OneToOneField(
+        "leaderboard.Evaluation", on_delete=models.SET_NULL, null=True, blank=True, related_name="submission"
+    )
+    # what the submitter told us
+    model_name = models.CharField(max_length=200)
+    organisation = models.CharField(max_length=200, blank=True)
+    open_weights = models.BooleanField(default=False)
+    knowledge_cutoff = models.CharField(max_length=20, blank=True)
+    link = models.URLField(max_length=500, blank=True)
+    with_paper = models.BooleanField(default=True)
+    decoding = models.JSONField(default=dict, blank=True)
+    notes = models.TextField(blank=True)
+    # the file
+    file_name = models.CharField(max_length=255, blank=True)
+    file_size = models.PositiveBigIntegerField(default=0)
+    content_hash = models.CharField(max_length=64, db_index=True)
+    predictions_count = models.PositiveIntegerField(default=0)
+    sample_ids = models.JSONField(default=list, blank=True)
+    flags = models.JSONField(default=dict, blank=True, help_text="automatic checks for reviewers")
+    # lifecycle
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    failure_reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    published_at = models.DateTimeField(null=True, blank=True)
+    notified_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["user", "content_hash"])]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.model_name} ({self.status})"
+
+    @property
+    def is_published(self) -> bool:
+        return self.published_at is not None
+
+
+class SubmissionPrediction(models.Model):
+    """One uploaded completion, matched to a snippet of the submission's release."""
+
+    submission = models.ForeignKey(PredictionSubmission, on_delete=models.CASCADE, related_name="predictions")
+    snippet = models.ForeignKey("leaderboard.Snippet", on_delete=models.CASCADE, related_name="+")
+    sample = models.PositiveIntegerField(default=0)
+    completion = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["submission", "snippet", "sample"], name="one_prediction_per_snippet_sample")
+        ]
+
+
+class ScoringJob(models.Model):
+    """Scoring of one paper of one submission: the unit of work of a worker."""
+
+    submission = models.ForeignKey(PredictionSubmission, on_delete=models.CASCADE, related_name="jobs")
+    paper = models.ForeignKey("leaderboard.Paper", on_delete=models.PROTECT, related_name="+")
+    release_paper = models.ForeignKey("leaderboard.ReleasePaper", on_delete=models.PROTECT, related_name="+")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    attempt = models.PositiveIntegerField(default=0, help_text="times handed to the queue")
+    rq_job_id = models.CharField(max_length=100, blank=True, help_text="the RQ job of the current attempt")
+    worker = models.CharField(max_length=200, blank=True)
+    tasks_total = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    enqueued_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    history = models.JSONField(default=list, blank=True, help_text="what happened to this job, for operators")
+
+    class Meta:
+        ordering = ["submission_id", "paper__paper_id"]
+        constraints = [models.UniqueConstraint(fields=["submission", "paper"], name="one_job_per_submission_paper")]
+
+    def __str__(self) -> str:
+        return f"submission {self.submission_id} / {self.paper_id} ({self.status})"

@@ -1,0 +1,743 @@
+"""Writes of the submissions app: upload, scoring jobs and their lifecycle, tokens, publication.
+
+Lifecycle of a submission: queued -> running -> finished | failed (with the reason) | cancelled.
+It is derived from its scoring jobs, one per paper of the release. A job belongs to the attempt
+whose RQ id it holds: a worker may only claim a queued job with its own RQ id, so a stale copy
+of a job left in Redis (after a re-enqueue) does nothing. Results are written with
+update_or_create on (evaluation, snippet, sample): running a job twice never counts twice.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import logging
+import os
+import secrets
+import socket
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.mail import send_mail
+from django.db import DatabaseError, close_old_connections, connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.text import slugify
+from redis.exceptions import RedisError
+
+from benchmark_core.masking import PROMPT_VERSION
+from benchmark_core.predictions import LineProblem, parse_predictions
+from benchmark_core.problemset import Paper as CorePaper
+from benchmark_core.problemset import load_problemset
+from benchmark_core.runner import HARNESS_VERSION, Task, TestRun, answer_code, missing_run, run_task
+from benchmark_core.sandbox.base import PaperSpec, Sandbox, get_sandbox
+from benchmark_core.scoring import parse_cutoff
+from leaderboard.models import Evaluation, LLMModel, Release, Snippet, SnippetResult
+from leaderboard.services import evaluation_aggregates_refresh
+
+from . import queue
+from .flags import CompletionInput, submission_flags_compute
+from .models import ACTIVE_STATUSES, APIToken, PredictionSubmission, ScoringJob, Status, SubmissionPrediction
+
+__all__ = [
+    "SubmissionError",
+    "QuotaExceeded",
+    "FileTooLarge",
+    "SandboxRefused",
+    "max_upload_bytes",
+    "api_token_create",
+    "api_token_revoke",
+    "api_token_authenticate",
+    "user_get_or_create",
+    "prediction_submission_create",
+    "scoring_job_run",
+    "snippet_result_store",
+    "submission_status_refresh",
+    "submission_cancel",
+    "submission_rerun",
+    "submission_publish",
+    "submission_unpublish",
+    "evaluation_moderate",
+    "scoring_jobs_watchdog",
+    "scoring_queue_reconcile",
+    "scoring_sandbox",
+]
+
+logger = logging.getLogger(__name__)
+User = get_user_model()
+
+
+class SubmissionError(Exception):
+    """An upload that cannot be accepted; ``problems`` lists every bad line. Nothing was stored."""
+
+    http_status = 400
+
+    def __init__(self, message: str, problems: list[LineProblem] | None = None):
+        super().__init__(message)
+        self.message = message
+        self.problems = problems or []
+
+
+class FileTooLarge(SubmissionError):
+    http_status = 413
+
+
+class QuotaExceeded(SubmissionError):
+    http_status = 429
+
+
+class SandboxRefused(RuntimeError):
+    """The configured sandbox may not run untrusted code."""
+
+
+def max_upload_bytes() -> int:
+    return int(settings.RCB_SUBMISSION_MAX_MB * 1024 * 1024)
+
+
+def _now() -> dt.datetime:
+    return timezone.now()
+
+
+# --------------------------------------------------------------------------------------------
+# API tokens
+
+
+def _token_hash(raw: str) -> str:
+    return hashlib.sha256(raw.strip().encode("utf-8")).hexdigest()
+
+
+def api_token_create(*, user: Any, name: str = "") -> tuple[APIToken, str]:
+    """Create a token; the returned string is the only copy of it (the database keeps a hash)."""
+    raw = "rcb_" + secrets.token_urlsafe(32)
+    token = APIToken.objects.create(user=user, name=name.strip()[:100], prefix=raw[:10], key_hash=_token_hash(raw))
+    return token, raw
+
+
+def api_token_revoke(*, user: Any, token_id: int) -> bool:
+    return bool(APIToken.objects.filter(pk=token_id, user=user, revoked_at__isnull=True).update(revoked_at=_now()))
+
+
+def api_token_authenticate(*, raw: str) -> Any | None:
+    """The active user of an active token, or None."""
+    if not raw or len(raw) > 200:
+        return None
+    token = (
+        APIToken.objects.select_related("user")
+        .filter(key_hash=_token_hash(raw), revoked_at__isnull=True, user__is_active=True)
+        .first()
+    )
+    if token is None:
+        return None
+    now = _now()
+    # one write a minute at most: a polling client must not turn every GET into a write
+    if token.last_used_at is None or now - token.last_used_at > dt.timedelta(minutes=1):
+        APIToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    return token.user
+
+
+def user_get_or_create(*, username: str, email: str = "") -> tuple[Any, bool]:
+    user, created = User.objects.get_or_create(username=username, defaults={"email": email})
+    if created:
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+    return user, created
+
+
+# --------------------------------------------------------------------------------------------
+# Upload
+
+
+@dataclass(frozen=True)
+class _IndexedSnippet:
+    file: str
+
+
+class _PaperIndex:
+    """A paper of a release as parse_predictions needs it, built from the database (no files)."""
+
+    def __init__(self, paper_id: str):
+        self.id = paper_id
+        self.by_name: dict[str, list[str]] = {}
+
+    def snippet(self, name: str, file: str | None = None) -> _IndexedSnippet:
+        files = [f for f in self.by_name.get(name, []) if file is None or f == file]
+        if not files:
+            raise KeyError(f"{self.id}: no snippet {name!r}" + (f" in {file}" if file else ""))
+        if len(files) > 1:
+            raise KeyError(f"{self.id}: snippet {name!r} is in several files; give 'file'")
+        return _IndexedSnippet(files[0])
+
+
+class _ReleaseIndex:
+    def __init__(self, rows: list[dict]):
+        papers: dict[str, _PaperIndex] = {}
+        for row in rows:
+            paper = papers.setdefault(row["paper__paper_id"], _PaperIndex(row["paper__paper_id"]))
+            paper.by_name.setdefault(row["name"], []).append(row["file"])
+        self.papers = list(papers.values())
+
+
+def _quota_used(user: Any) -> int:
+    since = _now() - dt.timedelta(days=1)
+    return (
+        PredictionSubmission.objects.filter(user=user, created_at__gte=since)
+        .exclude(status__in=[Status.FAILED, Status.CANCELLED])
+        .count()
+    )
+
+
+def prediction_submission_create(
+    *,
+    user: Any,
+    release: Release,
+    data: bytes,
+    model_name: str,
+    file_name: str = "",
+    organisation: str = "",
+    open_weights: bool = False,
+    knowledge_cutoff: str = "",
+    link: str = "",
+    with_paper: bool = True,
+    decoding: dict | None = None,
+    notes: str = "",
+) -> tuple[PredictionSubmission, bool]:
+    """Validate and store an upload, and enqueue one scoring job per paper once it is committed.
+
+    Returns (submission, created); an identical earlier upload of the same user to the same
+    release is returned as it is (created False). Raises SubmissionError, nothing stored.
+    """
+    limit = max_upload_bytes()
+    if len(data) > limit:
+        raise FileTooLarge(
+            f"the file has {len(data) / 1048576:.1f} MB; the limit is {limit / 1048576:.0f} MB per submission"
+        )
+    model_name = " ".join(model_name.split())
+    if not model_name:
+        raise SubmissionError("a model name is required")
+    if len(model_name) > 200:
+        raise SubmissionError("the model name is longer than 200 characters")
+    if not release.frozen:
+        raise SubmissionError(f"release {release.name} is not published yet; submit to a published release")
+    cutoff_date = None
+    if knowledge_cutoff.strip():
+        try:
+            cutoff_date = parse_cutoff(knowledge_cutoff.strip())
+        except ValueError as exc:
+            raise SubmissionError(f"knowledge cutoff: {exc}") from None
+    content_hash = hashlib.sha256(data).hexdigest()
+    existing = PredictionSubmission.objects.filter(user=user, release=release, content_hash=content_hash).first()
+    if existing is not None:
+        return existing, False
+
+    snippet_rows = list(Snippet.objects.filter(release=release).values("id", "paper_id", "paper__paper_id", "file", "name", "code"))
+    predictions, problems = parse_predictions(data, _ReleaseIndex(snippet_rows))  # type: ignore[arg-type]
+    if problems:
+        raise SubmissionError(f"{len(problems)} bad line(s) in the file; nothing was stored", problems)
+    if not predictions:
+        raise SubmissionError("the file holds no prediction (one JSON object per line expected)")
+    quota = settings.RCB_SUBMISSIONS_PER_DAY
+    if not user.is_staff and _quota_used(user) >= quota:
+        raise QuotaExceeded(
+            f"you have {quota} submissions in the last 24 hours, the daily quota; failed and cancelled ones do not count"
+        )
+
+    by_key = {(r["paper__paper_id"], r["file"], r["name"]): r for r in snippet_rows}
+    sample_ids = sorted({p.sample for p in predictions})
+    flags = submission_flags_compute(
+        CompletionInput(p.paper, p.snippet, p.sample, p.completion, by_key[(p.paper, p.file, p.snippet)]["code"])
+        for p in predictions
+    )
+    with transaction.atomic():
+        model, _ = LLMModel.objects.update_or_create(
+            key=f"u{user.pk}-{slugify(model_name)[:150] or 'model'}",
+            defaults=dict(
+                display_name=model_name,
+                organisation=organisation.strip()[:200],
+                open_weights=open_weights,
+                knowledge_cutoff=knowledge_cutoff.strip()[:20],
+                knowledge_cutoff_date=cutoff_date,
+                links={"homepage": link} if link else {},
+            ),
+        )
+        evaluation = Evaluation.objects.create(
+            model=model,
+            release=release,
+            with_paper=with_paper,
+            samples=len(sample_ids),
+            decoding=decoding or {},
+            prompt_version=PROMPT_VERSION,
+            harness_version=HARNESS_VERSION,
+            source=Evaluation.SUBMISSION,
+            is_public=False,
+        )
+        submission = PredictionSubmission.objects.create(
+            user=user,
+            release=release,
+            model=model,
+            evaluation=evaluation,
+            model_name=model_name,
+            organisation=organisation.strip()[:200],
+            open_weights=open_weights,
+            knowledge_cutoff=knowledge_cutoff.strip()[:20],
+            link=link,
+            with_paper=with_paper,
+            decoding=decoding or {},
+            notes=notes,
+            file_name=Path(file_name).name[:255],
+            file_size=len(data),
+            content_hash=content_hash,
+            predictions_count=len(predictions),
+            sample_ids=sample_ids,
+            flags=flags,
+        )
+        SubmissionPrediction.objects.bulk_create(
+            [
+                SubmissionPrediction(
+                    submission=submission,
+                    snippet_id=by_key[(p.paper, p.file, p.snippet)]["id"],
+                    sample=p.sample,
+                    completion=p.completion,
+                )
+                for p in predictions
+            ],
+            batch_size=500,
+        )
+        per_paper: dict[int, int] = {}
+        for row in snippet_rows:
+            per_paper[row["paper_id"]] = per_paper.get(row["paper_id"], 0) + 1
+        for release_paper in release.release_papers.select_related("paper"):
+            job = ScoringJob.objects.create(
+                submission=submission,
+                paper=release_paper.paper,
+                release_paper=release_paper,
+                tasks_total=per_paper.get(release_paper.paper_id, 0) * len(sample_ids),
+            )
+            _job_requeue(job, expect=Q(status=Status.QUEUED), note="submitted")
+    return submission, True
+
+
+# --------------------------------------------------------------------------------------------
+# Queueing
+
+
+def _history_add(job_id: int, event: str) -> None:
+    job = ScoringJob.objects.filter(pk=job_id).only("history").first()
+    if job is None:
+        return
+    history = (job.history or [])[-49:] + [{"at": _now().isoformat(timespec="seconds"), "event": event}]
+    ScoringJob.objects.filter(pk=job_id).update(history=history)
+
+
+def _push_after_commit(job_id: int, rq_job_id: str) -> None:
+    def push() -> None:
+        try:
+            queue.scoring_job_push(job_id=job_id, rq_job_id=rq_job_id)
+        except RedisError as exc:
+            # the row stays queued: reconcile (run periodically) puts it on the queue when Redis is back
+            logger.warning("scoring job %s not enqueued (%s); reconcile will enqueue it", job_id, exc)
+
+    transaction.on_commit(push)
+
+
+def _job_requeue(job: ScoringJob, *, expect: Q, note: str) -> bool:
+    """Start a new attempt of ``job`` if it is still as ``expect`` says; push it after commit."""
+    attempt = job.attempt + 1
+    rq_job_id = f"rcb-score-{job.pk}-{attempt}-{secrets.token_hex(3)}"
+    changed = ScoringJob.objects.filter(Q(pk=job.pk, rq_job_id=job.rq_job_id) & expect).update(
+        status=Status.QUEUED,
+        attempt=attempt,
+        rq_job_id=rq_job_id,
+        enqueued_at=_now(),
+        heartbeat_at=None,
+        started_at=None,
+        finished_at=None,
+        worker="",
+        error="",
+    )
+    if not changed:
+        return False
+    job.attempt, job.rq_job_id, job.status = attempt, rq_job_id, Status.QUEUED
+    _history_add(job.pk, f"attempt {attempt} queued: {note}")
+    _push_after_commit(job.pk, rq_job_id)
+    return True
+
+
+# --------------------------------------------------------------------------------------------
+# Running a job
+
+
+def scoring_sandbox() -> Sandbox:
+    """The configured sandbox; the local backend only when settings say the data is trusted."""
+    sandbox = get_sandbox(settings.RCB_SANDBOX_BACKEND, python=settings.RCB_PYTHON or None)
+    if sandbox.trusted_only and not settings.RCB_ALLOW_LOCAL_SANDBOX:
+        sandbox.close()
+        raise SandboxRefused(
+            f"the {sandbox.name!r} sandbox isolates nothing and is refused for submissions: set "
+            "RCB_SANDBOX_BACKEND to bwrap or docker (RCB_ALLOW_LOCAL_SANDBOX=1 is for trusted demo data only)"
+        )
+    return sandbox
+
+
+def _worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class _Heartbeat(threading.Thread):
+    """Touch the job row every few seconds while it runs; notice when the job is no longer ours."""
+
+    def __init__(self, job_id: int, rq_job_id: str, interval: float):
+        super().__init__(name=f"heartbeat-{job_id}", daemon=True)
+        self.job_id, self.rq_job_id, self.interval = job_id, rq_job_id, interval
+        self.halt = threading.Event()
+        self.lost = False
+
+    def run(self) -> None:
+        try:
+            while not self.halt.wait(self.interval):
+                try:
+                    alive = ScoringJob.objects.filter(
+                        pk=self.job_id, rq_job_id=self.rq_job_id, status=Status.RUNNING
+                    ).update(heartbeat_at=_now())
+                except DatabaseError as exc:  # a database blip must not end the job; the next beat retries
+                    logger.warning("heartbeat of scoring job %s failed: %s", self.job_id, exc)
+                    close_old_connections()
+                    continue
+                if not alive:  # cancelled, or the watchdog gave the job to another attempt
+                    self.lost = True
+                    return
+        finally:
+            connection.close()
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.join(timeout=self.interval + 5)
+
+
+def _core_paper_load(folder: str, paper_id: str) -> CorePaper:
+    path = Path(folder)
+    if not folder or not path.is_dir():
+        raise RuntimeError(f"the files of paper {paper_id} are not on this worker (expected at {folder or '?'})")
+    pset = load_problemset(path.parent, papers=[path.name])
+    return pset.papers[0]
+
+
+def snippet_result_store(*, evaluation_id: int, snippet_id: int, run: TestRun, completion: str) -> None:
+    """Write one verdict; a second write of the same (evaluation, snippet, sample) replaces it."""
+    SnippetResult.objects.update_or_create(
+        evaluation_id=evaluation_id,
+        snippet_id=snippet_id,
+        sample=run.sample,
+        defaults=dict(
+            passed=run.passed,
+            category=run.category or "",
+            exit_code=run.exit_code,
+            seconds=round(run.seconds, 3),
+            output_tail=run.output_tail,
+            completion=completion,
+        ),
+    )
+
+
+def _paper_score(job: ScoringJob, beat: _Heartbeat) -> str:
+    submission = job.submission
+    paper = _core_paper_load(job.release_paper.folder, job.paper.paper_id)
+    rows = {(s.file, s.name): s for s in Snippet.objects.filter(release_id=submission.release_id, paper_id=job.paper_id)}
+    unknown = [f"{s.file}:{s.name}" for s in paper.snippets if (s.file, s.name) not in rows]
+    if unknown or len(rows) != len(paper.snippets):
+        raise RuntimeError(
+            f"the paper folder on this worker does not match the release ({len(paper.snippets)} snippets in the "
+            f"folder, {len(rows)} in the release; not in the release: {', '.join(unknown[:5]) or '-'})"
+        )
+    completions = {
+        (p.snippet_id, p.sample): p.completion
+        for p in SubmissionPrediction.objects.filter(submission=submission, snippet__paper_id=job.paper_id)
+    }
+    done = set(
+        SnippetResult.objects.filter(evaluation_id=submission.evaluation_id, snippet__paper_id=job.paper_id).values_list(
+            "snippet_id", "sample"
+        )
+    )
+    todo = []
+    for sample in submission.sample_ids or [0]:
+        for snip in paper.snippets:
+            row = rows[(snip.file, snip.name)]
+            if (row.id, sample) in done:  # a re-run attempt continues where the last one stopped
+                continue
+            answer = completions.get((row.id, sample))
+            code = answer_code(paper, snip, answer) if answer is not None else None
+            todo.append((row.id, Task(paper, snip, code, sample), answer or ""))
+    sandbox = session = None
+    try:
+        for snippet_id, task, answer in todo:
+            if beat.lost:
+                return "lost"
+            if task.code is None:
+                run = missing_run(task)
+            else:
+                if session is None:
+                    sandbox = scoring_sandbox()
+                    session = sandbox.open(PaperSpec.from_paper(paper))
+                run = run_task(session, task, timeout=paper.timeout or settings.RCB_RUN_TIMEOUT)
+            snippet_result_store(evaluation_id=submission.evaluation_id, snippet_id=snippet_id, run=run, completion=answer)
+    finally:
+        if session is not None:
+            session.close()
+        if sandbox is not None:
+            sandbox.close()
+    return "lost" if beat.lost else "done"
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"[:2000]
+
+
+def scoring_job_run(*, job_id: int, rq_job_id: str) -> str:
+    """Score one paper of one submission: claim the job, run every snippet left, record the end.
+
+    Returns 'done', 'failed', 'lost' (cancelled or re-assigned meanwhile) or 'skipped' (this RQ
+    job is not the job's current attempt, or the job is not queued).
+    """
+    now = _now()
+    claimed = ScoringJob.objects.filter(pk=job_id, rq_job_id=rq_job_id, status=Status.QUEUED).update(
+        status=Status.RUNNING, started_at=now, heartbeat_at=now, worker=_worker_name(), error=""
+    )
+    if not claimed:
+        logger.info("scoring job %s: RQ job %s is not its current queued attempt; nothing to do", job_id, rq_job_id)
+        return "skipped"
+    job = ScoringJob.objects.select_related("submission", "release_paper", "paper").get(pk=job_id)
+    _history_add(job_id, f"attempt {job.attempt} started on {job.worker}")
+    submission_status_refresh(submission_id=job.submission_id)
+    beat = _Heartbeat(job_id, rq_job_id, settings.RCB_HEARTBEAT_SECONDS)
+    beat.start()
+    try:
+        outcome = _paper_score(job, beat)
+    except Exception as exc:  # any failure ends the job as failed with its reason; never left running
+        logger.exception("scoring job %s failed", job_id)
+        outcome = "failed"
+        ScoringJob.objects.filter(pk=job_id, rq_job_id=rq_job_id, status=Status.RUNNING).update(
+            status=Status.FAILED, error=_reason(exc), finished_at=_now()
+        )
+        _history_add(job_id, f"attempt {job.attempt} failed: {_reason(exc)[:200]}")
+    finally:
+        beat.stop()
+    if outcome == "done":
+        ScoringJob.objects.filter(pk=job_id, rq_job_id=rq_job_id, status=Status.RUNNING).update(
+            status=Status.FINISHED, finished_at=_now()
+        )
+        _history_add(job_id, f"attempt {job.attempt} finished")
+    submission_status_refresh(submission_id=job.submission_id)
+    return outcome
+
+
+# --------------------------------------------------------------------------------------------
+# Submission lifecycle
+
+
+def submission_status_refresh(*, submission_id: int) -> PredictionSubmission:
+    """Derive the submission's status from its jobs; on the way to an end, store aggregates and notify."""
+    notify = False
+    with transaction.atomic():
+        submission = PredictionSubmission.objects.select_for_update().get(pk=submission_id)
+        if submission.status == Status.CANCELLED:
+            return submission
+        jobs = list(submission.jobs.values_list("status", "paper__paper_id", "error"))
+        states = {s for s, _, _ in jobs}
+        if states & {Status.QUEUED, Status.RUNNING}:
+            started = states & {Status.RUNNING, Status.FINISHED, Status.FAILED}
+            new = Status.RUNNING if started else Status.QUEUED
+        elif Status.FAILED in states:
+            new = Status.FAILED
+        elif Status.CANCELLED in states:
+            new = Status.CANCELLED
+        else:
+            new = Status.FINISHED
+        if new == submission.status:
+            return submission
+        now = _now()
+        submission.status = new
+        if new == Status.RUNNING and submission.started_at is None:
+            submission.started_at = now
+        if new in (Status.FINISHED, Status.FAILED):
+            submission.finished_at = now
+            submission.failure_reason = "; ".join(
+                f"{paper}: {error or 'failed'}" for status, paper, error in jobs if status == Status.FAILED
+            )
+            if submission.evaluation_id:
+                evaluation_aggregates_refresh(evaluation=submission.evaluation)
+            if submission.notified_at is None:
+                submission.notified_at = now
+                notify = True
+        submission.save()
+    if notify:
+        _submission_notify(submission)
+    return submission
+
+
+def _submission_notify(submission: PredictionSubmission) -> None:
+    email = submission.user.email
+    if not email:
+        return
+    url = settings.RCB_SITE_URL.rstrip("/") + f"/submissions/{submission.pk}/"
+    if submission.status == Status.FINISHED:
+        ev = submission.evaluation
+        rate = f"{ev.scaled_pass_rate:.2f} %" if ev and ev.scaled_pass_rate is not None else "n/a"
+        subject = f"Submission #{submission.pk} ({submission.model_name}) finished: scaled pass rate {rate}"
+        body = (
+            f"Your submission #{submission.pk} of {submission.model_name} on {submission.release.name} is scored.\n"
+            f"Scaled pass rate: {rate}.\n\nIt stays private until you publish it: {url}\n"
+        )
+    else:
+        subject = f"Submission #{submission.pk} ({submission.model_name}) failed"
+        body = f"Scoring of submission #{submission.pk} failed:\n\n{submission.failure_reason}\n\nDetails and re-run: {url}\n"
+    try:
+        send_mail(subject, body, None, [email])
+    except Exception:  # a mail server problem must not fail the scoring job that just ended
+        logger.exception("could not send the notification of submission %s", submission.pk)
+
+
+def _can_manage(submission: PredictionSubmission, user: Any) -> bool:
+    return user.is_authenticated and (submission.user_id == user.pk or user.is_staff)
+
+
+def submission_cancel(*, submission: PredictionSubmission, user: Any) -> bool:
+    """Cancel a queued or running submission; running jobs stop at their next snippet."""
+    if not _can_manage(submission, user):
+        raise PermissionError("only the owner can cancel this submission")
+    with transaction.atomic():
+        sub = PredictionSubmission.objects.select_for_update().get(pk=submission.pk)
+        if sub.status not in ACTIVE_STATUSES:
+            return False
+        rq_ids = list(sub.jobs.filter(status__in=ACTIVE_STATUSES).values_list("rq_job_id", flat=True))
+        sub.jobs.filter(status__in=ACTIVE_STATUSES).update(status=Status.CANCELLED, finished_at=_now())
+        sub.status, sub.finished_at = Status.CANCELLED, _now()
+        sub.save(update_fields=["status", "finished_at"])
+
+        def drop() -> None:
+            for rq_id in rq_ids:
+                try:
+                    queue.rq_job_cancel(rq_job_id=rq_id)
+                except (RedisError, ValueError) as exc:  # the claim check makes a leftover RQ job harmless
+                    logger.info("could not cancel RQ job %s: %s", rq_id, exc)
+
+        transaction.on_commit(drop)
+    submission.refresh_from_db()
+    return True
+
+
+def submission_rerun(*, submission: PredictionSubmission, user: Any) -> bool:
+    """Queue again the papers of a failed or cancelled submission that did not finish."""
+    if not _can_manage(submission, user):
+        raise PermissionError("only the owner can re-run this submission")
+    with transaction.atomic():
+        sub = PredictionSubmission.objects.select_for_update().get(pk=submission.pk)
+        if sub.status not in (Status.FAILED, Status.CANCELLED):
+            return False
+        for job in sub.jobs.exclude(status=Status.FINISHED):
+            _job_requeue(job, expect=~Q(status=Status.FINISHED), note=f"re-run by {user}")
+        sub.status, sub.failure_reason, sub.finished_at, sub.notified_at = Status.QUEUED, "", None, None
+        sub.save(update_fields=["status", "failure_reason", "finished_at", "notified_at"])
+    submission.refresh_from_db()
+    return True
+
+
+def submission_publish(*, submission: PredictionSubmission, user: Any) -> None:
+    if not _can_manage(submission, user):
+        raise PermissionError("only the owner can publish this submission")
+    if submission.status != Status.FINISHED or submission.evaluation is None:
+        raise SubmissionError("only a finished submission can be published")
+    with transaction.atomic():
+        submission.evaluation.is_public = True
+        submission.evaluation.save(update_fields=["is_public"])
+        submission.published_at = _now()
+        submission.save(update_fields=["published_at"])
+
+
+def submission_unpublish(*, submission: PredictionSubmission, user: Any) -> None:
+    if not _can_manage(submission, user):
+        raise PermissionError("only the owner can withdraw this submission")
+    with transaction.atomic():
+        if submission.evaluation is not None:
+            submission.evaluation.is_public = False
+            submission.evaluation.save(update_fields=["is_public"])
+        submission.published_at = None
+        submission.save(update_fields=["published_at"])
+
+
+def evaluation_moderate(*, evaluation: Evaluation, hidden: bool | None = None, verified: bool | None = None) -> None:
+    """Admin decisions: hide an entry from the leaderboard, mark it verified (reproduced)."""
+    fields = []
+    if hidden is not None:
+        evaluation.hidden = hidden
+        fields.append("hidden")
+    if verified is not None:
+        evaluation.verified = verified
+        fields.append("verified")
+    if fields:
+        evaluation.save(update_fields=fields)  # save (not update) so cached pages see the change
+
+
+# --------------------------------------------------------------------------------------------
+# Watchdog and reconcile
+
+
+def scoring_jobs_watchdog(*, stale_after: float | None = None) -> dict[str, list[int]]:
+    """Re-enqueue running jobs whose heartbeat stopped (their worker died); fail them after too many tries."""
+    stale_after = settings.RCB_HEARTBEAT_STALE_SECONDS if stale_after is None else stale_after
+    cutoff = _now() - dt.timedelta(seconds=stale_after)
+    report: dict[str, list[int]] = {"requeued": [], "failed": []}
+    stale = Q(status=Status.RUNNING, heartbeat_at__lt=cutoff)
+    for job in ScoringJob.objects.filter(stale).exclude(submission__status=Status.CANCELLED):
+        with transaction.atomic():
+            if job.attempt >= settings.RCB_JOB_MAX_ATTEMPTS:
+                reason = (
+                    f"its worker stopped answering {job.attempt} times (killed, or out of memory?) while scoring "
+                    f"this paper; last on {job.worker or '?'}"
+                )
+                if ScoringJob.objects.filter(stale, pk=job.pk, rq_job_id=job.rq_job_id).update(
+                    status=Status.FAILED, error=reason, finished_at=_now()
+                ):
+                    _history_add(job.pk, reason)
+                    report["failed"].append(job.pk)
+            elif _job_requeue(job, expect=stale, note=f"the worker {job.worker or '?'} stopped answering"):
+                report["requeued"].append(job.pk)
+        if report["failed"] and report["failed"][-1] == job.pk:
+            submission_status_refresh(submission_id=job.submission_id)
+    return report
+
+
+def scoring_queue_reconcile(*, stale_after: float | None = None) -> dict[str, list[int]]:
+    """Make Redis hold what the database says is waiting: re-enqueue every queued job it lost.
+
+    Also runs the watchdog, and settles submissions whose jobs all ended (after a crash between
+    a job's end and its submission's update).
+    """
+    stale_after = settings.RCB_HEARTBEAT_STALE_SECONDS if stale_after is None else stale_after
+    report = scoring_jobs_watchdog(stale_after=stale_after)
+    report["reenqueued"] = []
+    in_queue = queue.queued_rq_ids()
+    now = _now()
+    waiting = ScoringJob.objects.filter(status=Status.QUEUED).exclude(submission__status=Status.CANCELLED)
+    for job in waiting:
+        if job.rq_job_id in in_queue:
+            continue
+        state, started = queue.rq_job_state(rq_job_id=job.rq_job_id)
+        if state in ("queued", "deferred", "scheduled") and job.rq_job_id not in in_queue:
+            state = "lost from the queue list"
+        elif state == "started" and started is not None and (now - started).total_seconds() < stale_after:
+            continue  # a worker took it a moment ago and is about to claim it
+        elif job.enqueued_at and (now - job.enqueued_at).total_seconds() < 2 and state is None:
+            continue  # pushed after commit a moment from now
+        with transaction.atomic():
+            if _job_requeue(job, expect=Q(status=Status.QUEUED), note=f"the queue had lost it ({state or 'unknown to Redis'})"):
+                report["reenqueued"].append(job.pk)
+    report["settled"] = []
+    for sub_id in PredictionSubmission.objects.filter(status__in=ACTIVE_STATUSES).exclude(
+        jobs__status__in=ACTIVE_STATUSES
+    ).values_list("pk", flat=True):
+        submission_status_refresh(submission_id=sub_id)
+        report["settled"].append(sub_id)
+    return report

@@ -1,0 +1,154 @@
+"""Pages of the submissions app: upload, my submissions, a submission's progress and results, review."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from . import selectors, services
+from .forms import SubmissionForm
+from .models import ACTIVE_STATUSES
+
+__all__ = ["submission_create", "submission_list", "submission_detail", "submission_action", "review_queue"]
+
+RESULTS_SHOWN = 2000  # a page with more rows gets slow; the API has them all
+
+
+def _upload_form(request: HttpRequest) -> tuple[SubmissionForm, str | None]:
+    """Bind the form; a body too big for Django's limits becomes a message, not a 400 page."""
+    try:
+        return SubmissionForm(request.POST, request.FILES), None
+    except RequestDataTooBig:
+        return SubmissionForm(), f"the upload is too large; the limit is {services.max_upload_bytes() // 1048576} MB"
+
+
+@login_required
+def submission_create(request: HttpRequest) -> HttpResponse:
+    context = {"nav": "submit", "quota": selectors.submission_quota(user=request.user),
+               "max_mb": services.max_upload_bytes() // 1048576}
+    if request.method != "POST":
+        return render(request, "submissions/create.html", {**context, "form": SubmissionForm()})
+    form, error = _upload_form(request)
+    status = 400
+    problems: list = []
+    if error is None and form.is_valid():
+        upload = form.cleaned_data["file"]
+        if upload.size > services.max_upload_bytes():
+            error, status = (
+                f"the file has {upload.size / 1048576:.1f} MB; the limit is {services.max_upload_bytes() // 1048576} MB",
+                413,
+            )
+        else:
+            try:
+                submission, created = services.prediction_submission_create(
+                    user=request.user,
+                    release=form.cleaned_data["release"],
+                    data=upload.read(),
+                    file_name=upload.name,
+                    model_name=form.cleaned_data["model_name"],
+                    organisation=form.cleaned_data["organisation"],
+                    open_weights=form.cleaned_data["open_weights"],
+                    knowledge_cutoff=form.cleaned_data["knowledge_cutoff"],
+                    link=form.cleaned_data["link"],
+                    with_paper=not form.cleaned_data["without_paper"],
+                    decoding=form.decoding(),
+                    notes=form.cleaned_data["notes"],
+                )
+            except services.SubmissionError as exc:
+                error, problems, status = exc.message, exc.problems, exc.http_status
+            else:
+                if created:
+                    messages.success(request, f"Submission #{submission.pk} is queued for scoring.")
+                else:
+                    messages.info(request, f"This file is identical to your submission #{submission.pk}; here it is.")
+                return redirect("submissions:submission_detail", pk=submission.pk)
+    return render(
+        request, "submissions/create.html", {**context, "form": form, "error": error, "problems": problems[:500],
+                                            "problems_total": len(problems)}, status=status,
+    )
+
+
+@login_required
+def submission_list(request: HttpRequest) -> HttpResponse:
+    return render(
+        request,
+        "submissions/list.html",
+        {"nav": "submit", "submissions": selectors.submissions_of_user(user=request.user),
+         "quota": selectors.submission_quota(user=request.user)},
+    )
+
+
+def _get_visible(request: HttpRequest, pk: int):
+    submission = selectors.submission_get(pk=pk)
+    # a private submission is invisible, not forbidden, to others: its existence is private too
+    if submission is None or not selectors.submission_can_view(submission=submission, user=request.user):
+        raise Http404("no such submission")
+    return submission
+
+
+@login_required
+def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    submission = _get_visible(request, pk)
+    owner = selectors.submission_can_see_outputs(submission=submission, user=request.user)
+    results = selectors.submission_results(submission=submission) if owner else []
+    return render(
+        request,
+        "submissions/detail.html",
+        {
+            "nav": "submit",
+            "submission": submission,
+            "progress": selectors.submission_progress(submission=submission),
+            "owner": owner,
+            "reviewer": selectors.user_is_reviewer(request.user),
+            "results": results[:RESULTS_SHOWN],
+            "results_total": len(results),
+            "active": submission.status in ACTIVE_STATUSES,
+            "api_url": reverse("submissions:api_submission", args=[submission.pk]),
+        },
+    )
+
+
+ACTIONS = {
+    "cancel": (services.submission_cancel, "Submission #{pk} is cancelled."),
+    "rerun": (services.submission_rerun, "Submission #{pk} is queued again."),
+    "publish": (services.submission_publish, "Submission #{pk} is public: it appears on the leaderboard."),
+    "unpublish": (services.submission_unpublish, "Submission #{pk} is private again."),
+}
+
+
+@login_required
+@require_POST
+def submission_action(request: HttpRequest, pk: int, action: str) -> HttpResponse:
+    submission = _get_visible(request, pk)
+    if action not in ACTIONS:
+        raise Http404("no such action")
+    service, done = ACTIONS[action]
+    try:
+        result = service(submission=submission, user=request.user)
+    except PermissionError as exc:
+        raise PermissionDenied(str(exc)) from None
+    except services.SubmissionError as exc:
+        messages.error(request, exc.message)
+    else:
+        if result is False:
+            messages.warning(request, f"Nothing to do: the submission is {submission.status}.")
+        else:
+            messages.success(request, done.format(pk=submission.pk))
+    return redirect("submissions:submission_detail", pk=submission.pk)
+
+
+@login_required
+def review_queue(request: HttpRequest) -> HttpResponse:
+    if not selectors.user_is_reviewer(request.user):
+        raise PermissionDenied("reviewers only")
+    rows = []
+    for sub in selectors.submissions_for_review()[:200]:
+        flags = sub.flags or {}
+        flagged = sum(len(flags.get(k, [])) for k in ("exits", "signals", "monkeypatch"))
+        rows.append({"submission": sub, "flagged": flagged, "identical_share": flags.get("identical_share", 0.0)})
+    rows.sort(key=lambda r: (-r["flagged"], -r["identical_share"]))
+    return render(request, "submissions/review.html", {"nav": "submit", "rows": rows})

@@ -1,0 +1,343 @@
+"""Submissions without worker processes: upload paths, validation, tokens, quotas, lifecycle, flags.
+
+Jobs run in this process by calling the job entry point with the ids RQ would pass; the sandbox is
+bwrap (the local backend is refused for submissions, which one test shows).
+"""
+from __future__ import annotations
+
+import io
+import json
+import shutil
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.core import mail
+from django.core.management import call_command
+from django.urls import reverse
+
+from benchmark_core.cli import main as core_main
+from leaderboard.models import Evaluation, LLMModel, SnippetResult
+from submissions import jobs, services
+from submissions.models import APIToken, PredictionSubmission, ScoringJob, Status, SubmissionPrediction
+from submissions.selectors import submission_progress
+
+from submissions_support import DEMO, demo_release_create, predictions_bytes
+
+pytestmark = pytest.mark.django_db
+
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+
+
+@pytest.fixture(autouse=True)
+def _settings(settings, tmp_path):
+    settings.RCB_SANDBOX_BACKEND = "bwrap"
+    settings.RCB_ALLOW_LOCAL_SANDBOX = False
+    # a queue nobody listens to: these tests run jobs themselves; pushes that fail are logged, not raised
+    settings.RQ_QUEUES = {name: {"URL": "redis://127.0.0.1:1/0"} for name in ("default", "scoring", "contributions")}
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+
+
+@pytest.fixture
+def release():
+    return demo_release_create(papers=["rope", "focal-loss"])
+
+
+@pytest.fixture
+def user():
+    return User.objects.create_user("alice", "alice@example.org", "pw-alice-123!")
+
+
+@pytest.fixture
+def token(user):
+    return services.api_token_create(user=user, name="test")[1]
+
+
+def _api_post(client, token, data: bytes, **params):
+    query = "&".join(f"{k}={v}" for k, v in {"model_name": "Model-A", **params}.items())
+    return client.post(
+        f"/api/v1/submissions?{query}", data=data, content_type="application/x-ndjson",
+        HTTP_AUTHORIZATION=f"Token {token}",
+    )
+
+
+def _stored_counts() -> tuple[int, ...]:
+    return (
+        PredictionSubmission.objects.count(), SubmissionPrediction.objects.count(), ScoringJob.objects.count(),
+        Evaluation.objects.count(), LLMModel.objects.count(),
+    )
+
+
+def _run_all_jobs(submission) -> list[str]:
+    return [jobs.score_paper(job.pk, job.rq_job_id) for job in submission.jobs.all()]
+
+
+# -- upload ------------------------------------------------------------------------------------
+
+
+def test_api_upload_json_lines_creates_one_job_per_paper_and_dedupes(client, release, token):
+    data = predictions_bytes(papers=["rope", "focal-loss"])
+    resp = _api_post(client, token, data, organisation="Acme", knowledge_cutoff="2024-06", open_weights="1")
+    assert resp.status_code == 201, resp.content
+    body = resp.json()
+    sub = PredictionSubmission.objects.get(pk=body["id"])
+    assert body["status"] == "queued" and body["status_url"].endswith(f"/api/v1/submissions/{sub.pk}")
+    assert sub.jobs.count() == 2 and sub.predictions_count == len(data.splitlines())
+    assert sub.model.knowledge_cutoff_date.isoformat() == "2024-06-30" and sub.model.open_weights
+    assert sub.evaluation.is_public is False
+    assert body["progress"]["total"] == sum(j.tasks_total for j in sub.jobs.all()) > 0
+    again = _api_post(client, token, data)
+    assert again.status_code == 200 and again.json()["id"] == sub.pk and again.json()["duplicate"] is True
+    assert PredictionSubmission.objects.count() == 1
+
+
+def test_api_upload_multipart(client, release, token):
+    upload = io.BytesIO(predictions_bytes(papers=["rope"]))
+    upload.name = "preds.jsonl"
+    resp = client.post(
+        "/api/v1/submissions", {"file": upload, "model_name": "Multi", "without_paper": "1", "temperature": "0.2"},
+        HTTP_AUTHORIZATION=f"Token {token}",
+    )
+    assert resp.status_code == 201, resp.content
+    sub = PredictionSubmission.objects.get(pk=resp.json()["id"])
+    assert sub.file_name == "preds.jsonl" and sub.with_paper is False and sub.decoding == {"temperature": 0.2}
+
+
+def test_api_needs_a_valid_token(client, release, user, token):
+    data = predictions_bytes(papers=["rope"])
+    assert _api_post(client, "nope", data).status_code == 401
+    assert client.post("/api/v1/submissions", data=data, content_type="application/x-ndjson").status_code == 401
+    stored = APIToken.objects.get(user=user)
+    assert token not in (stored.key_hash, stored.prefix) and len(stored.key_hash) == 64
+    assert services.api_token_revoke(user=user, token_id=stored.pk)
+    assert _api_post(client, token, data).status_code == 401
+    assert PredictionSubmission.objects.count() == 0
+
+
+def test_invalid_file_lists_every_bad_line_and_stores_nothing(client, release, token):
+    good = predictions_bytes(papers=["rope"]).splitlines()
+    lines = [
+        good[0],
+        b"{not json",
+        json.dumps({"paper": "nope", "snippet": "x", "completion": "pass"}).encode(),
+        json.dumps({"paper": "rope", "snippet": "no such snippet", "completion": "pass"}).encode(),
+        b'{"paper": "rope", "snippet": "\xff\xfe", "completion": "x"}',
+        json.dumps({"paper": "rope", "completion": "pass"}).encode(),
+        good[0],  # duplicate of line 1
+    ]
+    before = _stored_counts()
+    resp = _api_post(client, token, b"\n".join(lines))
+    assert resp.status_code == 400
+    body = resp.json()
+    assert [p["line"] for p in body["problems"]] == [2, 3, 4, 5, 6, 7]
+    messages = " | ".join(p["message"] for p in body["problems"])
+    for expected in ("malformed JSON", "unknown paper 'nope'", "no snippet 'no such snippet'", "not UTF-8",
+                     "missing field(s): snippet", "duplicate prediction"):
+        assert expected in messages
+    assert "nothing was stored" in body["error"]
+    assert _stored_counts() == before
+
+
+def test_web_form_upload_errors_and_success(client, release, user):
+    client.force_login(user)
+    bad = io.BytesIO(b'{"paper": "rope", "snippet": "nope", "completion": ""}\n\xff\n')
+    bad.name = "bad.jsonl"
+    resp = client.post(reverse("submissions:submission_create"), {"release": release.pk, "model_name": "W", "file": bad})
+    assert resp.status_code == 400
+    text = resp.content.decode()
+    assert "line 1: unknown snippet" in text and "line 2: not UTF-8" in text
+    assert PredictionSubmission.objects.count() == 0
+    good = io.BytesIO(predictions_bytes(papers=["rope"]))
+    good.name = "good.jsonl"
+    resp = client.post(reverse("submissions:submission_create"), {"release": release.pk, "model_name": "W", "file": good})
+    sub = PredictionSubmission.objects.get()
+    assert resp.status_code == 302 and resp["Location"] == reverse("submissions:submission_detail", args=[sub.pk])
+    page = client.get(resp["Location"])
+    assert page.status_code == 200 and b"data-progress-url" in page.content and b"progress.js" in page.content
+
+
+@pytest.mark.django_db(transaction=True)  # the live server reads the token from its own connection
+def test_oversize_upload_is_refused_with_a_message_everywhere(client, release, user, token, settings, tmp_path, live_server):
+    """A 50 MB predictions file: 413 with the limit named, on the API, the form and the CLI."""
+    line = json.dumps({"paper": "rope", "snippet": "inverse frequencies", "completion": "x" * (1 << 20)}) + "\n"
+    data = (line * 50).encode()
+    assert len(data) >= 50 * 1024 * 1024
+    resp = _api_post(client, token, data)
+    assert resp.status_code == 413 and "limit of 20 MB" in resp.json()["error"]
+    client.force_login(user)
+    upload = io.BytesIO(data)
+    upload.name = "big.jsonl"
+    page = client.post(reverse("submissions:submission_create"), {"release": release.pk, "model_name": "B", "file": upload})
+    assert page.status_code == 413 and "the limit is 20 MB" in page.content.decode()
+    path = tmp_path / "big.jsonl"
+    path.write_bytes(data)
+    out, err = io.StringIO(), io.StringIO()
+    code = core_main(["submit", "--url", live_server.url, "--token", token, "--model-name", "B", str(path)], out, err)
+    assert code == 1 and "20 MB" in err.getvalue()
+    assert PredictionSubmission.objects.count() == 0
+
+
+def test_quota_counts_neither_failed_nor_cancelled(client, release, token, user, settings):
+    settings.RCB_SUBMISSIONS_PER_DAY = 1
+    lines = predictions_bytes(papers=["rope"]).splitlines(keepends=True)
+    first = _api_post(client, token, b"".join(lines[:3]))
+    assert first.status_code == 201
+    second = _api_post(client, token, b"".join(lines[:4]))
+    assert second.status_code == 429 and "quota" in second.json()["error"]
+    sub = PredictionSubmission.objects.get(pk=first.json()["id"])
+    services.submission_cancel(submission=sub, user=user)
+    assert _api_post(client, token, b"".join(lines[:4])).status_code == 201
+
+
+def test_create_token_command_creates_the_user_and_prints_a_working_token(client, release):
+    out = io.StringIO()
+    call_command("create_token", "robot", stdout=out, stderr=io.StringIO())
+    raw = out.getvalue().strip()
+    assert User.objects.filter(username="robot").exists()
+    assert _api_post(client, raw, predictions_bytes(papers=["rope"])).status_code == 201
+
+
+# -- scoring in process -----------------------------------------------------------------------
+
+
+@needs_bwrap
+def test_scoring_matches_the_engine_cli_and_a_rerun_never_double_counts(client, release, user, token, tmp_path):
+    data = predictions_bytes("demo-imperfect", papers=["rope"])
+    resp = _api_post(client, token, data)
+    sub = PredictionSubmission.objects.get(pk=resp.json()["id"])
+    assert set(_run_all_jobs(sub)) == {"done"}
+    sub.refresh_from_db()
+    assert sub.status == Status.FINISHED and sub.finished_at is not None
+    results = SnippetResult.objects.filter(evaluation=sub.evaluation, snippet__paper__paper_id="rope")
+    rows = {(r.snippet.paper.paper_id, r.snippet.name, r.sample): r.passed for r in results}
+    # the release's other paper has no prediction: every snippet of it is stored as missing
+    missing = SnippetResult.objects.filter(evaluation=sub.evaluation, snippet__paper__paper_id="focal-loss")
+    assert missing.exists() and set(missing.values_list("category", flat=True)) == {"missing"}
+    # the engine's own CLI on the same file must give the same verdicts, snippet by snippet
+    preds = tmp_path / "p.jsonl"
+    preds.write_bytes(data)
+    out_json = tmp_path / "r.json"
+    assert core_main(["score", str(DEMO), str(preds), "--papers", "rope", "--backend", "bwrap", "-o", str(out_json),
+                      "--quiet"], io.StringIO(), io.StringIO()) == 0
+    cli = {(s["paper"], s["snippet"], s["sample"]): s["passed"] for s in json.loads(out_json.read_text())["snippets"]}
+    assert rows == cli and 0 < sum(rows.values()) < len(rows)
+    summary = json.loads(out_json.read_text())["summary"]
+    assert sub.evaluation.per_paper["rope"]["scaled_pass_rate"] == pytest.approx(summary["scaled_pass_rate"])
+    progress = submission_progress(submission=sub)
+    assert progress["done"] == progress["total"] == len(rows) + missing.count() and progress["percent"] == 100.0
+    # the owner is told, once
+    assert len(mail.outbox) == 1 and "finished" in mail.outbox[0].subject
+    # a second attempt of a finished job does nothing; an attempt after a crash scores what is
+    # missing and never adds a row twice
+    job = sub.jobs.get(paper__paper_id="rope")
+    assert jobs.score_paper(job.pk, job.rq_job_id) == "skipped"
+    ScoringJob.objects.filter(pk=job.pk).update(status=Status.QUEUED)
+    SnippetResult.objects.filter(evaluation=sub.evaluation, snippet__name="inverse frequencies").delete()
+    assert jobs.score_paper(job.pk, job.rq_job_id) == "done"
+    assert results.count() == len(rows) and results.filter(passed=True).count() == sum(rows.values())
+
+
+@needs_bwrap
+def test_owner_sees_outputs_others_do_not_and_publish_puts_the_model_on_the_leaderboard(client, release, user, token):
+    sub = PredictionSubmission.objects.get(pk=_api_post(client, token, predictions_bytes(papers=["rope", "focal-loss"]),
+                                                        model_name="Published-Model").json()["id"])
+    _run_all_jobs(sub)
+    sub.refresh_from_db()
+    assert sub.status == Status.FINISHED
+    client.force_login(user)
+    page = client.get(reverse("submissions:submission_detail", args=[sub.pk])).content.decode()
+    assert "Test output" in page and 'id="publish"' in page
+    api = client.get(f"/api/v1/submissions/{sub.pk}?results=1").json()
+    assert len(api["results"]) == api["progress"]["total"] and {"passed", "category", "output_tail"} <= set(api["results"][0])
+    other = User.objects.create_user("bob", "bob@example.org", "pw-bob-123!")
+    client.force_login(other)
+    assert client.get(reverse("submissions:submission_detail", args=[sub.pk])).status_code == 404
+    assert client.get(f"/api/v1/submissions/{sub.pk}").status_code == 404
+    board = client.get(f"/leaderboard/?release={release.slug}").content.decode()
+    assert "Published-Model" not in board
+    client.force_login(user)
+    resp = client.post(reverse("submissions:submission_action", args=[sub.pk, "publish"]))
+    assert resp.status_code == 302
+    sub.refresh_from_db()
+    assert sub.evaluation.is_public and sub.published_at
+    assert "Published-Model" in client.get(f"/leaderboard/?release={release.slug}").content.decode()
+    # an admin hides it: gone from the leaderboard
+    services.evaluation_moderate(evaluation=sub.evaluation, hidden=True)
+    assert "Published-Model" not in client.get(f"/leaderboard/?release={release.slug}").content.decode()
+
+
+def test_publish_refused_before_finished(client, release, user, token):
+    sub = PredictionSubmission.objects.get(pk=_api_post(client, token, predictions_bytes(papers=["rope"])).json()["id"])
+    client.force_login(user)
+    client.post(reverse("submissions:submission_action", args=[sub.pk, "publish"]))
+    sub.refresh_from_db()
+    assert not sub.evaluation.is_public and sub.published_at is None
+
+
+def test_local_sandbox_is_refused_for_submissions(client, release, token, settings):
+    settings.RCB_SANDBOX_BACKEND = "local"
+    sub = PredictionSubmission.objects.get(pk=_api_post(client, token, predictions_bytes(papers=["rope"])).json()["id"])
+    _run_all_jobs(sub)
+    # rope has predictions and needs the sandbox; focal-loss has none (all missing) and needs none
+    assert sub.jobs.get(paper__paper_id="rope").status == Status.FAILED
+    sub.refresh_from_db()
+    assert sub.status == Status.FAILED and "refused for submissions" in sub.failure_reason
+    assert sub.jobs.filter(status=Status.RUNNING).count() == 0
+
+
+def test_cancel_then_rerun(client, release, user, token, settings):
+    settings.RCB_SANDBOX_BACKEND = "local"
+    settings.RCB_ALLOW_LOCAL_SANDBOX = True  # the demo papers are our own, trusted code
+    sub = PredictionSubmission.objects.get(pk=_api_post(client, token, predictions_bytes(papers=["rope"])).json()["id"])
+    old = {j.pk: j.rq_job_id for j in sub.jobs.all()}
+    client.force_login(user)
+    client.post(reverse("submissions:submission_action", args=[sub.pk, "cancel"]))
+    sub.refresh_from_db()
+    assert sub.status == Status.CANCELLED and set(sub.jobs.values_list("status", flat=True)) == {Status.CANCELLED}
+    assert [jobs.score_paper(pk, rq) for pk, rq in old.items()] == ["skipped", "skipped"]
+    client.post(reverse("submissions:submission_action", args=[sub.pk, "rerun"]))
+    sub.refresh_from_db()
+    assert sub.status == Status.QUEUED and all(j.attempt == 2 for j in sub.jobs.all())
+    assert set(_run_all_jobs(sub)) == {"done"}
+    sub.refresh_from_db()
+    assert sub.status == Status.FINISHED
+
+
+def test_watchdog_requeues_a_silent_job_and_gives_up_after_max_attempts(client, release, token, settings):
+    settings.RCB_JOB_MAX_ATTEMPTS = 2
+    sub = PredictionSubmission.objects.get(pk=_api_post(client, token, predictions_bytes(papers=["rope"])).json()["id"])
+    job = sub.jobs.get(paper__paper_id="rope")
+    from django.utils import timezone
+    import datetime as dt
+
+    long_ago = timezone.now() - dt.timedelta(minutes=10)
+    ScoringJob.objects.filter(pk=job.pk).update(status=Status.RUNNING, heartbeat_at=long_ago, worker="dead:1")
+    report = services.scoring_jobs_watchdog(stale_after=60)
+    assert report["requeued"] == [job.pk]
+    fresh = ScoringJob.objects.get(pk=job.pk)
+    assert fresh.status == Status.QUEUED and fresh.attempt == 2 and fresh.rq_job_id != job.rq_job_id
+    assert jobs.score_paper(job.pk, job.rq_job_id) == "skipped"  # the dead attempt's RQ job is void
+    ScoringJob.objects.filter(pk=job.pk).update(status=Status.RUNNING, heartbeat_at=long_ago)
+    assert services.scoring_jobs_watchdog(stale_after=60)["failed"] == [job.pk]
+    fresh.refresh_from_db()
+    assert fresh.status == Status.FAILED and "stopped answering 2 times" in fresh.error
+
+
+def test_flags_for_reviewers(client, release, token, user):
+    rows = [json.loads(ln) for ln in predictions_bytes("demo-perfect", papers=["rope"]).splitlines()]
+    rows[0]["completion"] = "import os\nos._exit(0)"
+    rows[1]["completion"] = "import signal\nsignal.alarm(0)"
+    rows[2]["completion"] = "import builtins\nbuiltins.print = lambda *a: None"
+    data = "\n".join(json.dumps(r) for r in rows).encode()
+    sub = PredictionSubmission.objects.get(pk=_api_post(client, token, data).json()["id"])
+    flags = sub.flags
+    assert [f["snippet"] for f in flags["exits"]] == [rows[0]["snippet"]]
+    assert [f["snippet"] for f in flags["signals"]] == [rows[1]["snippet"]]
+    assert [f["snippet"] for f in flags["monkeypatch"]] == [rows[2]["snippet"]]
+    assert flags["checked"] == len(rows) and 0 < flags["identical_to_reference"] <= len(rows) - 3
+    reviewer = User.objects.create_user("rev", "rev@example.org", "pw-rev-123!")
+    reviewer.groups.add(Group.objects.get(name="reviewers"))
+    client.force_login(reviewer)
+    page = client.get(reverse("submissions:submission_detail", args=[sub.pk])).content.decode()
+    assert "Automatic flags" in page and "Test output" not in page
+    client.force_login(user)
+    assert "Automatic flags" not in client.get(reverse("submissions:submission_detail", args=[sub.pk])).content.decode()
