@@ -8,6 +8,7 @@ benchmark at one moment, not only what was added.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import tempfile
@@ -38,7 +39,10 @@ __all__ = [
     "release_baseline_score",
     "release_pset_write",
     "baseline_model_get_or_create",
+    "baselines_reconcile",
 ]
+
+logger = logging.getLogger(__name__)
 
 BASELINES = {
     LLMModel.REFERENCE: ("Reference code (baseline)", "the paper's own code: every snippet should pass"),
@@ -272,11 +276,47 @@ def release_baselines_enqueue(*, evaluations: list[Evaluation], paper_ids: list[
 
     from . import jobs
 
+    from redis.exceptions import RedisError
+
     queue = django_rq.get_queue("scoring")
     for evaluation in evaluations:
         for pid in paper_ids:
-            queue.enqueue(jobs.score_baseline, evaluation.pk, pid, job_id=f"baseline-{evaluation.pk}-{pid}",
-                          job_timeout=settings.RCB_CONTRIB_JOB_TIMEOUT)
+            try:
+                queue.enqueue(jobs.score_baseline, evaluation.pk, pid, job_id=baseline_job_id(evaluation.pk, pid),
+                              job_timeout=settings.RCB_CONTRIB_JOB_TIMEOUT)
+            except RedisError as exc:
+                # the release is published either way; baselines_reconcile queues what is missing
+                logger.warning("baseline %s on %s not queued (%s); reconcile will queue it", evaluation.pk, pid, exc)
+
+
+def baseline_job_id(evaluation_id: int, paper_id: str) -> str:
+    return f"baseline-{evaluation_id}-{paper_id}"
+
+
+def baselines_reconcile() -> list[tuple[int, str]]:
+    """Queue again the baseline jobs of published releases whose results are missing and whose job is gone."""
+    import django_rq
+
+    from .services import _job_forget, job_alive
+
+    queue = django_rq.get_queue("scoring")
+    requeued = []
+    evaluations = Evaluation.objects.filter(source=Evaluation.BASELINE, release__status=Release.PUBLISHED,
+                                            model__baseline__in=list(BASELINES))
+    for evaluation in evaluations.select_related("release"):
+        scored = set(SnippetResult.objects.filter(evaluation=evaluation).values_list("snippet_id", flat=True))
+        missing = sorted({pid for sid, pid in Snippet.objects.filter(release=evaluation.release)
+                          .values_list("id", "paper__paper_id") if sid not in scored})
+        folders = set(ReleasePaper.objects.filter(release=evaluation.release).exclude(folder="")
+                      .values_list("paper__paper_id", flat=True))
+        for pid in missing:
+            job_id = baseline_job_id(evaluation.pk, pid)
+            if pid not in folders or job_alive(queue, job_id):
+                continue
+            _job_forget(queue, job_id)
+            release_baselines_enqueue(evaluations=[evaluation], paper_ids=[pid])
+            requeued.append((evaluation.pk, pid))
+    return requeued
 
 
 def release_baseline_score(*, evaluation_id: int, paper_id: str) -> Evaluation:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import logging
 import shutil
 import tempfile
 import uuid
@@ -40,6 +41,8 @@ __all__ = [
     "user_is_reviewer",
     "UploadRefused",
 ]
+
+logger = logging.getLogger(__name__)
 
 REVIEWERS_GROUP = "reviewers"
 PAPER_TEST = "paper2code_test.py"
@@ -229,13 +232,22 @@ def contribution_enqueue_validation(*, contribution: PaperContribution) -> None:
 
     def enqueue() -> None:
         import django_rq
+        from redis.exceptions import RedisError
 
-        django_rq.get_queue("contributions").enqueue(
-            jobs.validate_contribution, contribution_id, revision,
-            job_id=f"contribution-{contribution_id}-r{revision}", job_timeout=settings.RCB_CONTRIB_JOB_TIMEOUT,
-        )
+        try:
+            django_rq.get_queue("contributions").enqueue(
+                jobs.validate_contribution, contribution_id, revision,
+                job_id=validation_job_id(contribution_id, revision), job_timeout=settings.RCB_CONTRIB_JOB_TIMEOUT,
+            )
+        except RedisError as exc:
+            # the upload is stored and stays 'submitted': contributions_reconcile queues it once Redis is back
+            logger.warning("contribution %s: checks not queued (%s); reconcile will queue them", contribution_id, exc)
 
     transaction.on_commit(enqueue)
+
+
+def validation_job_id(contribution_id: int, revision: int) -> str:
+    return f"contribution-{contribution_id}-r{revision}"
 
 
 def contribution_sandbox() -> Sandbox:
@@ -393,15 +405,56 @@ def contribution_review(*, contribution: PaperContribution, reviewer: AbstractBa
     return review
 
 
-def contribution_reconcile(*, older_than: dt.timedelta = dt.timedelta(minutes=30)) -> list[int]:
-    """Queue again the checks of contributions left 'submitted' or 'validating' (lost job, dead worker)."""
-    cutoff = timezone.now() - older_than
-    stuck = PaperContribution.objects.filter(
-        status__in=[PaperContribution.SUBMITTED, PaperContribution.VALIDATING], status_changed_at__lt=cutoff
-    )
-    ids = []
-    for contribution in stuck:
+def job_alive(queue, job_id: str) -> bool:
+    """Is the job waiting or running in Redis? (A worker that died leaves it 'started' until RQ's cleanup.)"""
+    from rq.exceptions import NoSuchJobError
+    from rq.job import Job
+    from rq.registry import StartedJobRegistry
+
+    StartedJobRegistry(queue=queue).cleanup()  # moves jobs of workers that stopped heart-beating to 'failed'
+    try:
+        status = Job.fetch(job_id, connection=queue.connection).get_status(refresh=True)
+    except NoSuchJobError:
+        return False
+    return status in ("queued", "started", "deferred", "scheduled")
+
+
+def _job_forget(queue, job_id: str) -> None:
+    """Drop what Redis still holds of a job (failed or stuck) so it can be queued again under its id."""
+    from rq.exceptions import NoSuchJobError
+    from rq.job import Job
+
+    try:
+        Job.fetch(job_id, connection=queue.connection).delete()
+    except NoSuchJobError:
+        pass
+
+
+def contribution_reconcile(*, stale_after: dt.timedelta | None = None) -> list[int]:
+    """Queue again the checks of contributions left 'submitted' or 'validating' whose job is gone.
+
+    The database is the source of truth: after a Redis loss, or when a worker died, this puts the
+    job back. A job 'validating' for longer than the job timeout counts as gone whatever Redis says.
+    """
+    import django_rq
+
+    queue = django_rq.get_queue("contributions")
+    stale_after = stale_after or dt.timedelta(seconds=settings.RCB_CONTRIB_JOB_TIMEOUT + 60)
+    requeued = []
+    for contribution in PaperContribution.objects.filter(
+        status__in=[PaperContribution.SUBMITTED, PaperContribution.VALIDATING]
+    ):
+        job_id = validation_job_id(contribution.pk, contribution.revision)
+        overdue = contribution.status == PaperContribution.VALIDATING and (
+            timezone.now() - contribution.status_changed_at > stale_after
+        )
+        if job_alive(queue, job_id) and not overdue:
+            continue
+        _job_forget(queue, job_id)
         with transaction.atomic():
+            # back to 'submitted' with a fresh clock: the next reconcile sees a queued job, not an overdue one
+            PaperContribution.objects.filter(pk=contribution.pk, revision=contribution.revision).update(
+                status=PaperContribution.SUBMITTED, status_changed_at=timezone.now())
             contribution_enqueue_validation(contribution=contribution)
-        ids.append(contribution.pk)
-    return ids
+        requeued.append(contribution.pk)
+    return requeued

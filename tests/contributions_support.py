@@ -103,13 +103,14 @@ def contribution_env(tmp_path: Path):
 
 
 def run_worker(queues=("contributions", "scoring")) -> int:
-    """Run every queued job with a real RQ worker (in this process, burst mode); return jobs failed."""
+    """Run every queued job with a real RQ worker (in this process, burst mode); return how many failed."""
     import django_rq
     from rq import SimpleWorker
 
-    qs = [django_rq.get_queue(name) for name in queues]
-    worker = SimpleWorker(qs, connection=qs[0].connection)
-    worker.work(burst=True)
     from rq.registry import FailedJobRegistry
 
-    return sum(FailedJobRegistry(queue=q).count for q in qs)
+    qs = [django_rq.get_queue(name) for name in queues]
+    before = sum(FailedJobRegistry(queue=q).count for q in qs)
+    worker = SimpleWorker(qs, connection=qs[0].connection)
+    worker.work(burst=True)
+    return sum(FailedJobRegistry(queue=q).count for q in qs) - before

@@ -13,7 +13,7 @@ from django.urls import reverse
 from contributions.models import PaperContribution, Review
 from leaderboard.models import Evaluation, LLMModel, Release, ReleasePaper, Snippet, SnippetResult
 
-from contributions_support import DEMO, contribution_env, run_worker, weak_paper_zip, zip_files, zip_folder
+from contributions_support import DEMO, WEAK_MODULE, contribution_env, run_worker, weak_paper_zip, zip_files, zip_folder
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -117,10 +117,24 @@ def test_demo_paper_upload_checks_review_publish_and_baselines(env, client, peop
     public = client.get(reverse("leaderboard:release_detail", args=[draft.slug]))
     assert public.status_code == 200 and "focal-loss-contrib" in public.content.decode()
 
-    # frozen: the next approval goes to a new draft, the published release does not change
-    second = PaperContribution.objects.create(contributor=contributor, paper_id="later", title="Later",
-                                              status=PaperContribution.AWAITING_REVIEW)
-    assert second.pk and draft.release_papers.count() == 1
+    # frozen: the next approval goes to a new draft, which starts from the published release
+    client.force_login(contributor)
+    strong = zip_files({"calc.py": WEAK_MODULE, "paper2code_test.py":
+                        "import calc\nassert calc.add(2, 3) == 5\nassert calc.mul(2, 3) == 6\n"})
+    assert upload(client, strong, paper_id="calc-paper", title="Calc", annotated_files="").status_code == 302
+    assert run_worker() == 0
+    second = PaperContribution.objects.get(paper_id="calc-paper")
+    client.force_login(reviewer)
+    client.post(reverse("contributions:review", args=[second.pk]), {"decision": "approve"})
+    second.refresh_from_db()
+    next_draft = second.release_paper.release
+    assert next_draft != draft and next_draft.status == Release.DRAFT
+    assert sorted(next_draft.release_papers.values_list("paper__paper_id", flat=True)) == ["calc-paper", "focal-loss-contrib"]
+    assert list(draft.release_papers.values_list("paper__paper_id", flat=True)) == ["focal-loss-contrib"]
+    draft_hash = draft.content_hash
+    draft.refresh_from_db()
+    assert draft.content_hash == draft_hash and Snippet.objects.filter(release=draft).count() == 13
+    assert (Path(next_draft.release_papers.get(paper__paper_id="focal-loss-contrib").folder) / "focal_loss.py").is_file()
 
 
 def test_weak_snippet_is_named_and_changes_are_requested(env, client, people):
@@ -150,8 +164,6 @@ def test_weak_snippet_is_named_and_changes_are_requested(env, client, people):
 
     # the contributor fixes the test and uploads a revision: checked again, now clean
     client.force_login(contributor)
-    from contributions_support import WEAK_MODULE
-
     fixed = zip_files({"calc.py": WEAK_MODULE, "paper2code_paper.md": "# Calc\n",
                        "paper2code_test.py": "import calc\nassert calc.add(2, 3) == 5\nassert calc.mul(2, 3) == 6\n"})
     data = {**FORM, "paper_id": "calc-paper", "title": "Calc", "annotated_files": "",

@@ -1,0 +1,32 @@
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import close_old_connections
+from redis.exceptions import RedisError
+
+from contributions.release_services import baselines_reconcile
+from contributions.services import contribution_reconcile
+
+
+class Command(BaseCommand):
+    help = ("Queue again, from the database, the contribution checks and release baselines whose jobs Redis "
+            "lost or whose worker died; with --every S, keep doing it.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("--every", type=float, default=0, help="repeat every S seconds (0: once)")
+
+    def handle(self, *args, every: float, **options):
+        while True:
+            try:
+                checks, baselines = contribution_reconcile(), baselines_reconcile()
+            except RedisError as exc:
+                if not every:
+                    raise CommandError(f"Redis is not reachable: {exc}") from None
+                self.stderr.write(f"Redis is not reachable ({exc}); retrying")
+            else:
+                self.stdout.write(f"contribution checks queued again: {len(checks)}, baseline jobs queued again: "
+                                  f"{len(baselines)}")
+            if not every:
+                return
+            close_old_connections()
+            time.sleep(every)

@@ -1,0 +1,132 @@
+"""Contribution jobs are never stuck or lost: a failing job says why; lost jobs come back by reconcile."""
+from __future__ import annotations
+
+import datetime as dt
+from io import StringIO
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import call_command
+from django.test import override_settings
+from django.urls import reverse
+from django.utils import timezone
+
+from contributions.models import PaperContribution
+from contributions.services import contribution_validate
+from contributions_support import contribution_env, run_worker, weak_paper_zip, zip_files, WEAK_MODULE
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+STRONG = {"calc.py": WEAK_MODULE, "paper2code_paper.md": "# Calc\n",
+          "paper2code_test.py": "import calc\nassert calc.add(2, 3) == 5\nassert calc.mul(2, 3) == 6\n"}
+
+
+@pytest.fixture
+def env(tmp_path):
+    with contribution_env(tmp_path) as conn:
+        yield conn
+
+
+@pytest.fixture
+def contributor(client):
+    user = User.objects.create_user("carla", password="pw")
+    client.force_login(user)
+    return user
+
+
+def upload(client, data: bytes, paper_id: str = "calc"):
+    response = client.post(reverse("contributions:new"), {
+        "paper_id": paper_id, "title": "Calc", "archive": SimpleUploadedFile("calc.zip", data),
+    })
+    assert response.status_code == 302, response.content.decode()[:2000]
+    return PaperContribution.objects.get(paper_id=paper_id)
+
+
+def test_a_job_that_raises_ends_in_an_error_state_with_the_reason(env, client, contributor):
+    contribution = upload(client, zip_files(STRONG))
+    with override_settings(RCB_SANDBOX_BACKEND="no-such-backend"):
+        assert run_worker() == 1  # RQ records the failure too
+    contribution.refresh_from_db()
+    assert contribution.status == PaperContribution.ERROR
+    assert "no-such-backend" in contribution.report["error"]
+    page = client.get(reverse("contributions:detail", args=[contribution.pk])).content.decode()
+    assert "the checks could not run" in page and "no-such-backend" in page
+    # the contributor (or an admin) can try again: a revision goes through normally
+    response = client.post(reverse("contributions:revise", args=[contribution.pk]), {
+        "paper_id": "calc", "title": "Calc", "archive": SimpleUploadedFile("calc.zip", zip_files(STRONG)),
+    })
+    assert response.status_code == 302
+    assert run_worker() == 0
+    contribution.refresh_from_db()
+    assert contribution.status == PaperContribution.AWAITING_REVIEW and contribution.revision == 2
+
+
+def test_local_backend_is_refused_for_untrusted_code(env, client, contributor):
+    contribution = upload(client, zip_files(STRONG))
+    with override_settings(RCB_SANDBOX_BACKEND="local", RCB_ALLOW_LOCAL_SANDBOX=False):
+        assert run_worker() == 1
+    contribution.refresh_from_db()
+    assert contribution.status == PaperContribution.ERROR
+    assert "isolates nothing" in contribution.report["error"]
+
+
+def test_jobs_lost_by_redis_are_queued_again_by_reconcile(env, client, contributor):
+    first = upload(client, zip_files(STRONG), "calc-one")
+    second = upload(client, weak_paper_zip(), "calc-two")
+    env.flushdb()  # Redis lost everything (our own database index)
+    assert run_worker() == 0
+    first.refresh_from_db()
+    assert first.status == PaperContribution.SUBMITTED  # nothing ran: the jobs are gone
+    # a third one got stuck 'validating' long ago (its worker died)
+    second.status = PaperContribution.VALIDATING
+    second.status_changed_at = timezone.now() - dt.timedelta(days=1)
+    second.save()
+
+    out = StringIO()
+    call_command("reconcile_contributions", stdout=out)
+    assert "contribution checks queued again: 2" in out.getvalue()
+    call_command("reconcile_contributions", stdout=out)  # idempotent: the jobs are queued now
+    assert "contribution checks queued again: 0" in out.getvalue()
+
+    assert run_worker() == 0
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert first.status == PaperContribution.AWAITING_REVIEW
+    assert second.status == PaperContribution.CHANGES_REQUESTED
+    assert "multiply numbers" in second.report["checks"][3]["summary"]
+
+
+def test_a_job_for_an_older_revision_does_nothing(env, client, contributor):
+    contribution = upload(client, zip_files(STRONG))
+    PaperContribution.objects.filter(pk=contribution.pk).update(revision=2)
+    assert contribution_validate(contribution_id=contribution.pk, revision=1) is None
+    contribution.refresh_from_db()
+    assert contribution.status == PaperContribution.SUBMITTED and contribution.report == {}
+
+
+def test_lost_baseline_jobs_are_queued_again(env, client, contributor):
+    from django.contrib.auth.models import Group
+
+    from contributions.release_services import release_publish
+    from contributions.services import contribution_review
+    from leaderboard.models import Evaluation
+
+    contribution = upload(client, zip_files(STRONG))
+    assert run_worker() == 0
+    reviewer = User.objects.create_user("rita", password="pw", is_staff=True)
+    reviewer.groups.add(Group.objects.get_or_create(name="reviewers")[0])
+    contribution.refresh_from_db()
+    contribution_review(contribution=contribution, reviewer=reviewer, decision="approve")
+    contribution.refresh_from_db()
+    release = contribution.release_paper.release
+    release_publish(release=release, by=reviewer)
+    env.flushdb()
+    assert run_worker() == 0
+    assert all(not ev.complete for ev in Evaluation.objects.filter(release=release))
+    out = StringIO()
+    call_command("reconcile_contributions", stdout=out)
+    assert "baseline jobs queued again: 2" in out.getvalue()
+    assert run_worker() == 0
+    rates = {ev.model.baseline: ev.scaled_pass_rate for ev in Evaluation.objects.filter(release=release)}
+    assert rates == {"reference": 100.0, "empty": 0.0}
