@@ -218,7 +218,7 @@ def cmd_score(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             from .cache import VerdictCache
 
             cache = VerdictCache(args.cache)
-        runs = run_tasks(tasks, sandbox=sandbox, workers=args.workers, timeout=args.timeout, progress=progress,
+        runs = run_tasks(tasks, sandbox=sandbox, workers=args.workers, timeout=DEFAULT_TIMEOUT, progress=progress,
                          cache=cache)
     finally:
         progress.finish()
