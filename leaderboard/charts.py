@@ -112,10 +112,11 @@ def error_stack_figure(*, models: Sequence[str], counts: dict[str, Sequence[floa
     fig = go.Figure(
         traces,
         layout=_layout(
-            height=max(240, 26 * len(models) + 110), barmode="stack",
+            height=max(260, 26 * len(models) + 140), barmode="stack", margin={"l": 10, "r": 20, "t": 40, "b": 40},
             xaxis={"title": "failed snippets", "gridcolor": "#e2e8f0"},
             yaxis={"autorange": "reversed", "automargin": True},
-            legend={"orientation": "h", "y": -0.15 if len(models) > 3 else -0.3},
+            # above the plot, in category order, so it never collides with the axis title
+            legend={"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom", "traceorder": "normal"},
         ),
     )
     return _spec(fig)

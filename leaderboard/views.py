@@ -11,10 +11,11 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from django.db.models import Count, Sum
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
+
+from benchmark_core.errors import CATEGORIES
 
 from . import charts, selectors
 from .models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
@@ -302,6 +303,8 @@ def errors(request: HttpRequest) -> HttpResponse:
     notices: list[str] = []
     with_paper = _bool_param(request, "with_paper", notices)
     data = selectors.error_categories(release=release, with_paper=with_paper)
+    # the engine's order (syntax ... missing) reads better than the alphabet and keeps colours stable
+    data.categories.sort(key=lambda c: (CATEGORIES.index(c) if c in CATEGORIES else len(CATEGORIES), c))
     if _wants_csv(request):
         return _csv_response(
             f"error-categories-{release.slug}.csv",
