@@ -139,7 +139,7 @@ RCB_CONTRIB_MAX_UNPACKED_MB = int(os.environ.get("RCB_CONTRIB_MAX_UNPACKED_MB", 
 RCB_CONTRIB_MAX_FILES = int(os.environ.get("RCB_CONTRIB_MAX_FILES", "500"))
 RCB_CONTRIB_MAX_RATIO = float(os.environ.get("RCB_CONTRIB_MAX_RATIO", "100"))
 RCB_CONTRIB_RUNTIME_BUDGET = float(os.environ.get("RCB_CONTRIB_RUNTIME_BUDGET", "30"))
-RCB_CONTRIB_WORKERS = int(os.environ.get("RCB_CONTRIB_WORKERS", str(os.cpu_count() or 1)))
+RCB_CONTRIB_WORKERS = int(os.environ.get("RCB_CONTRIB_WORKERS") or os.cpu_count() or 1)
 RCB_CONTRIB_JOB_TIMEOUT = int(os.environ.get("RCB_CONTRIB_JOB_TIMEOUT", "3600"))
 
 # Submissions (see submissions/services.py)

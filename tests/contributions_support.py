@@ -13,7 +13,9 @@ from django.test import override_settings
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "demo"
 #: a Redis database index of our own on the machine's Redis: these tests empty it freely
-REDIS_DB = 14
+#: (one per pytest-xdist worker, so parallel runs do not empty each other's queues)
+_XDIST = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+REDIS_DB = max(8, 14 - int(_XDIST[2:] or 0)) if _XDIST.startswith("gw") else 14
 
 WEAK_MODULE = '''"""Two tiny functions; the test below checks only the first."""
 
