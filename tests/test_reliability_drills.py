@@ -1,0 +1,219 @@
+"""Reliability drills: real RQ worker processes, a real Redis, the sandbox, a shared database.
+
+Each test runs its own redis-server (no persistence) on a free port, so it can lose Redis data
+without touching anybody else's; workers are `manage.py rqworker scoring` subprocesses (a forking
+worker: a work horse per job) sharing the test database (a file for SQLite, the test database on
+PostgreSQL when DATABASE_URL is set). Expected figures are those of demo/predictions/README.md.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+
+from leaderboard.models import ReleasePaper, SnippetResult
+from submissions import services
+from submissions.models import PredictionSubmission, ScoringJob, Status
+from submissions.queue import scoring_queue
+
+from submissions_support import (
+    ROOT,
+    RedisServer,
+    demo_release_create,
+    predictions_bytes,
+    process_group_kill,
+    wait_for,
+    worker_env,
+    worker_start,
+)
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server"),
+    pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap"),
+]
+
+TERMINAL = (Status.FINISHED, Status.FAILED, Status.CANCELLED)
+# the demo's one endless loop (lion/linear warmup) must time out quickly here
+RUN_TIMEOUT = "5"
+
+
+@pytest.fixture
+def redis_server(settings):
+    server = RedisServer()
+    server.start()
+    settings.RQ_QUEUES = {name: {"URL": server.url, "DEFAULT_TIMEOUT": 900} for name in ("default", "scoring", "contributions")}
+    settings.RCB_SANDBOX_BACKEND = "bwrap"
+    yield server
+    server.stop()
+
+
+class Workers:
+    def __init__(self, redis: RedisServer, log_dir: Path):
+        self.redis, self.log_dir = redis, log_dir
+        self.procs: list[subprocess.Popen] = []
+
+    def env(self) -> dict[str, str]:
+        return worker_env(self.redis.url, RCB_SANDBOX_BACKEND="bwrap", RCB_RUN_TIMEOUT=RUN_TIMEOUT)
+
+    def start(self, name: str) -> subprocess.Popen:
+        proc = worker_start(self.env(), name=name, log_dir=self.log_dir)
+        self.procs.append(proc)
+        return proc
+
+    def start_reconcile_loop(self) -> subprocess.Popen:
+        log = open(self.log_dir / "reconcile.log", "wb")
+        proc = subprocess.Popen(
+            [sys.executable, "manage.py", "reconcile", "--every", "1", "--stale-after", "3"],
+            cwd=ROOT, env=self.env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        self.procs.append(proc)
+        return proc
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in sorted(self.log_dir.glob("*.log")))
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            process_group_kill(proc, signal.SIGKILL)
+
+
+@pytest.fixture
+def workers(redis_server, tmp_path):
+    pool = Workers(redis_server, tmp_path)
+    yield pool
+    pool.stop_all()
+
+
+@pytest.fixture
+def user():
+    return User.objects.create_user("drill", "drill@example.org", "pw-drill-123!")
+
+
+def _submit(user, release, name: str = "demo-imperfect", model: str = "Drill model", papers=None) -> PredictionSubmission:
+    submission, created = services.prediction_submission_create(
+        user=user, release=release, data=predictions_bytes(name, papers=papers), model_name=model, file_name=f"{name}.jsonl"
+    )
+    assert created
+    return submission
+
+
+def _wait_end(submission: PredictionSubmission, workers: Workers, timeout: float = 300) -> PredictionSubmission:
+    def ended() -> bool:
+        submission.refresh_from_db()
+        return submission.status in TERMINAL
+
+    try:
+        wait_for(ended, timeout=timeout, what=f"submission {submission.pk} to end", interval=0.5)
+    except AssertionError:
+        jobs = list(submission.jobs.values("paper__paper_id", "status", "attempt", "error", "history"))
+        raise AssertionError(f"submission {submission.pk} stuck in {submission.status}; jobs {jobs}\n{workers.logs()}")
+    return submission
+
+
+def _assert_exact_imperfect(submission: PredictionSubmission) -> None:
+    """Every snippet once, with the verdicts the demo README documents (36 of 50, 83.72 % scaled)."""
+    results = SnippetResult.objects.filter(evaluation=submission.evaluation)
+    assert results.count() == 50
+    assert results.values("snippet", "sample").distinct().count() == 50
+    assert results.filter(passed=True).count() == 36
+    ev = submission.evaluation
+    ev.refresh_from_db()
+    assert ev.pass_rate == pytest.approx(72.0) and ev.scaled_pass_rate == pytest.approx(83.72, abs=0.01)
+    assert ev.snippets_covered == ev.snippets_total == 50
+    assert results.get(snippet__name="linear warmup").category == "timeout"
+
+
+def test_two_workers_share_one_submission_complete_and_exact(user, workers):
+    release = demo_release_create()
+    submission = _submit(user, release)
+    workers.start("w1")
+    workers.start("w2")
+    _wait_end(submission, workers)
+    assert submission.status == Status.FINISHED, submission.failure_reason
+    _assert_exact_imperfect(submission)
+    jobs = list(submission.jobs.all())
+    assert len(jobs) == 4 and all(j.status == Status.FINISHED and j.attempt == 1 for j in jobs)
+    # both worker processes took jobs (their work horses have different pids)
+    assert len({j.worker for j in jobs}) >= 2, [j.worker for j in jobs]
+
+
+def test_worker_killed_mid_job_the_submission_still_finishes_exactly_once(user, workers):
+    release = demo_release_create()
+    submission = _submit(user, release)
+    victim = workers.start("victim")
+
+    def mid_job() -> bool:
+        for job in submission.jobs.filter(status=Status.RUNNING):
+            done = SnippetResult.objects.filter(evaluation=submission.evaluation, snippet__paper=job.paper_id).count()
+            if 2 <= done < job.tasks_total:
+                return True
+        return False
+
+    wait_for(mid_job, timeout=120, what="a job half done", interval=0.05)
+    killed = ScoringJob.objects.get(submission=submission, status=Status.RUNNING)
+    done_before = SnippetResult.objects.filter(evaluation=submission.evaluation, snippet__paper=killed.paper_id).count()
+    # the worker and its work horse (RQ puts the horse in a process group of its own; the sandbox
+    # dies with it): no goodbye, as when the kernel's OOM killer or a power cut strikes
+    horse = int(killed.worker.rsplit(":", 1)[1])
+    os.killpg(horse, signal.SIGKILL)
+    process_group_kill(victim, signal.SIGKILL)
+    killed.refresh_from_db()
+    assert killed.status == Status.RUNNING  # nobody could say otherwise: only the heartbeat stops
+    workers.start("rescuer")
+    workers.start_reconcile_loop()  # the watchdog, as production runs it
+    _wait_end(submission, workers)
+    assert submission.status == Status.FINISHED, submission.failure_reason
+    _assert_exact_imperfect(submission)
+    killed.refresh_from_db()
+    assert killed.attempt == 2 and any("stopped answering" in h["event"] for h in killed.history)
+    assert killed.tasks_total > done_before  # the second attempt had work left, and did only that
+
+
+def test_redis_data_lost_with_submissions_queued_reconcile_brings_them_home(user, workers, redis_server):
+    release = demo_release_create()
+    first = _submit(user, release, "demo-imperfect", "Model one")
+    second = _submit(user, release, "demo-perfect", "Model two")
+    assert scoring_queue().count == 8
+    redis_server.restart()  # no persistence: every job pointer is gone
+    assert scoring_queue().count == 0
+    out = subprocess.run(
+        [sys.executable, "manage.py", "reconcile"], cwd=ROOT, env=workers.env(), capture_output=True, text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "re-enqueued (lost by Redis): 8" in out.stdout
+    assert scoring_queue().count == 8
+    workers.start("w1")
+    workers.start("w2")
+    for submission in (first, second):
+        _wait_end(submission, workers)
+        assert submission.status == Status.FINISHED, submission.failure_reason
+    _assert_exact_imperfect(first)
+    perfect = SnippetResult.objects.filter(evaluation=second.evaluation)
+    assert perfect.count() == 50 and perfect.filter(passed=True).count() == 50
+
+
+def test_a_job_that_raises_fails_the_submission_with_its_reason(user, workers, client):
+    release = demo_release_create(papers=["rope", "minp-sampling"])
+    # the worker cannot find the paper's files: the job raises
+    ReleasePaper.objects.filter(release=release, paper__paper_id="minp-sampling").update(folder="/nonexistent/minp-sampling")
+    submission = _submit(user, release, papers=["rope", "minp-sampling"])
+    workers.start("w1")
+    _wait_end(submission, workers)
+    assert submission.status == Status.FAILED
+    assert "minp-sampling: RuntimeError: the files of paper minp-sampling are not on this worker" in submission.failure_reason
+    assert not submission.jobs.filter(status__in=[Status.QUEUED, Status.RUNNING]).exists()
+    assert submission.jobs.get(paper__paper_id="rope").status == Status.FINISHED
+    client.force_login(user)
+    api = client.get(f"/api/v1/submissions/{submission.pk}").json()
+    assert api["status"] == "failed" and "not on this worker" in api["failure_reason"]
+    page = client.get(f"/submissions/{submission.pk}/").content.decode()
+    assert "not on this worker" in page and 'id="rerun"' in page
