@@ -1,0 +1,344 @@
+"""Hostile completions for the probe suite.
+
+Each replaces the body of ``solve(x)`` in tests/probes/pset/probe/solution.py. A probe prints
+``ESCAPED`` and returns the right answer only when its attack worked, so a pass or that word in
+the output means the sandbox leaked. ``blocked`` is a regex that must appear in the run's output:
+it shows the attack really ran and what stopped it (not, say, a typo in the probe).
+Tokens __REPO__, __CANARY__ and __SECRET__ are replaced with host values by the test.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Probe:
+    name: str
+    body: str
+    categories: frozenset[str]
+    blocked: str = ""  # regex the output must contain (empty: nothing particular)
+    timeout: float = 6.0
+    needs: tuple[str, ...] = ()
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _p(name: str, body: str, categories: str, blocked: str = "", **kw) -> Probe:
+    return Probe(name, body, frozenset(categories.split()), blocked, **kw)
+
+
+NETWORK = "other name attribute type logic crash"
+PROBES: list[Probe] = [
+    _p("tcp_internet", """
+import socket
+socket.create_connection(("151.101.0.223", 443), timeout=3)
+print("ESCAPED: tcp connect to the internet")
+return x * 2
+""", NETWORK, r"Network is unreachable|timed out|Errno"),
+    _p("udp_internet", """
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(2)
+s.sendto(b"\\x12\\x34\\x01\\x00\\x00\\x01\\x00\\x00\\x00\\x00\\x00\\x00\\x06google\\x03com\\x00\\x00\\x01\\x00\\x01",
+         ("8.8.8.8", 53))
+s.recvfrom(512)
+print("ESCAPED: udp answer")
+return x * 2
+""", NETWORK, r"Network is unreachable|timed out|Errno"),
+    _p("ipv6_internet", """
+import socket
+socket.create_connection(("2606:4700:4700::1111", 443), timeout=3)
+print("ESCAPED: ipv6 connect")
+return x * 2
+""", NETWORK, r"unreachable|Cannot assign|timed out|Errno"),
+    _p("dns_lookup", """
+import socket
+print(socket.getaddrinfo("pypi.org", 443))
+print("ESCAPED: dns answer")
+return x * 2
+""", NETWORK, r"gaierror|Temporary failure|Name or service|Errno"),
+    _p("host_redis_tcp", """
+import socket
+s = socket.create_connection(("127.0.0.1", 6379), timeout=3)
+s.sendall(b"PING\\r\\n")
+print("ESCAPED: redis said", s.recv(64))
+return x * 2
+""", NETWORK, r"Connection refused|unreachable|Errno"),
+    _p("host_postgres_tcp", """
+import socket
+s = socket.create_connection(("127.0.0.1", 5432), timeout=3)
+print("ESCAPED: postgres accepted a connection")
+return x * 2
+""", NETWORK, r"Connection refused|unreachable|Errno"),
+    _p("host_unix_sockets", """
+import glob, socket
+paths = []
+for pattern in ("/run/postgresql/.s.PGSQL.*", "/var/run/postgresql/.s.PGSQL.*", "/tmp/.s.PGSQL.*",
+                "/run/redis/*.sock", "/var/run/redis/*.sock", "/tmp/redis*.sock", "/run/docker.sock",
+                "/var/run/docker.sock", "/run/*/*.sock", "/var/lib/postgresql/*"):
+    paths += glob.glob(pattern)
+for path in paths:
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(path)
+        print("ESCAPED: unix socket", path)
+        return x * 2
+    except OSError as exc:
+        print("blocked", path, exc)
+raise ConnectionError(f"no host unix socket reachable ({len(paths)} visible)")
+""", NETWORK, r"no host unix socket reachable"),
+    _p("fork_bomb", """
+import os
+while True:
+    try:
+        os.fork()
+    except OSError:
+        pass
+""", "timeout crash other", timeout=5.0),
+    _p("thread_bomb", """
+import threading, time
+threads = []
+for _ in range(100000):
+    t = threading.Thread(target=time.sleep, args=(60,), daemon=True)
+    t.start()
+    threads.append(t)
+print("ESCAPED: 100000 threads")
+return x * 2
+""", "timeout crash other", timeout=8.0),
+    _p("memory_bomb", """
+hog = []
+while True:
+    hog.append(bytearray(64 * 1024 * 1024))
+""", "crash timeout", r"MemoryError|Killed|memory|^$"),
+    _p("cpu_loop_python", """
+while True:
+    pass
+""", "timeout", timeout=3.0),
+    _p("cpu_loop_c", """
+import collections, itertools
+collections.deque(itertools.product(range(1000), repeat=6), maxlen=0)
+return x * 2
+""", "timeout", timeout=3.0),
+    _p("ignore_signals", """
+import signal, time
+for sig in (signal.SIGTERM, signal.SIGALRM, signal.SIGINT, signal.SIGHUP, signal.SIGXCPU):
+    signal.signal(sig, signal.SIG_IGN)
+signal.alarm(1)
+time.sleep(3600)
+return x * 2
+""", "timeout", timeout=3.0),
+    _p("sleep_forever", """
+import time
+time.sleep(10 ** 6)
+""", "timeout", timeout=3.0),
+    _p("setsid_child_left_running", """
+import os, time
+pid = os.fork()
+if pid == 0:
+    os.setsid()
+    if os.fork() == 0:
+        while True:
+            time.sleep(0.2)
+    os._exit(0)
+os.waitpid(pid, 0)
+print("left a daemon behind")
+return None
+""", "logic", r"left a daemon behind"),
+    _p("stdout_flood_1gb", """
+import sys
+chunk = "x" * (1 << 20) + "\\n"
+for _ in range(1024):
+    sys.stdout.write(chunk)
+sys.stdout.flush()
+return None
+""", "logic timeout other", timeout=30.0),
+    _p("fill_disk", """
+import os
+block = b"\\0" * (8 << 20)
+written = 0
+for folder in (".", os.environ.get("TMPDIR", "."), "/tmp"):
+    try:
+        for i in range(100000):
+            with open(os.path.join(folder, f"fill{i}"), "wb") as fh:
+                for _ in range(1 << 14):
+                    fh.write(block)
+                    written += len(block)
+    except OSError as exc:
+        print("stopped after", written >> 20, "MB in", folder, ":", exc)
+raise OSError(f"disk full after {written >> 20} MB")
+""", "other crash timeout", r"No space left|File too large|Disk quota|Read-only", timeout=20.0),
+    _p("overwrite_test_and_paper", """
+import os
+with open("paper2code_test.py", "w") as fh:
+    fh.write("print('OK')\\n")
+for path in ("/rcb/paper/paper2code_test.py", "__REPO__/tests/probes/pset/probe/paper2code_test.py",
+             "__REPO__/tests/probes/pset/probe/solution.py"):
+    try:
+        with open(path, "a") as fh:
+            fh.write("# overwritten\\n")
+        print("ESCAPED: wrote", path)
+    except OSError as exc:
+        print("blocked", path, exc)
+return None
+""", "logic", r"blocked /rcb/paper|blocked __REPO__"),
+    _p("other_runs_folders", """
+import os
+work = os.path.dirname(os.path.dirname(os.getcwd()))
+try:
+    os.chmod(work, 0o777)
+except OSError as exc:
+    print("blocked chmod", exc)
+try:
+    names = os.listdir(work)
+except OSError as exc:
+    names = []
+    print("blocked listdir", exc)
+mine = os.path.basename(os.path.dirname(os.getcwd()))
+for name in names:
+    if name == mine:
+        continue
+    target = os.path.join(work, name, "paper", "solution.py")
+    try:
+        with open(target, "w") as fh:
+            fh.write("def solve(x):\\n    return x * 2\\n")
+        print("ESCAPED: wrote", target)
+    except OSError as exc:
+        print("blocked", target, exc)
+try:
+    os.mkdir(os.path.join(work, "planted"))
+    print("ESCAPED: planted a folder in the work root")
+except OSError as exc:
+    print("blocked mkdir", exc)
+return None
+""", "logic", r"blocked"),
+    _p("symlink_out", """
+import os
+targets = ["/etc/shadow", "__REPO__/.env", "__REPO__/rcbsite/settings.py", "__CANARY__", "/proc/1/root/etc/shadow"]
+for i, target in enumerate(targets):
+    link = f"link{i}"
+    if not os.path.lexists(link):
+        os.symlink(target, link)
+    try:
+        with open(link) as fh:
+            data = fh.read()
+        print("ESCAPED: read", target, len(data))
+    except OSError as exc:
+        print("blocked", target, exc)
+# try to make the runner write its result.json through a link to a host file
+if not os.path.lexists(os.path.join("..", "result.json")):
+    os.symlink("__CANARY__", os.path.join("..", "result.json"))
+return None
+""", "logic", r"blocked /etc/shadow"),
+    _p("read_worker_environment", """
+import glob, os
+found = []
+if "__SECRET__" in repr(dict(os.environ)):
+    found.append("os.environ")
+for path in glob.glob("/proc/*/environ") + ["/proc/1/environ", f"/proc/{os.getppid()}/environ"]:
+    try:
+        with open(path, "rb") as fh:
+            if b"__SECRET__" in fh.read():
+                found.append(path)
+    except OSError as exc:
+        print("blocked", path, type(exc).__name__)
+if found:
+    print("ESCAPED: secret in", found)
+    return x * 2
+print("secret not found")
+return None
+""", "logic", r"secret not found"),
+    _p("read_settings", """
+paths = ["__REPO__/.env", "__REPO__/rcbsite/settings.py", "__REPO__/.ci/run", "/etc/shadow",
+         "/root/.bash_history", "__CANARY__"]
+for path in paths:
+    try:
+        with open(path) as fh:
+            fh.read()
+        print("ESCAPED: read", path)
+        return x * 2
+    except OSError as exc:
+        print("blocked", path, type(exc).__name__)
+return None
+""", "logic", r"blocked __REPO__/rcbsite/settings.py"),
+    _p("proc1_environ", """
+with open("/proc/1/environ", "rb") as fh:
+    data = fh.read()
+if b"__SECRET__" in data:
+    print("ESCAPED: secret in /proc/1/environ")
+    return x * 2
+print("no secret in /proc/1/environ")
+return None
+""", "logic other", r"no secret in /proc/1/environ|Permission denied"),
+    _p("os_exit_fake_pass", """
+import os, sys
+print("OK")
+sys.stdout.flush()
+os._exit(0)
+""", "crash other"),
+    _p("fake_test_output", """
+import os, sys
+sys.stderr.write("..\\n----------------------------------------------------------------------\\nRan 2 tests in 0.001s\\n\\nOK\\n")
+sys.stderr.flush()
+os._exit(0)
+""", "crash other"),
+    _p("sys_exit_zero", """
+raise SystemExit(0)
+""", "crash other logic"),
+    _p("neuter_unittest", """
+import unittest
+unittest.TestCase.run = lambda self, result=None: None
+return x * 2
+""", "other crash"),
+    _p("atexit_exit_zero", """
+import atexit, os
+atexit.register(os._exit, 0)
+return None
+""", "logic crash other"),
+    _p("torch_num_threads_64", """
+import torch
+torch.set_num_threads(64)
+a = torch.randn(800, 800)
+for _ in range(5):
+    a = torch.tanh(a @ a)
+print("threads", torch.get_num_threads())
+return None
+""", "logic timeout", timeout=60.0, needs=("torch",)),
+    _p("read_stdin", """
+import sys
+data = sys.stdin.read()
+print("stdin gave", len(data), "bytes")
+return None
+""", "logic", r"stdin gave 0 bytes"),
+    _p("close_stdout_stderr", """
+import os
+os.close(1)
+os.close(2)
+return None
+""", "other crash logic"),
+    _p("kill_the_runner", """
+import os, signal
+for target in (os.getppid(), 1):
+    try:
+        os.kill(target, signal.SIGKILL)
+        print("killed", target)
+    except OSError as exc:
+        print("blocked kill", target, exc)
+return None
+""", "logic crash other"),
+    _p("stack_overflow_segfault", """
+import sys
+sys.setrecursionlimit(10 ** 8)
+def down(n):
+    return down(n + 1) + 1
+return down(0)
+""", "crash other timeout", timeout=10.0),
+    _p("unremovable_files", """
+import os
+if not os.path.lexists("deep"):
+    os.makedirs("deep/er")
+    with open("deep/er/f", "w") as fh:
+        fh.write("x")
+    os.chmod("deep/er", 0)
+    os.chmod("deep", 0)
+return None
+""", "logic"),
+]
