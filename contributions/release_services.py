@@ -23,7 +23,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from benchmark_core.problemset import Paper as CorePaper
-from benchmark_core.problemset import load_problemset
+from benchmark_core.problemset import ProblemSetError, load_problemset
 from benchmark_core.runner import HARNESS_VERSION, Task, reference_code, run_tasks
 from leaderboard.models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
 from leaderboard.services import evaluation_aggregates_refresh, release_touch, tree_hash
@@ -173,30 +173,42 @@ def release_draft_paper_add(*, contribution: PaperContribution, by: Any) -> Rele
         root.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=root))
         pid = contribution.paper_id
-        contribution_pset_materialize(contribution=contribution, revision=revision, dest=staging / pid)
-        (staging / "papers.yaml").write_text(yaml.safe_dump([_entry(contribution)], sort_keys=False), encoding="utf-8")
-        core = load_problemset(staging, papers=[pid]).paper(pid)
-        paper, _ = Paper.objects.update_or_create(
-            paper_id=pid,
-            defaults=dict(
-                title=contribution.title, venue=contribution.venue, arxiv_abs=contribution.arxiv_url,
-                github_url=contribution.code_url, first_commit_date=contribution.first_commit_date,
-            ),
-        )
-        paper.metadata = {**(paper.metadata or {}), "context_file_paths": list(core.context_files),
-                          "contribution": contribution.pk, "requirements": list(core.requirements)}
-        paper.save(update_fields=["metadata"])
-        dest = root / pid
-        rp, _ = ReleasePaper.objects.update_or_create(
-            release=draft, paper=paper,
-            defaults=dict(
-                folder=str(dest), content_hash=folder_content_hash(staging / pid),
-                snippet_count=len(core.snippets), total_weight=core.total_weight,
-                deterministic=any(c.get("key") == "repeatable" and c.get("status") == "ok"
-                                  for c in contribution.report.get("checks", [])),
-            ),
-        )
-        _snippets_create(release=draft, paper=paper, core=core)
+        try:
+            contribution_pset_materialize(contribution=contribution, revision=revision, dest=staging / pid)
+            (staging / "papers.yaml").write_text(yaml.safe_dump([_entry(contribution)], sort_keys=False),
+                                                 encoding="utf-8")
+            core = load_problemset(staging, papers=[pid]).paper(pid)
+        except ProblemSetError as exc:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise ValidationError(f"the approved files do not load as a paper: {exc}") from None
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        try:
+            paper, _ = Paper.objects.update_or_create(
+                paper_id=pid,
+                defaults=dict(
+                    title=contribution.title, venue=contribution.venue, arxiv_abs=contribution.arxiv_url,
+                    github_url=contribution.code_url, first_commit_date=contribution.first_commit_date,
+                ),
+            )
+            paper.metadata = {**(paper.metadata or {}), "context_file_paths": list(core.context_files),
+                              "contribution": contribution.pk, "requirements": list(core.requirements)}
+            paper.save(update_fields=["metadata"])
+            dest = root / pid
+            rp, _ = ReleasePaper.objects.update_or_create(
+                release=draft, paper=paper,
+                defaults=dict(
+                    folder=str(dest), content_hash=folder_content_hash(staging / pid),
+                    snippet_count=len(core.snippets), total_weight=core.total_weight,
+                    deterministic=any(c.get("key") == "repeatable" and c.get("status") == "ok"
+                                      for c in contribution.report.get("checks", [])),
+                ),
+            )
+            _snippets_create(release=draft, paper=paper, core=core)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)  # the rows roll back: so does the copy
+            raise
 
         def swap_in() -> None:
             # the files follow the rows: only a committed approval replaces the paper's folder
