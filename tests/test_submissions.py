@@ -35,6 +35,9 @@ def _settings(settings, tmp_path):
     # a queue nobody listens to: these tests run jobs themselves; pushes that fail are logged, not raised
     settings.RQ_QUEUES = {name: {"URL": "redis://127.0.0.1:1/0"} for name in ("default", "scoring", "contributions")}
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    # the heartbeat thread has a connection of its own, which cannot see this test's open
+    # transaction; the drills (tests/test_reliability_drills.py) exercise it with committed rows
+    settings.RCB_HEARTBEAT_SECONDS = 3600
 
 
 @pytest.fixture
