@@ -249,9 +249,16 @@ def contamination(request: HttpRequest) -> HttpResponse:
     params, notices = selectors.leaderboard_params_parse(query)
     date_from, date_to = params.date_from, params.date_to
     sort = _sort_spec(request, notices)
-    table = selectors.leaderboard_rows(
-        release=release, view="contamination_safe", cutoff=params.cutoff, date_from=date_from, date_to=date_to,
-        open_weights=params.open_weights, organisation=params.organisation, with_paper=params.with_paper,
+    # a window's tiers come from a bootstrap at request time (~1 s for 32 models): cache them per
+    # data version, so moving the slider back and forth stays fast and a new result still shows
+    table = selectors.cached(
+        ("page:window", release.id, release.data_version, params.cutoff, date_from, date_to,
+         params.open_weights, params.organisation, params.with_paper),
+        lambda: selectors.leaderboard_rows(
+            release=release, view="contamination_safe", cutoff=params.cutoff, date_from=date_from, date_to=date_to,
+            open_weights=params.open_weights, organisation=params.organisation, with_paper=params.with_paper,
+        ),
+        timeout=600,
     )
     per_model = selectors.contamination_per_model(release=release, with_paper=params.with_paper)
     if date_from is None and date_to is None and params.cutoff is None and table.cutoff is not None:
@@ -355,6 +362,13 @@ def release_detail(request: HttpRequest, slug: str) -> HttpResponse:
     papers = list(
         ReleasePaper.objects.filter(release=release).select_related("paper").order_by("paper__paper_id")
     )
+    if _wants_csv(request):
+        return _csv_response(
+            f"release-{release.slug}-papers.csv",
+            ["paper", "title", "venue", "first_commit_date", "snippets", "total_weight", "content_hash"],
+            ([rp.paper.paper_id, rp.paper.title, rp.paper.venue, rp.paper.first_commit_date or "", rp.snippet_count,
+              rp.total_weight, rp.content_hash] for rp in papers),
+        )
     permalink = request.build_absolute_uri(reverse("leaderboard:release_detail", args=[release.slug]))
     return _page(request, "leaderboard/release_detail.html", {"info": info, "papers": papers, "permalink": permalink},
                  nav="releases", release=release)
@@ -366,6 +380,13 @@ def model_page(request: HttpRequest, key: str) -> HttpResponse:
         detail = selectors.model_detail(key=key, release=release)
     except LLMModel.DoesNotExist:
         raise Http404(f"No model {key!r}.") from None
+    if _wants_csv(request):
+        return _csv_response(
+            f"model-{detail.model.key.replace('/', '_')}-per-paper.csv",
+            ["evaluation", "release", "with_paper", "paper", "scaled_pass_rate", "pass_rate", "snippets"],
+            ([card.id, card.release_slug, card.with_paper, paper, _fmt(f.get("scaled_pass_rate")), _fmt(f.get("pass_rate")),
+              f.get("snippets")] for card in detail.evaluations for paper, f in sorted(card.per_paper.items())),
+        )
     per_model = next((r for r in selectors.contamination_per_model(release=release) if r.model_key == key), None)
     context = {"detail": detail, "model": detail.model, "contamination": per_model}
     return _page(request, "leaderboard/model.html", context, nav="leaderboard", release=release)
@@ -462,6 +483,12 @@ def snippet_page(request: HttpRequest, paper_id: str) -> HttpResponse:
         except (LLMModel.DoesNotExist, Evaluation.DoesNotExist):
             raise Http404(f"No public evaluation of model {model_key!r} on {release.name}.") from None
     results = _snippet_results(snippet, with_paper=with_paper)
+    if _wants_csv(request):
+        return _csv_response(
+            f"snippet-{paper_id}-{snippet.pk}.csv",
+            ["model", "name", "baseline", "sample", "passed", "category"],
+            ([r["key"], r["name"], r["baseline"], s["sample"], s["passed"], s["category"]] for r in results for s in r["samples"]),
+        )
     samples = []
     if drill is not None:
         for r in drill.results:

@@ -312,8 +312,13 @@ def test_csv_downloads_of_every_table(client, demo):
     assert len(_rows(client.get(urls["releases"] + "?format=csv"))) == 1
     assert len(_rows(client.get(urls["paper"] + "?format=csv"))) == len(demo.models)
     assert len(_rows(client.get(urls["paper"] + "?format=csv&table=snippets"))) == 3
+    assert len(_rows(client.get(urls["release"] + "?format=csv"))) == len(demo.papers)
+    model_rows = _rows(client.get(urls["model"] + "?format=csv"))
+    assert len(model_rows) == 2 * len(demo.papers)  # model-1 has a with-paper and a without-paper evaluation
+    assert len(_rows(client.get(urls["snippet"] + "&format=csv"))) == len(demo.models)
     # every table on a page has a CSV link
-    for name in ("leaderboard", "per_paper", "contamination", "errors", "ablation", "releases", "paper"):
+    for name in ("home", "leaderboard", "per_paper", "contamination", "errors", "ablation", "releases", "release",
+                 "model", "paper", "snippet"):
         html = client.get(urls[name]).content.decode()
         assert "format=csv" in html, name
 
@@ -349,3 +354,10 @@ def test_chart_pages_reference_local_plotly_only(client, demo):
     assert any(s.endswith("vendor/plotly.min.js") for s in srcs)
     assert all(s.startswith("/static/") for s in srcs), srcs
     assert 'id="plotly.js-style-global" class="no-inline-styles"' in html
+
+
+def test_500_page_renders_without_a_request_or_database():
+    from django.template import loader
+
+    html = loader.get_template("500.html").render({})
+    assert "Something went wrong" in html and "<script" not in html
