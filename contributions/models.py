@@ -8,8 +8,8 @@ from django.db import models
 from leaderboard.models import Release
 
 PAPER_ID_VALIDATOR = RegexValidator(
-    r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$",
-    "Letters, digits, '-', '_' and '.', starting with a letter or digit (it becomes the folder name).",
+    r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$",
+    "Letters, digits, '-' and '_', starting with a letter or digit (it becomes the folder name).",
 )
 
 
