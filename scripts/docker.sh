@@ -31,11 +31,25 @@ _dockerd_wait() {
 }
 
 _dockerd_start() {
+  local pidfile=/var/run/docker.pid old
+  if [ -f "$pidfile" ]; then
+    old="$(cat "$pidfile" 2>/dev/null || true)"
+    if [ -n "$old" ] && kill -0 "$old" 2>/dev/null; then
+      # an engine is starting or shutting down: give it the minute before starting another
+      _docker_log "dockerd (pid $old) is starting or stopping; waiting for it"
+      _dockerd_wait "$old" && return 0   # returns early when that process ends
+    fi
+    kill -0 "$old" 2>/dev/null || rm -f "$pidfile"
+  fi
+  DOCKER_LOG_OFFSET=$(( $(stat -c %s "$DOCKER_LOG" 2>/dev/null || echo 0) + 1 ))
   # setsid: the engine outlives this shell and the test run that started it
   setsid dockerd "$@" >>"$DOCKER_LOG" 2>&1 < /dev/null &
   local pid=$!
   _dockerd_wait "$pid"
 }
+
+# what the last start attempt logged (older runs' lines must not steer the retries)
+_dockerd_new_log() { tail -c +"${DOCKER_LOG_OFFSET:-1}" "$DOCKER_LOG" 2>/dev/null; }
 
 docker_engine_ensure() {
   docker_engine_up && return 0
@@ -60,16 +74,16 @@ docker_engine_ensure() {
   _docker_log "starting dockerd (log: $DOCKER_LOG)"
   _dockerd_start && return 0
   # some kernels or outer sandboxes refuse iptables rules or overlayfs: our containers need neither
-  if grep -qi iptables "$DOCKER_LOG"; then
+  if _dockerd_new_log | grep -qi iptables; then
     _docker_log "dockerd failed on iptables; retrying with --iptables=false"
     _dockerd_start --iptables=false --ip-masq=false --bridge=none && return 0
   fi
-  if grep -qiE 'overlay|storage.driver|graphdriver' "$DOCKER_LOG"; then
+  if _dockerd_new_log | grep -qiE 'overlay|storage.driver|graphdriver'; then
     _docker_log "dockerd failed on its storage driver; retrying with vfs"
     _dockerd_start --iptables=false --ip-masq=false --bridge=none --storage-driver=vfs && return 0
   fi
   _docker_log "dockerd did not start; last lines of $DOCKER_LOG:"
-  tail -n 20 "$DOCKER_LOG" >&2
+  _dockerd_new_log | tail -n 20 >&2
   return 1
 }
 

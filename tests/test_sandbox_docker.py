@@ -292,7 +292,52 @@ def test_a_killed_container_is_replaced(sandbox, demo_paper):
         sess.close()
 
 
+def test_fresh_process_papers_run_in_a_new_interpreter(sandbox, demo_paper):
+    from dataclasses import replace
+
+    sess = sandbox.open(replace(demo_paper, fresh_process=True))
+    try:
+        assert sess.ready["fresh"] is True and sess.ready["preloaded"] == []
+        result = sess.run({}, timeout=60)
+        assert result.exit_code == 0, result.stderr
+        assert result.extra["completed"] is True
+    finally:
+        sess.close()
+
+
+def test_container_memory_limit_stops_a_hog_and_the_session_survives(demo_paper):
+    # a container budget below what one run may take: the cgroup, not the rlimit, stops the hog
+    box = get_sandbox("docker", limits=Limits(memory_mb=2048, tmpfs_mb=64), parallel=1, memory_mb=200, spare=False)
+    sess = box.open(demo_paper)
+    try:
+        hog = "blocks = []\nwhile True:\n    blocks.append(bytearray(32 * 1024 * 1024))\n"
+        result = sess.run({"paper2code_test.py": hog}, timeout=60)
+        assert result.exit_code != 0 and result.oom, (result.stderr[-500:], result.extra)
+        assert result.signal == 9 or "MemoryError" in result.stderr
+        again = sess.run({}, timeout=60)
+        assert again.exit_code == 0, again.stderr
+    finally:
+        sess.close()
+        box.close()
+
+
 # --------------------------------------------------------------------------- life cycle and images
+
+def test_next_session_takes_a_container_started_in_advance(sandbox, demo_paper):
+    first = sandbox.open(demo_paper)
+    first.close()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not sandbox._spares:
+        time.sleep(0.1)
+    spare_ids = {box[0].id for box in sandbox._spares.values()}
+    assert spare_ids, "a spare container is started in the background"
+    second = sandbox.open(demo_paper)
+    try:
+        assert second.container_id in spare_ids
+        assert second.run({}, timeout=60).exit_code == 0
+    finally:
+        second.close()
+
 
 def _ours(sandbox):
     return {c.id for c in sandbox.client.containers.list(all=True, filters={"label": "org.rcbhub.sandbox=session"})}

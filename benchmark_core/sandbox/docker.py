@@ -59,6 +59,7 @@ BASE_PYTHON = "3.11"
 READY_TIMEOUT = 300.0  # importing torch on a cold disk can take a while
 ANSWER_GRACE = 60.0  # the runner kills a run at its timeout; this long after, we kill the container
 STALE_SECONDS = 24 * 3600
+SPARE_PAPER_MB = 256  # room a spare container's /rcb keeps for papers' copies (beyond Limits.tmpfs_mb)
 _BUILD_LOCK = threading.Lock()
 
 
@@ -348,10 +349,11 @@ def containers_cleanup(client, *, everything: bool = False) -> int:
 
 # --------------------------------------------------------------------------- sessions
 
-def _paper_archive(paper: PaperSpec) -> bytes:
+def _paper_archive(paper: PaperSpec, argv: list[str]) -> bytes:
     """warm.py, the paper (read-only to the runner: owned by root) and the runner's work folder.
 
-    ``.go`` comes last: the container's first process waits for it before starting the runner.
+    ``.go`` comes last: the container's first process waits for it, then runs the command line it
+    holds (one argument per line), so one generic container can serve any paper.
     """
     skip = {"__pycache__", ".git", ".ipynb_checkpoints"}
 
@@ -375,8 +377,11 @@ def _paper_archive(paper: PaperSpec) -> bytes:
         work.uid = work.gid = 65534
         work.mode = 0o711  # runs cannot list each other's (randomly named) folders
         tar.addfile(work)
+        command = "\n".join(argv).encode()
         go = tarfile.TarInfo(".go")
-        tar.addfile(go, io.BytesIO(b""))
+        go.size = len(command)
+        go.mode = 0o644
+        tar.addfile(go, io.BytesIO(command))
     return buf.getvalue()
 
 
@@ -420,58 +425,21 @@ class DockerSession(SandboxSession):
     # -- container life
     def _start(self) -> None:
         sandbox: DockerSandbox = self.sandbox  # type: ignore[assignment]
-        client, limits = sandbox.client, sandbox.limits
-        paper_mb = _folder_mb(Path(self.paper.folder))
-        parallel = sandbox.parallel
-        labels = {LABEL: "session", "org.rcbhub.owner": _owner(), "org.rcbhub.paper": self.paper.id[:200]}
-        # the runs' copies of the paper and their output live here: a size-limited tmpfs that the
-        # archive API can still reach (it is a volume)
-        work_mb = limits.tmpfs_mb + paper_mb * (parallel + 2)
-        self.volume = client.volumes.create(
-            name=f"rcb-{uuid.uuid4().hex[:16]}", driver="local", labels=labels,
-            driver_opts={"type": "tmpfs", "device": "tmpfs", "o": f"size={work_mb}m,mode=0755,nosuid,nodev"},
-        )
-        from docker.types import Mount  # noqa: PLC0415
-
+        self.container, self.volume = sandbox.box_take(self.image, work_mb=sandbox.work_mb(self.paper))
         argv = [PYTHON, f"{INSIDE}/warm.py", "--paper", f"{INSIDE}/paper", "--work", f"{INSIDE}/work"]
         if self.paper.fresh_process:
             argv += ["--fresh", "--python", PYTHON]
         preload = sandbox.options.get("preload")
         if preload:
             argv += ["--preload", ",".join(preload)]
-        # the first process waits until put_archive has delivered the files, then becomes the runner
-        script = f'while [ ! -e {INSIDE}/.go ]; do sleep 0.02; done; exec "$@"'
-        memory_mb = sandbox.container_memory_mb
-        self.container = client.containers.create(
-            self.image,
-            ["/bin/sh", "-c", script, "rcb-wait", *argv],
-            name=f"rcb-{self.paper.id[:40].replace('/', '-')}-{uuid.uuid4().hex[:8]}",
-            labels=labels,
-            user=USER,
-            working_dir=INSIDE,
-            environment=sandbox.environment(),
-            network_mode="none",
-            read_only=True,
-            tmpfs={"/tmp": f"rw,exec,nosuid,nodev,size={limits.tmpfs_mb}m,mode=1777"},
-            mounts=[Mount(target=INSIDE, source=self.volume.name, type="volume")],
-            cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
-            mem_limit=f"{memory_mb}m",
-            memswap_limit=f"{memory_mb}m",
-            pids_limit=limits.pids + 64,
-            nano_cpus=int(sandbox.cpus * 1e9),
-            ulimits=_ulimits(limits),
-            stdin_open=True,
-            tty=False,
-            ipc_mode="private",
-        )
-        self.container.start()
         self.sock = self.container.attach_socket(params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
         self.ready = None
         self.dead = False
+        self.stderr_tail = bytearray()
         ready_event = threading.Event()
         threading.Thread(target=self._read, args=(self.sock, ready_event), daemon=True, name="docker-warm").start()
-        self.container.put_archive(INSIDE, _paper_archive(self.paper))
+        # the runner starts once this archive is in: its last member, .go, holds the command line
+        self.container.put_archive(INSIDE, _paper_archive(self.paper, argv))
         if not ready_event.wait(READY_TIMEOUT) or self.ready is None:
             detail = self.stderr_tail.decode(errors="replace")[-2000:]
             self._destroy()
@@ -526,20 +494,9 @@ class DockerSession(SandboxSession):
                 sock.close()
             except Exception:  # noqa: BLE001
                 pass
-        if self.container is not None:
-            try:
-                self.container.remove(force=True, v=True)
-            except Exception:  # noqa: BLE001 - already gone
-                pass
-            self.container = None
-        if self.volume is not None:
-            for _ in range(20):
-                try:
-                    self.volume.remove(force=True)
-                    break
-                except Exception:  # noqa: BLE001 - the engine may still be releasing it
-                    time.sleep(0.1)
-            self.volume = None
+        box = (self.container, self.volume)
+        self.container = self.volume = None
+        _box_remove(box)
 
     # -- runs
     def _send(self, payload: dict[str, Any]) -> bool:
@@ -590,12 +547,17 @@ class DockerSession(SandboxSession):
                 msg = self._fetch_result(container, rid)
             if msg is None:
                 why = "the container's warm runner stopped answering"
+                oom = _oom_killed(container)
+                if oom:
+                    why = "the container ran out of memory (all runs of the paper at that moment were lost)"
                 with self.lock:
                     if container is self.container and not self.closed:
                         # last resort: nothing inside could end this run, so the container goes
                         self._destroy()
                 tail = self.stderr_tail.decode(errors="replace")[-1000:]
-                return result_from_message(None, seconds=time.monotonic() - started, why=f"{why}: {tail}")
+                result = result_from_message(None, seconds=time.monotonic() - started, why=f"{why}: {tail}")
+                result.oom = oom
+                return result
             return result_from_message(msg, seconds=time.monotonic() - started, why="")
         finally:
             with self.pending_lock:
@@ -609,6 +571,31 @@ class DockerSession(SandboxSession):
         with self.lock:
             self.closed = True
             self._destroy()
+
+
+def _oom_killed(container) -> bool:
+    try:
+        container.reload()
+        return bool(container.attrs["State"].get("OOMKilled"))
+    except Exception:  # noqa: BLE001 - removed meanwhile
+        return False
+
+
+def _box_remove(box) -> None:
+    """Remove a container and its /rcb volume (either may be None or already gone)."""
+    container, volume = box
+    if container is not None:
+        try:
+            container.remove(force=True, v=True)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+    if volume is not None:
+        for _ in range(20):
+            try:
+                volume.remove(force=True)
+                return
+            except Exception:  # noqa: BLE001 - the engine may still be releasing it
+                time.sleep(0.1)
 
 
 def _ulimits(limits: Limits):
@@ -637,11 +624,105 @@ class DockerSandbox(Sandbox):
         self.container_memory_mb = int(options.get("memory_mb") or self.limits.memory_mb * self.parallel + 1024)
         self._images: dict[tuple[str, ...], str] = {}
         self._images_lock = threading.Lock()
+        #: one started, idle container per image, ready for the next paper (option spare=False: none)
+        self.spare = bool(options.get("spare", True))
+        self._spares: dict[str, tuple[Any, Any]] = {}
+        self._spares_making: set[str] = set()
+        self._spares_lock = threading.Lock()
+        self.closed = False
         containers_cleanup(self.client)
         self.base = base_image_ensure(self.client)
 
     def describe(self) -> str:
         return f"docker (engine {self.engine_version}, base {self.base})"
+
+    def work_mb(self, paper: PaperSpec) -> int:
+        """Size of the /rcb tmpfs: the runs' copies of the paper plus their output."""
+        return self.limits.tmpfs_mb + max(SPARE_PAPER_MB, _folder_mb(Path(paper.folder)) * (self.parallel + 2))
+
+    def box_create(self, image: str, *, work_mb: int):
+        """A started container (and its /rcb volume) waiting for a paper: nothing runs until .go arrives."""
+        from docker.types import Mount  # noqa: PLC0415
+
+        client, limits = self.client, self.limits
+        labels = {LABEL: "session", "org.rcbhub.owner": _owner()}
+        # a size-limited tmpfs that the archive API can still reach, because it is a volume
+        volume = client.volumes.create(
+            name=f"rcb-{uuid.uuid4().hex[:16]}", driver="local", labels=labels,
+            driver_opts={"type": "tmpfs", "device": "tmpfs", "o": f"size={work_mb}m,mode=0755,nosuid,nodev"},
+        )
+        script = f"while [ ! -e {INSIDE}/.go ]; do sleep 0.05; done; set -f; IFS='\n'; exec $(cat {INSIDE}/.go)"
+        try:
+            container = client.containers.create(
+                image,
+                ["/bin/sh", "-c", script],
+                name=f"rcb-{uuid.uuid4().hex[:12]}",
+                labels=labels,
+                user=USER,
+                working_dir=INSIDE,
+                environment=self.environment(),
+                network_mode="none",
+                read_only=True,
+                tmpfs={"/tmp": f"rw,exec,nosuid,nodev,size={limits.tmpfs_mb}m,mode=1777"},
+                mounts=[Mount(target=INSIDE, source=volume.name, type="volume")],
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+                mem_limit=f"{self.container_memory_mb}m",
+                memswap_limit=f"{self.container_memory_mb}m",
+                pids_limit=limits.pids + 64,
+                nano_cpus=int(self.cpus * 1e9),
+                ulimits=_ulimits(limits),
+                stdin_open=True,
+                tty=False,
+                ipc_mode="private",
+            )
+            container.start()
+        except Exception:
+            volume.remove(force=True)
+            raise
+        return container, volume
+
+    def box_take(self, image: str, *, work_mb: int):
+        """A waiting container for a new session: the spare when it fits, else a new one.
+
+        Starting a container costs the engine most of a second; a spare started in the background
+        while the previous paper runs hides that.
+        """
+        box = None
+        with self._spares_lock:
+            spare = self._spares.pop(image, None)
+        if spare is not None:
+            container, volume = spare
+            try:
+                container.reload()
+                if work_mb <= self.limits.tmpfs_mb + SPARE_PAPER_MB and container.status == "running":
+                    box = spare
+            except Exception:  # noqa: BLE001 - gone meanwhile
+                pass
+            if box is None:
+                _box_remove(spare)
+        if box is None:
+            box = self.box_create(image, work_mb=work_mb)
+        if self.spare:
+            threading.Thread(target=self._spare_make, args=(image,), daemon=True, name="docker-spare").start()
+        return box
+
+    def _spare_make(self, image: str) -> None:
+        with self._spares_lock:
+            if self.closed or image in self._spares or image in self._spares_making:
+                return
+            self._spares_making.add(image)
+        try:
+            box = self.box_create(image, work_mb=self.limits.tmpfs_mb + SPARE_PAPER_MB)
+        except Exception:  # noqa: BLE001 - only an optimisation: the next open creates its own
+            box = None
+        with self._spares_lock:
+            self._spares_making.discard(image)
+            if box is not None and not self.closed and image not in self._spares:
+                self._spares[image] = box
+                box = None
+        if box is not None:
+            _box_remove(box)
 
     def environment(self) -> dict[str, str]:
         from .local import child_env  # noqa: PLC0415
@@ -667,6 +748,12 @@ class DockerSandbox(Sandbox):
         return DockerSession(self, paper)
 
     def close(self) -> None:
+        with self._spares_lock:
+            self.closed = True
+            spares = list(self._spares.values())
+            self._spares.clear()
+        for box in spares:
+            _box_remove(box)
         try:
             self.client.close()
         except Exception:  # noqa: BLE001
