@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 from io import StringIO
 
 import pytest
@@ -130,3 +131,59 @@ def test_lost_baseline_jobs_are_queued_again(env, client, contributor):
     assert run_worker() == 0
     rates = {ev.model.baseline: ev.scaled_pass_rate for ev in Evaluation.objects.filter(release=release)}
     assert rates == {"reference": 100.0, "empty": 0.0}
+
+
+SLOW_TEST = "import time\nimport calc\ntime.sleep(1.0)\nassert calc.add(2, 3) == 5\nassert calc.mul(2, 3) == 6\n"
+
+
+def test_worker_killed_mid_check_the_contribution_still_finishes(env, client, contributor, tmp_path):
+    """SIGKILL a real worker process while it runs the checks; reconcile and a new worker finish them."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from django.conf import settings
+
+    from contributions.services import contribution_reconcile
+    from contributions_support import ROOT, redis_url
+    from submissions_support import database_url, process_group_kill, wait_for
+
+    contribution = upload(client, zip_files({**STRONG, "paper2code_test.py": SLOW_TEST}))
+    worker_env = {
+        **os.environ, "DJANGO_DEBUG": "1", "DATABASE_URL": database_url(), "REDIS_URL": redis_url(),
+        "DATABASE_CONN_MAX_AGE": "0", "RCB_MEDIA_ROOT": str(settings.MEDIA_ROOT),
+        "RCB_PSET_ROOT": str(settings.RCB_PSET_ROOT), "RCB_SANDBOX_BACKEND": settings.RCB_SANDBOX_BACKEND,
+        "RCB_ALLOW_LOCAL_SANDBOX": "1" if getattr(settings, "RCB_ALLOW_LOCAL_SANDBOX", False) else "0",
+        "RCB_CONTRIB_WORKERS": "1",
+    }
+
+    def start(*extra: str) -> subprocess.Popen:
+        log = open(tmp_path / f"worker-{time.time_ns()}.log", "wb")
+        return subprocess.Popen([sys.executable, "manage.py", "rqworker", "contributions", *extra], cwd=ROOT,
+                                env=worker_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def status() -> str:
+        return PaperContribution.objects.values_list("status", flat=True).get(pk=contribution.pk)
+
+    worker = start()
+    try:
+        wait_for(lambda: status() == PaperContribution.VALIDATING, timeout=60, what="the worker to start the checks")
+        time.sleep(1.5)  # well inside the checks (each run sleeps 1 s)
+        process_group_kill(worker, signal.SIGKILL)
+    finally:
+        process_group_kill(worker, signal.SIGKILL)
+    assert status() == PaperContribution.VALIDATING  # stranded: its worker is gone
+
+    # the job stays 'started' in Redis until RQ notices the dead worker; reconcile does not wait that long
+    assert contribution_reconcile(stale_after=dt.timedelta(seconds=1)) == [contribution.pk]
+    assert status() == PaperContribution.SUBMITTED
+    survivor = start("--burst")
+    try:
+        survivor.wait(180)
+    finally:
+        process_group_kill(survivor, signal.SIGKILL)
+    contribution.refresh_from_db()
+    assert contribution.status == PaperContribution.AWAITING_REVIEW, contribution.report
+    assert contribution.report["passed"] and contribution.report["revision"] == 1
+    assert contribution.revisions.count() == 1

@@ -1,3 +1,4 @@
+import datetime as dt
 import time
 
 from django.core.management.base import BaseCommand, CommandError
@@ -14,11 +15,14 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--every", type=float, default=0, help="repeat every S seconds (0: once)")
+        parser.add_argument("--stale-after", type=float, default=None,
+                            help="seconds 'validating' after which a check counts as dead (default: job timeout + 60)")
 
-    def handle(self, *args, every: float, **options):
+    def handle(self, *args, every: float, stale_after: float | None, **options):
         while True:
             try:
-                checks, baselines = contribution_reconcile(), baselines_reconcile()
+                stale = dt.timedelta(seconds=stale_after) if stale_after is not None else None
+                checks, baselines = contribution_reconcile(stale_after=stale), baselines_reconcile()
             except RedisError as exc:
                 if not every:
                     raise CommandError(f"Redis is not reachable: {exc}") from None
