@@ -82,6 +82,9 @@ fi
 
 "$PY" manage.py rqworker scoring contributions default &
 CHILDREN+=($!)
+# the watchdog: re-enqueues jobs of dead workers and whatever Redis lost (the database is the truth)
+"$PY" manage.py reconcile --every 30 &
+CHILDREN+=($!)
 "$PY" -m gunicorn rcbsite.wsgi:application --bind "127.0.0.1:$PORT" --workers "$WEB_WORKERS" \
   --access-logfile - --graceful-timeout 10 &
 GUNICORN=$!

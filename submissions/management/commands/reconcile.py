@@ -2,7 +2,7 @@ import logging
 import time
 
 from django.core.management.base import BaseCommand, CommandError
-from django.db import close_old_connections
+from django.db import DatabaseError, close_old_connections
 from redis.exceptions import RedisError
 
 from submissions.services import scoring_queue_reconcile
@@ -25,16 +25,18 @@ class Command(BaseCommand):
         while True:
             try:
                 report = scoring_queue_reconcile(stale_after=stale_after)
-            except RedisError as exc:
+            except (RedisError, DatabaseError) as exc:
                 if not every:
-                    raise CommandError(f"Redis is not reachable: {exc}") from None
-                logger.warning("reconcile: Redis is not reachable (%s); retrying", exc)
+                    raise CommandError(f"cannot reconcile: {exc}") from None
+                logger.warning("reconcile: %s; retrying in %ss", exc, every)  # the watchdog outlives outages
             else:
-                self.stdout.write(
-                    f"requeued after a dead worker: {len(report['requeued'])}, failed after too many tries: "
-                    f"{len(report['failed'])}, re-enqueued (lost by Redis): {len(report['reenqueued'])}, "
-                    f"settled: {len(report['settled'])}"
-                )
+                # a looping watchdog speaks only when it did something
+                if not every or any(report.values()):
+                    self.stdout.write(
+                        f"requeued after a dead worker: {len(report['requeued'])}, failed after too many tries: "
+                        f"{len(report['failed'])}, re-enqueued (lost by Redis): {len(report['reenqueued'])}, "
+                        f"settled: {len(report['settled'])}"
+                    )
             if not every:
                 return
             close_old_connections()
