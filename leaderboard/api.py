@@ -70,9 +70,9 @@ def _release_json(release: Release) -> dict[str, Any]:
 def _release(request: HttpRequest) -> Release:
     slug = (request.GET.get("release") or "").strip() or None
     if slug is None:
-        return selectors.release_get(slug=None)
+        return selectors.release_get_recent(slug=None)
     try:
-        return selectors.release_get(slug=slug)
+        return selectors.release_get_recent(slug=slug)
     except Release.DoesNotExist:
         return Release.objects.get(name=slug)  # the display name works too
 

@@ -183,9 +183,22 @@ from django.dispatch import receiver  # noqa: E402
 @receiver([post_save, post_delete], sender=Evaluation, dispatch_uid="rcb_evaluation_touch")
 def _evaluation_changed(sender, instance: Evaluation, **kwargs) -> None:
     Release.objects.filter(pk=instance.release_id).update(data_version=F("data_version") + 1)
+    _memo_clear()
 
 
 @receiver([post_save, post_delete], sender=LLMModel, dispatch_uid="rcb_model_touch")
 @receiver([post_save, post_delete], sender=Paper, dispatch_uid="rcb_paper_touch")
 def _shown_everywhere_changed(sender, instance, **kwargs) -> None:
     Release.objects.update(data_version=F("data_version") + 1)
+    _memo_clear()
+
+
+@receiver([post_save, post_delete], sender=Release, dispatch_uid="rcb_release_touch")
+def _release_changed(sender, instance, **kwargs) -> None:
+    _memo_clear()
+
+
+def _memo_clear() -> None:
+    from .selectors import release_memo_clear
+
+    release_memo_clear()

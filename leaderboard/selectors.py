@@ -11,6 +11,7 @@ import datetime as dt
 import difflib
 import hashlib
 import json
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -41,6 +42,8 @@ __all__ = [
     "SnippetDrilldown",
     "ReleaseInfo",
     "release_get",
+    "release_get_recent",
+    "release_memo_clear",
     "releases_list",
     "release_citation",
     "leaderboard_params_parse",
@@ -64,6 +67,8 @@ VIEWS = ("overall", "contamination_safe")
 FEW_PAPERS = 5
 #: bootstrap resamples for figures computed at request time (stored ones use more)
 REQUEST_N_BOOT = 400
+#: resamples for date-window figures (vectorized, see _window_bootstrap)
+WINDOW_N_BOOT = 1000
 
 
 # --------------------------------------------------------------------------- data classes
@@ -281,10 +286,19 @@ def _rate(num: float, den: float) -> float | None:
     return 100.0 * num / den if den else None
 
 
-def _public_evaluations(release: Release, *, with_paper: bool | None = True):
+#: JSON fields a leaderboard table does not show; decoding them is most of a table's cost
+_HEAVY = ("per_paper", "categories", "pass_at_k", "decoding", "model__links", "model__metadata")
+
+
+def _public_evaluations(release: Release, *, with_paper: bool | None = True, light: bool = False,
+                        keep: tuple[str, ...] = ()):
+    """Public, not hidden evaluations of a release with their models. ``light`` leaves out the heavy
+    JSON fields (and paper_totals, unless named in ``keep``): do not read them from such rows."""
     qs = Evaluation.objects.filter(release=release, is_public=True, hidden=False).select_related("model")
     if with_paper is not None:
         qs = qs.filter(with_paper=with_paper)
+    if light:
+        qs = qs.defer(*(f for f in (*_HEAVY, "paper_totals") if f not in keep))
     return qs.order_by("created_at", "id")
 
 
@@ -338,7 +352,7 @@ def _row(ev: Evaluation, *, tier: int | None, ranked: bool, figures: Mapping[str
         source=ev.source,
         evaluation_id=ev.id,
         with_paper=ev.with_paper,
-        papers=f.get("papers", len(ev.paper_totals or {})),
+        papers=f["papers"] if "papers" in f else len(ev.paper_totals or {}),
     )
 
 
@@ -379,6 +393,33 @@ def release_get(*, slug: str | None = None) -> Release:
     )
     if release is None:
         raise Release.DoesNotExist("no release yet")
+    return release
+
+
+#: per-process memo of release lookups for the hot API path: {slug or None: (time, release)}
+_RELEASE_MEMO: dict[str | None, tuple[float, Release]] = {}
+RELEASE_MEMO_SECONDS = 2.0
+
+
+def release_memo_clear() -> None:
+    """Forget memoized releases (writes in this process call it; other processes wait out the TTL)."""
+    _RELEASE_MEMO.clear()
+
+
+def release_get_recent(*, slug: str | None = None, max_age: float = RELEASE_MEMO_SECONDS) -> Release:
+    """release_get, memoized in this process for ``max_age`` seconds.
+
+    For the API's cached responses: a hit then costs no query at all. A write made by another
+    process (a scoring worker) shows after at most ``max_age`` seconds.
+    """
+    now = time.monotonic()
+    hit = _RELEASE_MEMO.get(slug)
+    if hit is not None and now - hit[0] < max_age:
+        return hit[1]
+    release = release_get(slug=slug)
+    if len(_RELEASE_MEMO) > 256:
+        _RELEASE_MEMO.clear()
+    _RELEASE_MEMO[slug] = (now, release)
     return release
 
 
@@ -503,13 +544,52 @@ def _window_papers(
     return sorted(out)
 
 
-def _window_figures(ev: Evaluation, papers: list[str], release_papers: Mapping[str, ReleasePaper], *, n_boot: int) -> dict:
+def _window_bootstrap(
+    totals: Mapping[str, Mapping[str, tuple[float, ...]]], papers: list[str], ranked: set[str], *, n_boot: int,
+    seed: int = 0,
+) -> tuple[dict[str, tuple[float, float]], dict[str, int]]:
+    """95 % intervals for every model and significance tiers for the ranked ones, resampling papers.
+
+    The same method as benchmark_core.scoring (bootstrap_ci, paired_bootstrap, significance_tiers:
+    percentile intervals, the leader of a tier against each next model), vectorized with numpy so a
+    date window over 100 models costs milliseconds at request time.
+    """
+    import numpy as np
+
+    keys = [k for k in totals if totals[k]]
+    if not keys or not papers:
+        return {}, {}
+    num = np.array([[totals[k].get(p, (0.0, 0.0))[0] for p in papers] for k in keys], dtype=float)
+    den = np.array([[totals[k].get(p, (0.0, 0.0))[1] for p in papers] for k in keys], dtype=float)
+    idx = np.random.default_rng(seed).integers(0, len(papers), size=(n_boot, len(papers)))
+    boot_num = num[:, idx].sum(axis=2)  # (models, n_boot)
+    boot_den = den[:, idx].sum(axis=2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rates = np.where(boot_den > 0, 100.0 * boot_num / boot_den, 0.0)
+    lo, hi = np.percentile(rates, [2.5, 97.5], axis=1)
+    intervals = {k: (float(lo[i]), float(hi[i])) for i, k in enumerate(keys)}
+    point = {k: (100.0 * num[i].sum() / den[i].sum() if den[i].sum() else 0.0) for i, k in enumerate(keys)}
+    row = {k: i for i, k in enumerate(keys)}
+    tiers: dict[str, int] = {}
+    tier, leader = 0, None
+    for key in sorted((k for k in keys if k in ranked), key=lambda k: (-point[k], k)):
+        if leader is None:
+            tier, leader = 1, key
+        elif float(np.percentile(rates[row[leader]] - rates[row[key]], 2.5)) > 0:
+            tier, leader = tier + 1, key
+        tiers[key] = tier
+    return intervals, tiers
+
+
+def _window_figures(
+    ev: Evaluation, papers: list[str], release_papers: Mapping[str, ReleasePaper], interval: tuple[float, float] | None
+) -> dict:
     totals = _totals(ev, papers)
     pw = sum(v[0] for v in totals.values())
     tw = sum(v[1] for v in totals.values())
     ps = sum(v[2] for v in totals.values())
     n = sum(v[3] for v in totals.values())
-    lo, hi = scoring.bootstrap_ci(totals, n_boot=n_boot) if totals else (None, None)
+    lo, hi = interval if interval else (None, None)
     return {
         "scaled_pass_rate": _rate(pw, tw),
         "pass_rate": _rate(ps, n),
@@ -546,28 +626,35 @@ def leaderboard_rows(
         rp.paper.paper_id: rp for rp in ReleasePaper.objects.filter(release=release).select_related("paper")
     }
     paper_dates = {pid: rp.paper.first_commit_date for pid, rp in release_papers.items()}
-    evaluations = _latest_per_model(_public_evaluations(release, with_paper=with_paper))
+    overall = view == "overall"
+    evaluations = _latest_per_model(
+        _public_evaluations(release, with_paper=with_paper, light=True, keep=() if overall else ("paper_totals",))
+    )
     organisations = sorted({ev.model.organisation for ev in evaluations if ev.model.organisation})
     ranked_evs = [ev for ev in evaluations if _is_ranked(ev)]
     warning = ""
 
-    if view == "overall":
+    if overall:
         papers = sorted(release_papers)
-        figures = {ev.id: None for ev in evaluations}
+        # missing snippets count as failed, so every row is over all the release's papers
+        figures = {ev.id: {"papers": len(papers)} for ev in evaluations}
         tiers = _stored_tiers(release, with_paper, ranked_evs)
-        if tiers is None:
-            tiers = scoring.significance_tiers({ev.model.key: _totals(ev) for ev in ranked_evs}, n_boot=REQUEST_N_BOOT)
+        if tiers is None:  # stale: compute from the per-paper totals (one more query)
+            stored = dict(Evaluation.objects.filter(id__in=[ev.id for ev in ranked_evs]).values_list("id", "paper_totals"))
+            tiers = scoring.significance_tiers(
+                {ev.model.key: {p: tuple(v) for p, v in (stored.get(ev.id) or {}).items()} for ev in ranked_evs},
+                n_boot=REQUEST_N_BOOT,
+            )
     else:
         if cutoff is None and date_from is None and date_to is None:
             dates = [ev.model.knowledge_cutoff_date for ev in ranked_evs if ev.model.knowledge_cutoff_date]
             cutoff = max(dates) if dates else None
         papers = _window_papers(paper_dates, cutoff=cutoff, date_from=date_from, date_to=date_to)
-        figures = {ev.id: _window_figures(ev, papers, release_papers, n_boot=REQUEST_N_BOOT) for ev in evaluations}
-        tiers = (
-            scoring.significance_tiers({ev.model.key: _totals(ev, papers) for ev in ranked_evs}, n_boot=REQUEST_N_BOOT)
-            if papers
-            else {}
+        intervals, tiers = _window_bootstrap(
+            {ev.model.key: _totals(ev, papers) for ev in evaluations}, papers,
+            {ev.model.key for ev in ranked_evs}, n_boot=WINDOW_N_BOOT,
         )
+        figures = {ev.id: _window_figures(ev, papers, release_papers, intervals.get(ev.model.key)) for ev in evaluations}
         if not papers:
             warning = "No paper is left in this window: widen it or move the cutoff earlier."
         elif len(papers) < FEW_PAPERS:
@@ -613,7 +700,8 @@ def paper_leaderboard(*, release: Release, paper_id: str, with_paper: bool = Tru
     """Every model's figures on one paper of a release, best first. Raises Paper.DoesNotExist."""
     rp = _release_paper(release, paper_id)
     rows = []
-    for ev in _latest_per_model(_public_evaluations(release, with_paper=with_paper)):
+    evaluations = _public_evaluations(release, with_paper=with_paper, light=True, keep=("per_paper", "paper_totals"))
+    for ev in _latest_per_model(evaluations):
         stats = (ev.per_paper or {}).get(paper_id)
         totals = (ev.paper_totals or {}).get(paper_id)
         figures = {
@@ -633,7 +721,10 @@ def paper_leaderboard(*, release: Release, paper_id: str, with_paper: bool = Tru
 def heatmap(*, release: Release, with_paper: bool = True) -> Heatmap:
     """Scaled pass rate of each model (rows, best overall first) on each paper (columns)."""
     table = leaderboard_rows(release=release, with_paper=with_paper)
-    evs = {ev.id: ev for ev in _latest_per_model(_public_evaluations(release, with_paper=with_paper))}
+    evs = {
+        ev.id: ev
+        for ev in _latest_per_model(_public_evaluations(release, with_paper=with_paper, light=True, keep=("per_paper",)))
+    }
     values = []
     for row in table.rows:
         per_paper = evs[row.evaluation_id].per_paper or {}
@@ -643,7 +734,11 @@ def heatmap(*, release: Release, with_paper: bool = True) -> Heatmap:
 
 def error_categories(*, release: Release, with_paper: bool = True) -> ErrorCategories:
     """Failures per category for each model (baselines excluded), best model first."""
-    evs = [ev for ev in _latest_per_model(_public_evaluations(release, with_paper=with_paper)) if not ev.model.baseline]
+    evs = [
+        ev
+        for ev in _latest_per_model(_public_evaluations(release, with_paper=with_paper, light=True, keep=("categories",)))
+        if not ev.model.baseline
+    ]
     evs.sort(key=lambda ev: (-(ev.scaled_pass_rate or 0.0), ev.model.display_name.lower()))
     categories = sorted({c for ev in evs for c in (ev.categories or {})})
     rows = []
@@ -699,7 +794,7 @@ def contamination_per_model(*, release: Release, with_paper: bool = True) -> lis
     }
     paper_dates = {pid: rp.paper.first_commit_date for pid, rp in release_papers.items()}
     rows = []
-    for ev in _latest_per_model(_public_evaluations(release, with_paper=with_paper)):
+    for ev in _latest_per_model(_public_evaluations(release, with_paper=with_paper, light=True, keep=("paper_totals",))):
         m = ev.model
         if m.baseline:
             continue
