@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -132,7 +133,8 @@ class BwrapSandbox(Sandbox):
         args += [
             "--proc", "/proc",
             "--dev", "/dev",
-            "--size", str(limits.tmpfs_mb * 1024 * 1024), "--tmpfs", "/tmp",
+            # world-writable like a host's /tmp: every run has its own uid
+            "--perms", "1777", "--size", str(limits.tmpfs_mb * 1024 * 1024), "--tmpfs", "/tmp",
             "--dir", INSIDE,
             "--ro-bind", str(WARM_SCRIPT), f"{INSIDE}/warm.py",
             "--ro-bind", str(Path(paper.folder).resolve()), f"{INSIDE}/paper",
@@ -209,7 +211,8 @@ class WarmClient:
 
     def request(self, payload: dict[str, Any], *, wait: float) -> dict[str, Any] | None:
         """Send one run; return its result, or None when the runner died or never answered."""
-        rid = f"r{next(self.ids)}"
+        # unguessable: a run must not find its neighbours' folders by counting
+        rid = f"r{next(self.ids)}-{uuid.uuid4().hex[:12]}"
         slot: list = [threading.Event(), None]
         with self.pending_lock:
             self.pending[rid] = slot

@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -25,24 +26,17 @@ def tree_digest(folder: Path) -> str:
     return digest.hexdigest()
 
 
-def _leftovers(rows: list[tuple[int, int, str]]) -> list[str]:
-    """Processes below the warm server, given (pid, ppid, cmdline) rows of one sandbox."""
-    warm = {pid for pid, _pp, cmd in rows if "warm.py" in cmd and not cmd.split()[0].endswith("bwrap")}
-    servers = {pid for pid, pp, cmd in rows if pid in warm and pp not in warm}
-    children: dict[int, list[int]] = {}
-    for pid, pp, _cmd in rows:
-        children.setdefault(pp, []).append(pid)
-    found, stack = [], list(servers)
-    while stack:
-        for child in children.get(stack.pop(), []):
-            found.append(child)
-            stack.append(child)
-    by_pid = {pid: cmd for pid, _pp, cmd in rows}
-    return [f"{pid} {by_pid[pid][:60]} {by_pid[pid][-30:]}" for pid in found]
+@dataclass
+class Proc:
+    pid: int
+    ppid: int
+    rss_kb: int
+    zombie: bool
+    cmd: str
 
 
-def sandbox_leftovers(session) -> list[str]:
-    """Processes still alive inside the session's sandbox besides its warm runner."""
+def sandbox_processes(session) -> list[Proc]:
+    """Every process of the session's sandbox, as the host (bwrap) or the engine (docker) sees it."""
     client = getattr(session, "client", None)
     if client is not None and hasattr(client, "proc"):  # bwrap: the host sees the sandbox's processes
         try:
@@ -52,24 +46,52 @@ def sandbox_leftovers(session) -> list[str]:
         rows = []
         for proc in procs:
             try:
-                if proc.status() != psutil.STATUS_ZOMBIE:
-                    rows.append((proc.pid, proc.ppid(),
-                                 f"{' '.join(proc.cmdline())} [uid {proc.uids().real}, {proc.status()}]"))
+                with proc.oneshot():
+                    rows.append(Proc(proc.pid, proc.ppid(), proc.memory_info().rss // 1024,
+                                     proc.status() == psutil.STATUS_ZOMBIE,
+                                     f"{' '.join(proc.cmdline())} [uid {proc.uids().real}]"))
             except psutil.NoSuchProcess:
                 continue
-        return _leftovers(rows)
+        return rows
     container = getattr(session, "container", None)
     if container is not None:  # docker: ask the engine
-        top = container.top(ps_args="-eo pid,ppid,stat,args")
+        top = container.top(ps_args="-eo pid,ppid,rss,stat,args")
         titles = top.get("Titles", [])
         rows = []
         for proc in top.get("Processes") or []:
             data = dict(zip(titles, proc))
-            if "Z" in data.get("STAT", ""):
-                continue
-            rows.append((int(data["PID"]), int(data["PPID"]), data.get("COMMAND") or data.get("ARGS") or ""))
-        return _leftovers(rows)
+            rows.append(Proc(int(data["PID"]), int(data["PPID"]), int(data.get("RSS") or 0),
+                             "Z" in data.get("STAT", ""), data.get("COMMAND") or data.get("ARGS") or ""))
+        return rows
     raise AssertionError(f"do not know how to list the processes of {type(session).__name__}")
+
+
+def warm_server(rows: list[Proc]) -> Proc | None:
+    """The warm runner: a warm.py process whose parent is not one (its forked runs are)."""
+    warm = {p.pid for p in rows if "warm.py" in p.cmd and not p.cmd.split()[0].endswith("bwrap")}
+    servers = [p for p in rows if p.pid in warm and p.ppid not in warm]
+    return servers[0] if servers else None
+
+
+def descendants(rows: list[Proc], root: int) -> list[Proc]:
+    children: dict[int, list[Proc]] = {}
+    for p in rows:
+        children.setdefault(p.ppid, []).append(p)
+    found, stack = [], [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child.pid)
+    return found
+
+
+def sandbox_leftovers(session) -> list[str]:
+    """Processes still alive inside the session's sandbox besides its warm runner."""
+    rows = sandbox_processes(session)
+    server = warm_server(rows)
+    if server is None:
+        return []
+    return [f"{p.pid} {p.cmd[:60]} {p.cmd[-30:]}" for p in descendants(rows, server.pid) if not p.zombie]
 
 
 def namespace_strays(session) -> list[str]:

@@ -1,0 +1,147 @@
+"""The bwrap backend and the auto backend: real bubblewrap sandboxes, verdicts equal to fresh processes."""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from pathlib import Path
+
+import psutil
+import pytest
+
+from benchmark_core import cli
+from benchmark_core.predictions import parse_predictions
+from benchmark_core.problemset import load_problemset
+from benchmark_core.runner import Task, answer_code, reference_code, run_tasks
+from benchmark_core.sandbox.auto import default_backend
+from benchmark_core.sandbox.base import Limits, PaperSpec, get_sandbox
+from benchmark_core.sandbox.bwrap import BwrapSandbox, bwrap_available
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "demo"
+TORCH_PSET = ROOT / "tests" / "data" / "torch_pset"
+PROBE_PSET = ROOT / "tests" / "probes" / "pset"
+
+pytestmark = pytest.mark.bwrap
+
+
+@pytest.fixture(scope="module")
+def bwrap():
+    problem = bwrap_available()
+    if problem:
+        pytest.fail(f"bwrap must work here (scripts/test.sh installs bubblewrap): {problem}")
+    sandbox = get_sandbox("bwrap")
+    yield sandbox
+    sandbox.close()
+
+
+def _score(args: list[str], tmp_path: Path) -> dict:
+    out = tmp_path / "results.json"
+    assert cli.main(["score", *args, "--quiet", "-o", str(out)]) == 0
+    return json.loads(out.read_text())
+
+
+@pytest.mark.slow
+def test_demo_reference_is_100_and_blank_is_0(tmp_path, bwrap):
+    ref = _score([str(DEMO), "--reference", "--backend", "bwrap"], tmp_path)
+    assert ref["summary"]["scaled_pass_rate"] == 100.0 and ref["backend"].startswith("bwrap")
+    assert all(s["extra"]["proof"] is True for s in ref["snippets"])
+    blank = _score([str(DEMO), "--blank", "--backend", "bwrap"], tmp_path)
+    assert blank["summary"]["scaled_pass_rate"] == 0.0
+
+
+def _verdicts(runs):
+    return [(r.paper, r.snippet, r.sample, r.passed, r.category) for r in runs]
+
+
+@pytest.mark.slow
+def test_verdicts_equal_a_fresh_process(bwrap):
+    """Warm, sandboxed runs judge the demo's imperfect predictions exactly like `python paper2code_test.py`."""
+    pset = load_problemset(DEMO)
+    predictions, problems = parse_predictions((DEMO / "predictions" / "demo-imperfect.jsonl").read_bytes(), pset)
+    assert not problems
+    index = {(p.paper, p.file, p.snippet): p for p in predictions}
+    tasks = []
+    for paper, snip in pset.snippets:
+        pred = index.get((paper.id, snip.file, snip.name))
+        tasks.append(Task(paper, snip, answer_code(paper, snip, pred.completion) if pred else None))
+    local = get_sandbox("local")
+    fresh = run_tasks(tasks, sandbox=local, workers=2, timeout=20)
+    warm = run_tasks(tasks, sandbox=bwrap, workers=2, timeout=20)
+    assert _verdicts(warm) == _verdicts(fresh)
+    assert 0 < sum(r.passed for r in warm) < len(warm)
+
+
+@pytest.mark.slow
+def test_torch_problem_set(tmp_path, bwrap):
+    pset = load_problemset(TORCH_PSET)
+    ref = run_tasks([Task(p, s, reference_code(p, s)) for p, s in pset.snippets], sandbox=bwrap, timeout=300)
+    assert all(r.passed for r in ref), [r.output_tail for r in ref if not r.passed]
+    blank = run_tasks([Task(p, s, ()) for p, s in pset.snippets], sandbox=bwrap, timeout=300)
+    assert not any(r.passed for r in blank)
+    # the warm runner imported torch once, before forking
+    paper = pset.paper("dyt")
+    with bwrap.open(PaperSpec.from_paper(paper)) as session:
+        assert "torch" in session.ready["preloaded"]
+        assert "dyt" not in session.ready["preloaded"] and "dyt_ref" not in session.ready["preloaded"]
+
+
+def test_run_is_thread_safe(bwrap):
+    paper = load_problemset(PROBE_PSET).paper("probe")
+    with bwrap.open(PaperSpec.from_paper(paper)) as session:
+        results: dict[int, str] = {}
+
+        def one(i: int) -> None:
+            code = f"def solve(x):\n    print('token-{i}')\n    return x * 2\n"
+            results[i] = session.run({"solution.py": code}, timeout=30).stdout
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(12)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert all(f"token-{i}" in results[i] and results[i].count("token-") == 4 for i in range(12))
+
+
+def test_a_dead_runner_is_restarted(bwrap):
+    paper = load_problemset(PROBE_PSET).paper("probe")
+    with bwrap.open(PaperSpec.from_paper(paper)) as session:
+        first = session.server_pid
+        psutil.Process(first).kill()
+        psutil.Process(first).wait(5)
+        result = session.run({}, timeout=30)
+        assert result.exit_code == 0 and result.extra["completed"] is True
+        assert session.server_pid != first
+
+
+def test_fresh_process_papers_use_a_fresh_interpreter(bwrap):
+    paper = load_problemset(PROBE_PSET).paper("probe")
+    spec = PaperSpec(id=paper.id, folder=paper.folder, fresh_process=True)
+    with bwrap.open(spec) as session:
+        assert session.ready["fresh"] is True
+        result = session.run({}, timeout=60)
+        assert result.exit_code == 0 and result.extra == {"completed": True, "tests_run": 2}
+
+
+def test_memory_limit_applies(bwrap):
+    sandbox = BwrapSandbox(limits=Limits(memory_mb=512))
+    paper = load_problemset(PROBE_PSET).paper("probe")
+    with sandbox.open(PaperSpec.from_paper(paper)) as session:
+        code = "def solve(x):\n    b = bytearray(800 * 1024 * 1024)\n    return x * 2\n"
+        result = session.run({"solution.py": code}, timeout=30)
+        assert "MemoryError" in result.stderr and result.oom
+
+
+def test_auto_uses_bwrap_when_no_engine_answers(monkeypatch, caplog, tmp_path):
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    with caplog.at_level(logging.WARNING, logger="benchmark_core.sandbox"):
+        sandbox = get_sandbox("auto")
+    assert sandbox.name == "bwrap"
+    assert "no Docker engine answered" in caplog.text and "using bwrap" in caplog.text
+
+
+def test_cli_defaults_to_an_isolating_backend_here(monkeypatch, tmp_path):
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    assert default_backend() == "auto"
+    result = _score([str(PROBE_PSET), "--reference"], tmp_path)
+    assert result["backend"].startswith("bwrap") and result["summary"]["pass_rate"] == 100.0

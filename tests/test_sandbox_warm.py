@@ -1,0 +1,152 @@
+"""The warm runner (benchmark_core/sandbox/warm.py) through its JSON-lines protocol, no sandbox around it."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from benchmark_core.sandbox import warm
+from benchmark_core.sandbox.bwrap import WARM_SCRIPT, WarmClient
+from benchmark_core.sandbox.local import child_env
+
+ROOT = Path(__file__).resolve().parent.parent
+ROPE = ROOT / "demo" / "rope"
+PROBE = ROOT / "tests" / "probes" / "pset" / "probe"
+
+
+def solution(body: str) -> dict[str, str]:
+    lines = "\n".join("    " + ln for ln in body.strip("\n").splitlines())
+    return {"solution.py": f"def solve(x):\n{lines}\n"}
+
+
+@pytest.fixture
+def server(tmp_path):
+    clients = []
+
+    def start(paper: Path = PROBE, *extra: str) -> WarmClient:
+        work = tmp_path / f"work{len(clients)}"
+        argv = [sys.executable, str(WARM_SCRIPT), "--paper", str(paper), "--work", str(work), *extra]
+        client = WarmClient(argv, env=child_env(str(tmp_path)), ready_timeout=120)
+        client.work = work
+        clients.append(client)
+        return client
+
+    yield start
+    for client in clients:
+        client.close()
+
+
+def ask(client: WarmClient, files: dict, timeout: float = 30, **extra) -> dict:
+    msg = client.request({"files": files, "timeout": timeout, "memory_mb": 2048, "output_bytes": 8192, **extra},
+                         wait=timeout + 30)
+    assert msg is not None, client.stderr_tail.decode(errors="replace")
+    return msg
+
+
+def test_scan_imports_finds_third_party_only(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("import scipy\n")
+    (tmp_path / "helpers.py").write_text("import numpy as np\n")
+    (tmp_path / "paper2code_test.py").write_text(
+        "import os, json\nimport helpers\nfrom pkg import thing\nfrom . import rel\n"
+        "try:\n    import torch.nn as nn\nexcept ImportError:\n    import jax\n"
+        "if True:\n    import pandas\n\ndef f():\n    import sklearn\n"
+    )
+    found = warm.scan_imports(str(tmp_path))
+    assert set(found) == {"numpy", "scipy", "torch", "jax", "pandas"}
+
+
+def test_ready_line_preloads_numpy_not_the_paper(server):
+    client = server(ROPE)
+    assert client.ready["preloaded"] == ["numpy"]
+    assert client.ready["protocol"] == warm.PROTOCOL
+    msg = ask(client, {})
+    assert msg["exit_code"] == 0 and msg["proof"] == {"completed": True, "tests_run": 8}
+    assert set(msg) >= {"id", "exit_code", "signal", "timed_out", "stdout", "stderr", "seconds", "truncated", "oom"}
+    saved = json.loads((client.work / msg["id"] / "result.json").read_text())
+    assert saved == msg
+    assert not (client.work / msg["id"] / "paper").exists(), "the run's copy of the paper must be removed"
+
+
+def test_runs_are_concurrent(server):
+    client = server()
+    body = "import time\nprint('span', time.time())\ntime.sleep(1.0)\nprint('span', time.time())\nreturn x * 2"
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(4) as pool:
+        msgs = list(pool.map(lambda _: ask(client, solution(body)), range(4)))
+    spans = []
+    for msg in msgs:
+        assert msg["exit_code"] == 0, msg["stderr"]
+        stamps = [float(line.split()[1]) for line in msg["stdout"].splitlines() if line.startswith("span")]
+        spans.append((min(stamps), max(stamps)))
+    # at least two runs were inside their test at the same moment
+    assert any(a[0] < b[1] and b[0] < a[1] for i, a in enumerate(spans) for b in spans[i + 1:])
+
+
+def test_bad_requests_get_an_answer_and_the_server_goes_on(server):
+    client = server()
+    bad = ask(client, {"../../escape.py": "x"})
+    assert bad["exit_code"] is None and "outside the paper folder" in bad["error"]
+    # a raw line with a bad id
+    client.proc.stdin.write(b'{"id": "../x", "files": {}}\nnot json\n')
+    client.proc.stdin.flush()
+    good = ask(client, solution("return x * 2"))
+    assert good["exit_code"] == 0
+
+
+@pytest.mark.parametrize("body, completed, tests_run, exit_code", [
+    ("return x * 2", True, 2, 0),
+    ("return x + 1", True, 2, 1),  # a failing test still ran to completion
+    # os._exit: the launcher never gets to write its proof at all
+    ("import os\nprint('OK')\nos._exit(0)", False, 0, 0),
+    ("import sys\nsys.stderr.write('Ran 2 tests\\n\\nOK\\n')\nsys.stderr.flush()\nimport os\nos._exit(0)", False, 0, 0),
+    ("import unittest\nunittest.TestCase.run = lambda self, result=None: None\nreturn x * 2", True, 1, 0),
+    ("import atexit, os\natexit.register(os._exit, 0)\nreturn None", False, 0, 0),
+])
+def test_proof(server, body, completed, tests_run, exit_code):
+    msg = ask(server(), solution(body))
+    assert msg["exit_code"] == exit_code, msg["stderr"]
+    assert msg["proof"] == {"completed": completed, "tests_run": tests_run}
+
+
+def test_sys_exit_from_the_completion_is_not_completion(server, tmp_path):
+    # the snippet's code calls sys.exit(0) at import time of the solution: the script never reaches unittest
+    paper = tmp_path / "paper"
+    shutil.copytree(PROBE, paper)
+    msg = ask(server(paper), {"solution.py": "import sys\nsys.exit(0)\n"})
+    assert msg["exit_code"] == 0
+    assert msg["proof"]["completed"] is False
+
+
+def test_timeout_kills_the_whole_tree(server):
+    marker = f"{os.getpid()}{time.time_ns() % 10_000}.25"
+    body = (f"import subprocess\nsubprocess.Popen(['setsid', 'sleep', '{marker}'])\n"
+            "import time\ntime.sleep(600)")
+    msg = ask(server(), solution(body), timeout=2)
+    assert msg["timed_out"] is True and msg["seconds"] < 10
+    time.sleep(0.3)
+    left = [p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])]
+    assert left == []
+
+
+def test_fresh_mode_gives_the_same_verdicts(server):
+    warm_client, fresh_client = server(ROPE), server(ROPE, "--fresh")
+    assert fresh_client.ready["fresh"] is True and fresh_client.ready["preloaded"] == []
+    rope = (ROPE / "rope.py").read_text()
+    broken = rope.replace("np.cos", "np.sin", 1)
+    for files in ({}, {"rope.py": broken}, {"rope.py": rope + "\nraise SystemExit(0)\n"}):
+        a, b = ask(warm_client, files), ask(fresh_client, files)
+        assert (a["exit_code"], a["proof"]) == (b["exit_code"], b["proof"])
+
+
+def test_output_is_bounded(server):
+    msg = ask(server(), solution("import sys\nsys.stdout.write('y' * 5_000_000)\nreturn x * 2"))
+    assert msg["truncated"] is True
+    assert len(msg["stdout"]) < 9000
