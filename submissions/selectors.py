@@ -112,5 +112,11 @@ def submission_quota(*, user: Any) -> dict:
 
 
 def releases_open() -> QuerySet[Release]:
-    """Releases one can submit to: the published ones, the default first."""
-    return Release.objects.filter(status=Release.PUBLISHED).order_by("-is_default", "-published_at")
+    """Releases one can submit to: published, every paper with its code (published figures alone
+    cannot score anything); the default first."""
+    return (
+        Release.objects.filter(status=Release.PUBLISHED, release_papers__isnull=False)
+        .exclude(release_papers__folder="")
+        .distinct()
+        .order_by("-is_default", "-published_at")
+    )

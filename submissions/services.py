@@ -221,6 +221,12 @@ def prediction_submission_create(
         raise SubmissionError("the model name is longer than 200 characters")
     if not release.frozen:
         raise SubmissionError(f"release {release.name} is not published yet; submit to a published release")
+    codeless = list(release.release_papers.filter(folder="").values_list("paper__paper_id", flat=True)[:5])
+    if codeless or not release.release_papers.exists():
+        raise SubmissionError(
+            f"release {release.name} cannot score submissions: it has no code for "
+            f"{', '.join(codeless) or 'any paper'} (it holds published figures only)"
+        )
     cutoff_date = None
     if knowledge_cutoff.strip():
         try:

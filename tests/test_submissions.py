@@ -344,3 +344,19 @@ def test_flags_for_reviewers(client, release, token, user):
     assert "Automatic flags" in page and "Test output" not in page
     client.force_login(user)
     assert "Automatic flags" not in client.get(reverse("submissions:submission_detail", args=[sub.pk])).content.decode()
+
+
+def test_a_release_without_code_takes_no_submission(client, release, user, token):
+    from django.utils import timezone
+
+    from leaderboard.models import Paper, Release, ReleasePaper
+
+    figures_only = Release.objects.create(name="Published figures", slug="figures", status=Release.PUBLISHED,
+                                          published_at=timezone.now())
+    ReleasePaper.objects.create(release=figures_only, paper=Paper.objects.get(paper_id="rope"), folder="")
+    resp = _api_post(client, token, predictions_bytes(papers=["rope"]), release="figures")
+    assert resp.status_code == 400 and "no such published release" in resp.json()["error"]
+    with pytest.raises(services.SubmissionError, match="has no code for rope"):
+        services.prediction_submission_create(user=user, release=figures_only, data=predictions_bytes(papers=["rope"]),
+                                              model_name="X")
+    assert PredictionSubmission.objects.count() == 0
