@@ -15,6 +15,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
+from benchmark_core.completions import completion_lines
 from benchmark_core.errors import CATEGORIES
 
 from . import charts, selectors
@@ -454,6 +455,15 @@ def _snippet_results(snippet: Snippet, *, with_paper: bool) -> list[dict[str, An
     return sorted(by_model.values(), key=lambda e: (bool(e["baseline"]), -e["passed"] / max(len(e["samples"]), 1), e["name"].lower()))
 
 
+def _todo_lines(masked: str, name: str) -> list[int]:
+    """1-based lines of the two TODO comments that stand for the masked snippet."""
+    marker = f'# TODO: Implement block "{name}"'
+    for number, line in enumerate(masked.splitlines(), start=1):
+        if line.strip() == marker:
+            return [number, number + 1]
+    return []
+
+
 def snippet_page(request: HttpRequest, paper_id: str) -> HttpResponse:
     """One snippet: reference code, the masked file the model saw, every model's verdict, and with
     ?model= a drill-down into that model's completion (diff against the reference) and test output."""
@@ -492,16 +502,20 @@ def snippet_page(request: HttpRequest, paper_id: str) -> HttpResponse:
     samples = []
     if drill is not None:
         for r in drill.results:
+            # diff what the harness inserted (the answer's last fenced block), not the prose around it
+            inserted = "\n".join(completion_lines(r["completion"])) if r["completion"] else ""
             samples.append({
                 **r,
-                "diff_rows": diff_rows(snippet.code, r["completion"]),
-                "completion_html": highlight_code(r["completion"], filename=snippet.file) if r["completion"] else "",
+                "inserted": inserted,
+                "diff_rows": diff_rows(snippet.code, inserted),
+                "completion_html": highlight_code(inserted, filename=snippet.file) if inserted else "",
+                "raw_differs": inserted.strip() != (r["completion"] or "").strip(),
             })
     context = {
         "paper": snippet.paper,
         "snippet": snippet,
         "code_html": highlight_code(snippet.code, filename=snippet.file) if snippet.code else "",
-        "masked_html": highlight_code(masked, filename=snippet.file) if masked else "",
+        "masked_html": highlight_code(masked, filename=snippet.file, marked=_todo_lines(masked, snippet.name)) if masked else "",
         "results": results,
         "drill": drill,
         "samples": samples,

@@ -73,13 +73,17 @@ def markdown_filter(text: str) -> SafeString:
     return render_markdown(text)
 
 
-def highlight_code(code: str, *, filename: str = "", start_line: int = 1) -> SafeString:
-    """Pygments HTML with CSS classes (static/css/pygments.css), never inline styles."""
+def highlight_code(code: str, *, filename: str = "", start_line: int = 1, marked: list[int] | None = None) -> SafeString:
+    """Pygments HTML with CSS classes (static/css/pygments.css), never inline styles; ``marked``
+    lines (1-based) get the 'hll' class."""
     try:
         lexer = get_lexer_for_filename(filename) if filename else PythonLexer()
     except ClassNotFound:
         lexer = TextLexer()
-    formatter = HtmlFormatter(cssclass="highlight", linenos="inline", linenostart=max(int(start_line or 1), 1), noclasses=False)
+    formatter = HtmlFormatter(
+        cssclass="highlight", linenos="inline", linenostart=max(int(start_line or 1), 1), noclasses=False,
+        hl_lines=marked or [],
+    )
     return mark_safe(pygments_highlight(code or "", lexer, formatter))  # noqa: S308 - pygments escapes the code
 
 

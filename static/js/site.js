@@ -48,6 +48,16 @@
     if (status) status.textContent = "Sorted by " + th.textContent.trim() + ", " + dir + ".";
   }
 
+  // a long masked file opens scrolled to the TODO block the model had to fill in
+  function scrollToTodo() {
+    Array.prototype.forEach.call(document.querySelectorAll(".masked-view .highlight"), function (box) {
+      var mark = box.querySelector(".hll");
+      if (mark) box.scrollTop = Math.max(0, mark.offsetTop - box.offsetTop - 120);
+    });
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", scrollToTodo);
+  else scrollToTodo();
+
   document.addEventListener("click", function (event) {
     var link = event.target.closest("table.sortable thead th[data-sort] a");
     if (!link) return;
