@@ -38,12 +38,18 @@ def _token_user(request: HttpRequest) -> Any | None:
 
 def _read_body(request: HttpRequest, limit: int) -> tuple[bytes, int]:
     """Read at most ``limit`` + 1 bytes and drain the rest, so the client gets our answer, not a reset."""
-    data = request.read(limit + 1)
-    size = len(data)
+    parts: list[bytes] = []
+    size = 0
+    while size <= limit:  # a WSGI stream may return less than asked for: read until EOF or past the limit
+        chunk = request.read(min(_CHUNK, limit + 1 - size))
+        if not chunk:
+            break
+        parts.append(chunk)
+        size += len(chunk)
     if size > limit:
         while chunk := request.read(_CHUNK):
             size += len(chunk)
-    return data, size
+    return b"".join(parts), size
 
 
 def submission_payload(request: HttpRequest, submission: PredictionSubmission, *, with_results: bool = False) -> dict:
