@@ -59,6 +59,9 @@ def _release_root(release: Release) -> Path:
     return Path(settings.RCB_PSET_ROOT) / release.slug
 
 
+_DRAFT_NOTE = "Draft: approved contributions join it; an admin publishes it."
+
+
 def _touch(release: Release) -> None:
     """Bulk writes send no signals: move the release's cache version by hand."""
     release_touch(release_id=release.pk)
@@ -134,7 +137,7 @@ def release_draft_get_or_create(*, by: Any = None) -> Release:
     slug = _unique_slug(f"release-{today:%Y-%m-%d}")
     draft = Release.objects.create(
         name=f"Release {slug.removeprefix('release-')}", slug=slug, status=Release.DRAFT,
-        description="Draft: approved contributions join it; an admin publishes it.",
+        description=_DRAFT_NOTE,
     )
     previous = Release.objects.filter(status=Release.PUBLISHED).order_by("-published_at", "-created_at").first()
     if previous is not None:
@@ -263,6 +266,10 @@ def release_publish(*, release: Release, by: Any, make_default: bool = False) ->
         row.status = Release.PUBLISHED
         row.published_at = timezone.now()
         row.release_date = row.release_date or row.published_at.date()
+        if row.description.startswith(_DRAFT_NOTE):
+            # the draft's own note no longer holds; keep what follows it (where it started from)
+            rest = row.description[len(_DRAFT_NOTE):].strip()
+            row.description = f"{len(papers)} paper(s), published {row.published_at:%Y-%m-%d}. {rest}".strip()
         if make_default:
             Release.objects.exclude(pk=row.pk).update(is_default=False)
             row.is_default = True

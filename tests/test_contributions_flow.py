@@ -103,6 +103,7 @@ def test_demo_paper_upload_checks_review_publish_and_baselines(env, client, peop
     assert response.status_code == 302
     draft.refresh_from_db()
     assert draft.frozen and draft.published_at and re.fullmatch(r"[0-9a-f]{64}", draft.content_hash)
+    assert not draft.description.startswith("Draft")
     assert run_worker() == 0
 
     baselines = {ev.model.baseline: ev for ev in Evaluation.objects.filter(release=draft, source=Evaluation.BASELINE)}

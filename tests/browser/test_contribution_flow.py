@@ -41,6 +41,14 @@ def browser():
             b.close()
 
 
+def snap(page, name: str) -> None:
+    """With RCB_SCREENSHOTS=DIR, keep a screenshot of each step (for humans checking the pages)."""
+    folder = os.environ.get("RCB_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
+
+
 def login(browser, base: str, username: str, password: str, next_path: str):
     page = browser.new_context().new_page()
     page.goto(f"{base}{next_path}")
@@ -92,6 +100,7 @@ def test_contribute_review_publish_in_a_browser(live_server, browser, tmp_path):
             assert row.count() == 1, title
             assert row.get_attribute("data-check-status") == "ok", (title, row.inner_text())
         assert page.locator("[data-status]").first.get_attribute("data-status") == "awaiting_review"
+        snap(page, "1-report")
 
         # the reviewer finds it in the queue, sees report, snippet tree and code, and approves
         review = login(browser, base, "rita", "rita-pass-4821", "/contribute/review/")
@@ -99,6 +108,7 @@ def test_contribute_review_publish_in_a_browser(live_server, browser, tmp_path):
         review.wait_for_selector("#snippet-tree")
         assert review.locator("#snippet-tree li").count() == 13
         assert review.locator(".highlight").count() >= 1
+        snap(review, "2-review")
         review.check("input[name=decision][value=approve]")
         review.fill("textarea[name=comment]", "Tests are strong; approved.")
         review.get_by_role("button", name="Record decision").click()
@@ -120,10 +130,12 @@ def test_contribute_review_publish_in_a_browser(live_server, browser, tmp_path):
         empty_row = admin.locator("#baselines tr[data-baseline=empty]").inner_text()
         assert "0.0 %" in empty_row and "100.0" not in empty_row
         assert Evaluation.objects.filter(release=draft, source=Evaluation.BASELINE).count() == 2
+        snap(admin, "3-release")
 
         # the paper is in the published release, on the public release page
         public = browser.new_context().new_page()
         public.goto(f"{base}/releases/{draft.slug}/")
         assert public.get_by_text("focal-loss-web").count() >= 1
+        snap(public, "4-public-release")
         draft.refresh_from_db()
         assert draft.frozen and draft.content_hash
