@@ -361,3 +361,34 @@ def test_500_page_renders_without_a_request_or_database():
 
     html = loader.get_template("500.html").render({})
     assert "Something went wrong" in html and "<script" not in html
+
+
+def test_drilldown_diffs_the_inserted_code_not_the_prose(client, demo):
+    from leaderboard.models import SnippetResult
+
+    result = SnippetResult.objects.get(
+        evaluation=demo.evaluations[0], snippet__paper__paper_id="paper-1", snippet__name="multiply"
+    )
+    result.completion = "Sure! Here is the code:\n\n```python\n    y = y * factor * 2\n```\nHope this helps."
+    result.save()
+    url = page_urls(demo)["snippet"] + f"&model={demo.evaluations[0].model.key}"
+    html = client.get(url).content.decode()
+    diff = html.split('class="diff"', 1)[1].split("</table>", 1)[0]
+    assert "+    y = y * factor * 2" in diff and "-    y = y * factor" in diff
+    assert "Hope this helps" not in diff and "```" not in diff
+    assert "Raw model answer" in html and "Hope this helps" in html  # still shown, escaped, apart
+
+
+def test_release_switcher_keeps_the_view(client, demo):
+    html = client.get(reverse("leaderboard:leaderboard") + "?sort=model&dir=asc&open_weights=1").content.decode()
+    form = html.split('class="inline-release"', 1)
+    # one release only: no switcher; add a second and it appears with the current parameters
+    from leaderboard.models import Release
+
+    Release.objects.create(name="Other", slug="other", status=Release.DRAFT)
+    html = client.get(reverse("leaderboard:leaderboard") + "?sort=model&dir=asc&open_weights=1").content.decode()
+    form = html.split('class="inline-release"', 1)[1].split("</form>", 1)[0]
+    assert '<input type="hidden" name="sort" value="model">' in form
+    assert '<input type="hidden" name="open_weights" value="1">' in form and 'name="release" value' not in form
+    html = client.get(reverse("leaderboard:release_leaderboard", args=[demo.release.slug])).content.decode()
+    assert f'action="{reverse("leaderboard:leaderboard")}" class="inline-release"' in html

@@ -181,3 +181,20 @@ def plotly_css_markers() -> SafeString:
     from leaderboard.staticfinders import plotly_inline_css_ids
 
     return mark_safe("".join(f'<span hidden id="{escape(i)}"></span>' for i in plotly_inline_css_ids()))  # noqa: S308
+
+
+@register.simple_tag(takes_context=True)
+def hidden_query_inputs(context: template.Context, *exclude: str) -> SafeString:
+    """Hidden inputs repeating the current query parameters (except ``exclude``), so a small GET
+    form (the release switcher) changes one parameter and keeps the rest of the view."""
+    request = context.get("request")
+    if request is None:
+        return mark_safe("")  # noqa: S308
+    skip = set(exclude)
+    parts = [
+        f'<input type="hidden" name="{escape(key)}" value="{escape(value)}">'
+        for key, values in request.GET.lists()
+        if key not in skip
+        for value in values
+    ]
+    return mark_safe("".join(parts))  # noqa: S308 - every name and value is escaped
