@@ -61,6 +61,7 @@ def login(browser, base: str, username: str, password: str, next_path: str):
 
 
 def test_contribute_review_publish_in_a_browser(live_server, browser, tmp_path):
+    from playwright.sync_api import expect
     from django.contrib.auth.models import Group, User
 
     from contributions.models import PaperContribution
@@ -92,9 +93,9 @@ def test_contribute_review_publish_in_a_browser(live_server, browser, tmp_path):
 
         # a real RQ worker runs the checks; the page shows the report
         assert run_worker() == 0
-        page.reload()
+        # no reload by hand: the page refreshes itself while the checks are queued or running
         table = page.locator("table#checks")
-        table.wait_for()
+        table.wait_for(timeout=30_000)
         for title in CHECK_TITLES:
             row = table.locator("tr", has_text=title)
             assert row.count() == 1, title
@@ -113,6 +114,7 @@ def test_contribute_review_publish_in_a_browser(live_server, browser, tmp_path):
         review.fill("textarea[name=comment]", "Tests are strong; approved.")
         review.get_by_role("button", name="Record decision").click()
         review.wait_for_selector("text=Decision recorded: approved")
+        assert review.locator("[data-status]").first.get_attribute("data-status") == "approved"
         contribution.refresh_from_db()
         draft = contribution.release_paper.release
         assert draft.status == Release.DRAFT
@@ -125,8 +127,9 @@ def test_contribute_review_publish_in_a_browser(live_server, browser, tmp_path):
         admin.get_by_role("button", name="Publish release").click()
         admin.wait_for_selector("[data-release-status=published]")
         assert run_worker() == 0
-        admin.reload()
-        assert "100.0 %" in admin.locator("#baselines tr[data-baseline=reference]").inner_text()
+        # the release page refreshes itself until every baseline is scored
+        expect(admin.locator("#baselines tr[data-baseline=reference]")).to_contain_text("100.0 %", timeout=30_000)
+        expect(admin.locator("#baselines tr[data-baseline=empty]")).to_contain_text("13 / 13", timeout=30_000)
         empty_row = admin.locator("#baselines tr[data-baseline=empty]").inner_text()
         assert "0.0 %" in empty_row and "100.0" not in empty_row
         assert Evaluation.objects.filter(release=draft, source=Evaluation.BASELINE).count() == 2
