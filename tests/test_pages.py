@@ -135,6 +135,8 @@ def test_pages_show_demo_content(client, demo):
     assert "@misc{" in releases and demo.release.name in releases
     release = client.get(urls["release"]).content.decode()
     assert demo.release.content_hash in release and "@misc{" in release
+    assert f"url = {{http://testserver/releases/{demo.release.slug}/}}" in release
+    assert f"url = {{http://testserver/releases/{demo.release.slug}/}}" in releases
 
     model = client.get(urls["model"]).content.decode()
     assert "Reproducibility card" in model and "temperature=0.0" in model and "rcbhub-prompt-1" in model
@@ -211,6 +213,7 @@ def test_unknown_objects_give_the_404_page(client, demo, path):
     assert response.status_code == 404
     html = response.content.decode()
     assert "Not found" in html and 'class="site-header"' in html
+    assert "Resolver404" not in html and "Traceback" not in html
     assert "Content-Security-Policy" in response
 
 

@@ -198,3 +198,13 @@ def hidden_query_inputs(context: template.Context, *exclude: str) -> SafeString:
         for value in values
     ]
     return mark_safe("".join(parts))  # noqa: S308 - every name and value is escaped
+
+
+@register.filter
+def bibtex_with_url(citation: str, url: str) -> str:
+    """Add the release's permalink as the entry's last field (the selector's text has none)."""
+    text = (citation or "").rstrip()
+    if not url or not text.endswith("}") or "url = {" in text:
+        return text
+    body = text[:-1].rstrip()
+    return f"{body},\n  url = {{{url}}}\n}}"
