@@ -6,7 +6,9 @@ by their hash (``rcb-env:<sha12>``), built from wheels downloaded on the worker 
 with ``pip install --no-index``. Both are reused when their tag exists.
 
 A session's container has no network, memory/CPU/pids limits, a read-only root, a size-limited
-tmpfs at /tmp, no capabilities, ``no-new-privileges`` and runs as ``nobody``. Everything crosses
+tmpfs at /tmp, ``no-new-privileges`` and all capabilities dropped but the six the runner needs to
+give each run its own unprivileged uid (or none at all, as ``nobody``, with ``uid_per_run=False``:
+see DockerSandbox); the runs have no capability and never run as root. Everything crosses
 the Docker API only, so the engine may be on another host (``DOCKER_HOST``): the paper folder and
 ``warm.py`` go in with ``put_archive`` (into a tmpfs-backed volume at /rcb: a plain ``--tmpfs``
 mount is invisible to the archive API), run requests go to the runner's stdin through the attach
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from .base import Limits, PaperSpec, RunResult, Sandbox, SandboxSession, SandboxUnavailable
+from .bwrap import RUN_UID_BASE, RUNNER_CAPS
 
 __all__ = [
     "DockerSandbox",
@@ -349,7 +352,7 @@ def containers_cleanup(client, *, everything: bool = False) -> int:
 
 # --------------------------------------------------------------------------- sessions
 
-def _paper_archive(paper: PaperSpec, argv: list[str]) -> bytes:
+def _paper_archive(paper: PaperSpec, argv: list[str], *, work_uid: int) -> bytes:
     """warm.py, the paper (read-only to the runner: owned by root) and the runner's work folder.
 
     ``.go`` comes last: the container's first process waits for it, then runs the command line it
@@ -374,7 +377,7 @@ def _paper_archive(paper: PaperSpec, argv: list[str]) -> bytes:
         tar.add(str(Path(paper.folder).resolve()), arcname="paper", filter=owned_by_root)
         work = tarfile.TarInfo("work")
         work.type = tarfile.DIRTYPE
-        work.uid = work.gid = 65534
+        work.uid = work.gid = work_uid
         work.mode = 0o711  # runs cannot list each other's (randomly named) folders
         tar.addfile(work)
         command = "\n".join(argv).encode()
@@ -427,6 +430,8 @@ class DockerSession(SandboxSession):
         sandbox: DockerSandbox = self.sandbox  # type: ignore[assignment]
         self.container, self.volume = sandbox.box_take(self.image, work_mb=sandbox.work_mb(self.paper))
         argv = [PYTHON, f"{INSIDE}/warm.py", "--paper", f"{INSIDE}/paper", "--work", f"{INSIDE}/work"]
+        if sandbox.uid_per_run:
+            argv += ["--run-uid-base", str(RUN_UID_BASE)]
         if self.paper.fresh_process:
             argv += ["--fresh", "--python", PYTHON]
         preload = sandbox.options.get("preload")
@@ -439,7 +444,7 @@ class DockerSession(SandboxSession):
         ready_event = threading.Event()
         threading.Thread(target=self._read, args=(self.sock, ready_event), daemon=True, name="docker-warm").start()
         # the runner starts once this archive is in: its last member, .go, holds the command line
-        self.container.put_archive(INSIDE, _paper_archive(self.paper, argv))
+        self.container.put_archive(INSIDE, _paper_archive(self.paper, argv, work_uid=0 if sandbox.uid_per_run else 65534))
         if not ready_event.wait(READY_TIMEOUT) or self.ready is None:
             detail = self.stderr_tail.decode(errors="replace")[-2000:]
             self._destroy()
@@ -609,7 +614,16 @@ def _ulimits(limits: Limits):
 class DockerSandbox(Sandbox):
     """Options: ``parallel`` (runs at once per container; default the engine's CPUs),
     ``preload`` (extra modules), ``memory_mb`` (whole container; default per-run budget x parallel + 1 GiB),
-    ``requirements`` (used for papers without their own)."""
+    ``requirements`` (used for papers without their own), ``spare`` (start the next container
+    in advance; default on), ``uid_per_run`` (default on, see below).
+
+    With ``uid_per_run`` the warm runner is the container's root, holding only the six
+    capabilities it needs (setuid/setgid/chown/fowner/dac_override/kill, everything else dropped,
+    ``no-new-privileges``) to give each run its own uid (61000 + slot): runs cannot see, signal or
+    write each other's folders and whatever a run leaves behind is found by uid and killed. The
+    runs themselves have no capability at all. Without it the whole container is ``nobody`` with
+    no capability, and the runs of one paper that are going at the same time share that uid.
+    """
 
     name = "docker"
 
@@ -626,6 +640,7 @@ class DockerSandbox(Sandbox):
         self._images_lock = threading.Lock()
         #: one started, idle container per image, ready for the next paper (option spare=False: none)
         self.spare = bool(options.get("spare", True))
+        self.uid_per_run = bool(options.get("uid_per_run", True))
         self._spares: dict[str, tuple[Any, Any]] = {}
         self._spares_making: set[str] = set()
         self._spares_lock = threading.Lock()
@@ -658,7 +673,9 @@ class DockerSandbox(Sandbox):
                 ["/bin/sh", "-c", script],
                 name=f"rcb-{uuid.uuid4().hex[:12]}",
                 labels=labels,
-                user=USER,
+                # see DockerSandbox: the runner is root with six capabilities only so that every
+                # run gets its own uid; the runs themselves have no capability at all
+                user="0:0" if self.uid_per_run else USER,
                 working_dir=INSIDE,
                 environment=self.environment(),
                 network_mode="none",
@@ -666,6 +683,7 @@ class DockerSandbox(Sandbox):
                 tmpfs={"/tmp": f"rw,exec,nosuid,nodev,size={limits.tmpfs_mb}m,mode=1777"},
                 mounts=[Mount(target=INSIDE, source=volume.name, type="volume")],
                 cap_drop=["ALL"],
+                cap_add=[cap.removeprefix("CAP_") for cap in RUNNER_CAPS] if self.uid_per_run else None,
                 security_opt=["no-new-privileges"],
                 mem_limit=f"{self.container_memory_mb}m",
                 memswap_limit=f"{self.container_memory_mb}m",
