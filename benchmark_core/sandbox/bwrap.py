@@ -88,7 +88,9 @@ class BwrapSandbox(Sandbox):
         if problem:
             raise SandboxUnavailable(problem)
         self.binary = shutil.which("bwrap") or "bwrap"
-        self.python = python or sys.executable
+        python = python or sys.executable
+        # the runner starts elsewhere: a relative path or a bare name must not change meaning
+        self.python = os.path.abspath(python) if os.sep in python else (shutil.which(python) or python)
         self.info = _interpreter_paths(self.python)
         self.is_root = os.geteuid() == 0
 

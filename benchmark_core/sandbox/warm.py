@@ -91,10 +91,24 @@ def own_names(paper: str) -> set[str]:
     return own
 
 
-def scan_imports(paper: str) -> list[str]:
-    """Third-party top-level modules the paper's files import: not stdlib, not the paper's own."""
+#: standard modules every run needs (imported once: unittest alone costs tens of milliseconds)
+ALWAYS_PRELOAD = ("unittest", "unittest.mock", "runpy", "atexit", "threading", "json", "io", "traceback")
+#: standard modules whose import has visible effects (prints, windows): never imported ahead
+NEVER_PRELOAD = {"this", "antigravity", "turtle", "turtledemo", "tkinter", "idlelib", "__main__", "site",
+                 "pydoc", "webbrowser", "readline", "rlcompleter", "pdb"}
+
+
+def scan_imports(paper: str, *, stdlib: bool = False) -> list[str]:
+    """Top-level modules the paper's files import, never its own: third-party ones, or with
+    ``stdlib`` the standard library's (minus those whose import has side effects)."""
     own = own_names(paper)
-    stdlib = set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
+    std = set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
+    if stdlib:
+        return [m for m in _scan(paper) if m in std and m not in own and m not in NEVER_PRELOAD]
+    return [m for m in _scan(paper) if m not in std and m not in own and m != "__future__"]
+
+
+def _scan(paper: str) -> list[str]:
     found: list[str] = []
     for root, dirs, files in os.walk(paper):
         dirs[:] = sorted(d for d in dirs if d not in _IGNORED)
@@ -107,7 +121,7 @@ def scan_imports(paper: str) -> list[str]:
             except (SyntaxError, ValueError, OSError):
                 continue  # a broken file breaks its own runs; it must not stop the server
             for mod in _module_roots(tree):
-                if mod and mod not in own and mod not in stdlib and mod != "__future__" and mod not in found:
+                if mod and mod not in found:
                     found.append(mod)
     return found
 
@@ -596,8 +610,12 @@ class Server:
             self.slots.discard(run.slot)
         for sub in ("paper", "home"):
             self.discard(os.path.join(run.folder, sub))
+        # the run owned this folder: whatever it left under that name must not redirect our write
+        target = os.path.join(run.folder, "result.json")
+        self.discard(target)
         try:
-            with open(os.path.join(run.folder, "result.json"), "w", encoding="utf-8") as fh:
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump(result, fh)
         except OSError:
             pass
@@ -678,6 +696,9 @@ class Server:
             wanted = scan_imports(self.paper) + [m for m in ARGS_PRELOAD if m]
             wanted = list(dict.fromkeys(wanted))
             preloaded, failed = preload(wanted, self.paper)
+            # the standard library's modules are not reported: they are not what "warm" is about
+            preload([m for m in ALWAYS_PRELOAD + tuple(scan_imports(self.paper, stdlib=True))
+                     if m not in sys.modules], self.paper)
         # a preloaded module may have installed handlers; the server's own are set after
         self.send({"ready": True, "protocol": PROTOCOL, "preloaded": preloaded, "failed": failed,
                    "fresh": self.fresh, "uid_mode": self.uid_base is not None})

@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""Score one prediction set two ways, in one run, and print both wall times and their ratio.
+
+    python bench/score_speed.py PSET --python PY [--predictions F.jsonl | --reference | --blank]
+
+1. the published harness's way: a fresh ``PY paper2code_test.py`` per snippet, one after another,
+   no sandbox (the ``local`` backend with one worker);
+2. ours: the default backend (``auto``: docker, else bwrap), warm runner, all cores.
+
+It says whether the verdicts of the two ways are identical, estimates the floor (the tests' own
+work, run warm one at a time, divided by the cores), then measures the warm runner's per-run
+overhead on a NumPy paper and what re-scoring the same set costs with the verdict cache.
+Targets (issue 3): ours within 1.25x of the floor; >= 15x faster on import-bound papers; warm
+overhead < 50 ms; cached re-score < 5 % of the first scoring. Nothing here asserts: it measures.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmark_core.cache import VerdictCache  # noqa: E402
+from benchmark_core.predictions import parse_predictions  # noqa: E402
+from benchmark_core.problemset import load_problemset  # noqa: E402
+from benchmark_core.runner import Task, answer_code, reference_code, run_tasks  # noqa: E402
+from benchmark_core.sandbox.base import PaperSpec, SandboxUnavailable, get_sandbox  # noqa: E402
+
+NUMPY_PAPER_TEST = '''import unittest
+
+import numpy as np
+
+import tiny
+
+
+class TestTiny(unittest.TestCase):
+    def test_double(self):
+        self.assertEqual(tiny.double(np.arange(3)).tolist(), [0, 2, 4])
+
+
+if __name__ == "__main__":
+    unittest.main()
+'''
+NUMPY_PAPER_CODE = '''import numpy as np
+
+
+def double(x):
+    # <paper2code name="double">
+    return np.asarray(x) * 2
+    # </paper2code name="double">
+'''
+
+
+def build_tasks(pset, args) -> list[Task]:
+    if args.predictions:
+        predictions, problems = parse_predictions(Path(args.predictions).read_bytes(), pset)
+        for problem in problems[:10]:
+            print(f"{args.predictions}:{problem.line}: {problem.message} (skipped)", file=sys.stderr)
+        index = {(p.paper, p.file, p.snippet, p.sample): p for p in predictions}
+        samples = sorted({p.sample for p in predictions}) or [0]
+        tasks = []
+        for sample in samples:
+            for paper, snip in pset.snippets:
+                pred = index.get((paper.id, snip.file, snip.name, sample))
+                tasks.append(Task(paper, snip, answer_code(paper, snip, pred.completion) if pred else None, sample))
+        return tasks
+    if args.blank:
+        return [Task(paper, snip, ()) for paper, snip in pset.snippets]
+    return [Task(paper, snip, reference_code(paper, snip)) for paper, snip in pset.snippets]
+
+
+def timed(label: str, tasks, sandbox, **kw):
+    print(f"... {label}", flush=True)
+    started = time.monotonic()
+    runs = run_tasks(tasks, sandbox=sandbox, **kw)
+    return runs, time.monotonic() - started
+
+
+def verdicts(runs):
+    return [(r.paper, r.file, r.snippet, r.sample, r.passed) for r in runs]
+
+
+def warm_overhead(args, runs: int = 40) -> None:
+    """Mean wall time per run of a NumPy paper whose test does next to nothing, warm vs fresh."""
+    with tempfile.TemporaryDirectory(prefix="rcb-bench-") as tmp:
+        paper = Path(tmp) / "tiny"
+        paper.mkdir()
+        (paper / "tiny.py").write_text(NUMPY_PAPER_CODE)
+        (paper / "paper2code_test.py").write_text(NUMPY_PAPER_TEST)
+        spec = PaperSpec(id="tiny", folder=paper)
+        results = {}
+        for name in (args.backend, "local"):
+            sandbox = get_sandbox(name, python=args.python)
+            with sandbox.open(spec) as session:
+                session.run({}, timeout=60)  # the first run pays for nothing the others do not
+                times = []
+                for _ in range(runs if name != "local" else max(5, runs // 4)):
+                    started = time.monotonic()
+                    result = session.run({}, timeout=60)
+                    times.append(time.monotonic() - started)
+                    assert result.exit_code == 0, result.stderr
+            sandbox.close()
+            results[name] = (statistics.median(times), sandbox.describe())
+    warm_s, desc = results[args.backend]
+    fresh_s, _ = results["local"]
+    print(f"warm runner per-run overhead on a NumPy paper ({desc}): {warm_s * 1000:.1f} ms median "
+          f"(target < 50 ms); a fresh interpreter per run: {fresh_s * 1000:.1f} ms")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("pset", help="problem-set folder")
+    parser.add_argument("--python", default=sys.executable, help="interpreter with the papers' dependencies")
+    src = parser.add_mutually_exclusive_group()
+    src.add_argument("--predictions", help="predictions JSON lines (default: --reference)")
+    src.add_argument("--reference", action="store_true", help="score the original code")
+    src.add_argument("--blank", action="store_true", help="score empty completions")
+    parser.add_argument("--backend", default="auto", help="our backend (default: auto = docker, else bwrap)")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="our parallel runs (default: cores)")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per run")
+    parser.add_argument("--papers", help="comma-separated paper ids (default: all)")
+    parser.add_argument("--skip-published", action="store_true", help="do not time the published way")
+    parser.add_argument("--skip-extras", action="store_true", help="no overhead and cache measurements")
+    args = parser.parse_args(argv)
+    if os.sep in args.python:
+        args.python = os.path.abspath(args.python)  # the runs start in other folders
+
+    papers = [p.strip() for p in args.papers.split(",")] if args.papers else None
+    pset = load_problemset(args.pset, papers=papers)
+    tasks = build_tasks(pset, args)
+    print(f"{args.pset}: {len(pset.papers)} papers, {len(tasks)} runs; python {args.python}; "
+          f"{os.cpu_count()} cores")
+    try:
+        ours_sandbox = get_sandbox(args.backend, python=args.python)
+    except SandboxUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    args.backend = ours_sandbox.name
+
+    published = None
+    if not args.skip_published:
+        local = get_sandbox("local", python=args.python)
+        published, t_pub = timed("published way: fresh python paper2code_test.py per snippet, sequential",
+                                 tasks, local, workers=1, timeout=args.timeout)
+    ours, t_ours = timed(f"ours: {ours_sandbox.describe()}, warm runner, {args.workers} workers",
+                         tasks, ours_sandbox, workers=args.workers, timeout=args.timeout)
+    ours_sandbox.close()
+
+    print()
+    if published is not None:
+        print(f"published way: {t_pub:8.1f} s   ({sum(r.passed for r in published)}/{len(published)} passed)")
+    print(f"ours:          {t_ours:8.1f} s   ({sum(r.passed for r in ours)}/{len(ours)} passed)")
+    if published is not None:
+        print(f"speed-up:      {t_pub / t_ours:8.2f} x")
+        same = verdicts(published) == verdicts(ours)
+        print(f"verdicts identical: {'yes' if same else 'NO'}")
+        if not same:
+            for a, b in zip(published, ours):
+                if a.passed != b.passed:
+                    print(f"  differs: {a.paper}/{a.snippet} [sample {a.sample}] published={a.passed} "
+                          f"ours={b.passed} ({b.category}: {b.output_tail[-160:]!r})")
+    work = sum(r.seconds for r in ours)
+    floor = work / max(1, min(args.workers, os.cpu_count() or 1))
+    print(f"tests' own work, warm: {work:.1f} s of runs; floor on {args.workers} workers ~ {floor:.1f} s; "
+          f"ours / floor = {t_ours / floor if floor else float('nan'):.2f} (target <= 1.25)")
+
+    if args.skip_extras:
+        return 0
+    print()
+    warm_overhead(args)
+    with tempfile.TemporaryDirectory(prefix="rcb-cache-") as tmp:
+        cache_path = Path(tmp) / "verdicts.sqlite"
+        sandbox = get_sandbox(args.backend, python=args.python)
+        first, t_first = timed("scoring with an empty verdict cache", tasks, sandbox, workers=args.workers,
+                               timeout=args.timeout, cache=VerdictCache(cache_path))
+        second, t_second = timed("re-scoring the same set with the cache", tasks, sandbox, workers=args.workers,
+                                 timeout=args.timeout, cache=VerdictCache(cache_path))
+        sandbox.close()
+        hits = sum(1 for r in second if r.extra.get("cached"))
+        print(f"cache: first {t_first:.1f} s, re-score {t_second:.2f} s = {100 * t_second / t_first:.2f} % "
+              f"(target < 5 %); {hits}/{len(second)} runs from the cache "
+              f"(only papers whose reference run repeats identically are cached); "
+              f"verdicts identical: {'yes' if verdicts(first) == verdicts(second) else 'NO'}")
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
