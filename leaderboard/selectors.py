@@ -639,11 +639,13 @@ def leaderboard_rows(
         # missing snippets count as failed, so every row is over all the release's papers
         figures = {ev.id: {"papers": len(papers)} for ev in evaluations}
         tiers = _stored_tiers(release, with_paper, ranked_evs)
-        if tiers is None:  # stale: compute from the per-paper totals (one more query)
+        if tiers is None:
+            # stale (an evaluation was published, hidden or re-scored without a tiers refresh):
+            # the same method, vectorized, from the stored per-paper totals (one more query)
             stored = dict(Evaluation.objects.filter(id__in=[ev.id for ev in ranked_evs]).values_list("id", "paper_totals"))
-            tiers = scoring.significance_tiers(
+            _, tiers = _window_bootstrap(
                 {ev.model.key: {p: tuple(v) for p, v in (stored.get(ev.id) or {}).items()} for ev in ranked_evs},
-                n_boot=REQUEST_N_BOOT,
+                papers, {ev.model.key for ev in ranked_evs}, n_boot=WINDOW_N_BOOT,
             )
     else:
         if cutoff is None and date_from is None and date_to is None:

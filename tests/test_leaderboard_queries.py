@@ -122,3 +122,24 @@ def test_incomplete_and_baseline_rows_are_shown_unranked():
     assert partial.coverage < 100 and not partial.ranked and partial.tier is None
     assert rows["ref"].baseline == "reference" and not rows["ref"].ranked and rows["ref"].scaled_pass_rate == 100.0
     assert all(r.tier is not None for r in rows.values() if r.ranked)
+
+
+@pytest.mark.django_db
+def test_stale_tiers_are_recomputed_with_constant_queries():
+    few, many = _release_with_models(3), _release_with_models(30)
+    for release in (few, many):  # a publish/hide that does not refresh the stored tiers
+        ev = Evaluation.objects.filter(release=release).order_by("id").first()
+        ev.hidden = True
+        ev.save(update_fields=["hidden"])
+        release.refresh_from_db()
+    tables = {}
+
+    def call(release):
+        tables[release.pk] = selectors.leaderboard_rows(release=release)
+
+    assert _count(lambda: call(few)) == _count(lambda: call(many)) <= 5
+    for release in (few, many):
+        rows = tables[release.pk].rows
+        assert len(rows) == Evaluation.objects.filter(release=release, hidden=False).count()
+        tiers = [r.tier for r in rows]
+        assert all(t is not None for t in tiers) and tiers[0] == 1 and tiers == sorted(tiers)
