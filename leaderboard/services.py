@@ -39,6 +39,7 @@ PUBLISHED_RELEASE_SLUG = "v1-0-published"
 PUBLISHED_RELEASE_DATE = dt.date(2025, 6, 1)  # FORMAT.md: the public release of June 2025
 PUBLISHED_HARNESS = "researchcodebench-db3d16d9"
 STORED_N_BOOT = 1000
+SUMMARY_MAX_CHARS = 50_000
 IGNORED_PARTS = {"__pycache__", ".git", ".ipynb_checkpoints", ".venv", "node_modules", ".pytest_cache"}
 
 
@@ -502,6 +503,12 @@ def pset_import(*, path: str | Path, release_name: str | None = None, status: st
             fields = _paper_fields(meta)
             if meta.get("summary"):
                 fields["summary"] = str(meta["summary"])
+            elif paper.paper_text_file and paper.paper_text_file.endswith(".md"):
+                # a Markdown paper text is a summary written for the set (the demo's are); a .tex
+                # file is the paper itself and is not shown as a summary
+                text = paper.paper_text()
+                if len(text) <= SUMMARY_MAX_CHARS:
+                    fields["summary"] = text
             db_paper = Paper.objects.filter(paper_id=paper.id).first()
             if db_paper is None:
                 db_paper = Paper.objects.create(paper_id=paper.id, **fields)

@@ -150,6 +150,8 @@ def test_load_demo_scores_predictions_and_baselines(tmp_path):
     assert rows["baseline-empty"].scaled_pass_rate == 0.0 and not rows["baseline-empty"].ranked
     assert 0 < rows["demo-imperfect"].scaled_pass_rate < 100
     assert LLMModel.objects.get(key="demo-imperfect").display_name == "Demo Imperfect"
+    summary = (DEMO / "minp-sampling" / "paper2code_paper.md").read_text(encoding="utf-8")
+    assert selectors.paper_detail(release=release, paper_id="minp-sampling").paper.summary == summary
     # completions and test output are kept for the drill-down
     failed = SnippetResult.objects.filter(evaluation__model__key="demo-imperfect", passed=False).first()
     assert failed.completion and failed.output_tail and failed.category
