@@ -15,6 +15,7 @@ import os
 import secrets
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -731,12 +732,18 @@ def scoring_queue_reconcile(*, stale_after: float | None = None) -> dict[str, li
         if job.rq_job_id in in_queue:
             continue
         state, started = queue.rq_job_state(rq_job_id=job.rq_job_id)
-        if state in ("queued", "deferred", "scheduled") and job.rq_job_id not in in_queue:
-            state = "lost from the queue list"
-        elif state == "started" and started is not None and (now - started).total_seconds() < stale_after:
+        if state in ("queued", "deferred", "scheduled"):
+            # off the list but not started: a worker may be between taking it and marking it started
+            time.sleep(0.5)
+            state, started = queue.rq_job_state(rq_job_id=job.rq_job_id)
+            if state in ("queued", "deferred", "scheduled"):
+                if job.rq_job_id in queue.queued_rq_ids():
+                    continue
+                state = "lost from the queue list"
+        if state == "started" and started is not None and (now - started).total_seconds() < stale_after:
             continue  # a worker took it a moment ago and is about to claim it
-        elif job.enqueued_at and (now - job.enqueued_at).total_seconds() < 2 and state is None:
-            continue  # pushed after commit a moment from now
+        if state is None and job.enqueued_at and (now - job.enqueued_at).total_seconds() < 1:
+            continue  # committed a moment ago: its push after commit is on its way
         with transaction.atomic():
             if _job_requeue(job, expect=Q(status=Status.QUEUED), note=f"the queue had lost it ({state or 'unknown to Redis'})"):
                 report["reenqueued"].append(job.pk)

@@ -217,3 +217,25 @@ def test_a_job_that_raises_fails_the_submission_with_its_reason(user, workers, c
     assert api["status"] == "failed" and "not on this worker" in api["failure_reason"]
     page = client.get(f"/submissions/{submission.pk}/").content.decode()
     assert "not on this worker" in page and 'id="rerun"' in page
+
+
+def test_a_job_in_rqs_failed_registry_is_enqueued_again_by_reconcile(user, redis_server):
+    """RQ gave up on an attempt (abandoned or failed outside our code): the database still says queued."""
+    from rq.job import Job, JobStatus
+    from rq.registry import FailedJobRegistry
+
+    release = demo_release_create(papers=["rope", "lion"])
+    submission = _submit(user, release, papers=["rope", "lion"])
+    rope, lion = submission.jobs.get(paper__paper_id="rope"), submission.jobs.get(paper__paper_id="lion")
+    q = scoring_queue()
+    rq_job = Job.fetch(rope.rq_job_id, connection=q.connection)
+    q.remove(rq_job)
+    rq_job.set_status(JobStatus.FAILED)
+    FailedJobRegistry(queue=q).add(rq_job, exc_string="horse died")
+    report = services.scoring_queue_reconcile(stale_after=60)
+    assert report["reenqueued"] == [rope.pk]
+    rope.refresh_from_db()
+    lion_before = lion.rq_job_id
+    lion.refresh_from_db()
+    assert rope.attempt == 2 and rope.rq_job_id in q.get_job_ids() and lion.rq_job_id == lion_before
+    assert services.scoring_queue_reconcile(stale_after=60)["reenqueued"] == []  # nothing left to repair
