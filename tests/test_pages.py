@@ -395,3 +395,17 @@ def test_release_switcher_keeps_the_view(client, demo):
     assert '<input type="hidden" name="open_weights" value="1">' in form and 'name="release" value' not in form
     html = client.get(reverse("leaderboard:release_leaderboard", args=[demo.release.slug])).content.decode()
     assert f'action="{reverse("leaderboard:leaderboard")}" class="inline-release"' in html
+
+
+def test_pages_of_an_empty_draft_release(client):
+    from leaderboard.models import Release
+
+    Release.objects.create(name="Empty draft", slug="empty-draft", status=Release.DRAFT, is_default=True)
+    for path in ("/", "/leaderboard/", "/leaderboard/papers/", "/leaderboard/contamination-safe/", "/leaderboard/errors/",
+                 "/leaderboard/paper-ablation/", "/releases/", "/releases/empty-draft/", "/releases/empty-draft/leaderboard/",
+                 "/leaderboard/contamination-safe/?from=2024-01-01"):
+        response = client.get(path)
+        assert response.status_code == 200, path
+        html = response.content.decode()
+        assert "is a draft" in html or path == "/releases/", path
+    assert "No paper is left" in client.get("/leaderboard/contamination-safe/").content.decode()
