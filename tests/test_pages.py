@@ -177,7 +177,6 @@ def test_summary_is_sanitized(client, demo):
     )
     html = client.get(page_urls(demo)["paper"]).content.decode()
     summary = html.split('id="summary"', 1)[1].split("</div>", 1)[0]
-    assert "<script" not in summary and "alert('x')" not in summary.replace("&#x27;", "'").split("<script")[0] or True
     assert "<script" not in summary and "onerror" not in summary and "onclick" not in summary
     assert "javascript:" not in summary and "<iframe" not in summary and "<style" not in summary
     assert 'href="https://ok.example"' in summary and "Hello" in summary
@@ -384,8 +383,8 @@ def test_drilldown_diffs_the_inserted_code_not_the_prose(client, demo):
 
 def test_release_switcher_keeps_the_view(client, demo):
     html = client.get(reverse("leaderboard:leaderboard") + "?sort=model&dir=asc&open_weights=1").content.decode()
-    form = html.split('class="inline-release"', 1)
-    # one release only: no switcher; add a second and it appears with the current parameters
+    assert 'class="inline-release"' not in html  # one release only: no switcher
+    # add a second release and the switcher appears, carrying the current parameters
     from leaderboard.models import Release
 
     Release.objects.create(name="Other", slug="other", status=Release.DRAFT)

@@ -7,7 +7,6 @@ JavaScript), and opens a snippet drill-down.
 from __future__ import annotations
 
 import os
-import re
 import sys
 from pathlib import Path
 
