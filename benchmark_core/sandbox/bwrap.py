@@ -79,8 +79,6 @@ def bwrap_available() -> str | None:
 
 class BwrapSandbox(Sandbox):
     name = "bwrap"
-    #: runs report whether the test completed and how many cases ran (see runner.apply_proof)
-    provides_proof = True
 
     def __init__(self, *, python: str | None = None, limits: Limits | None = None, **options: Any):
         super().__init__(python=python, limits=limits, **options)

@@ -52,6 +52,9 @@ def test_probe_contained(probe, probe_session, probe_paper, host_state):
             pytest.fail(f"{module} is needed by this probe (requirements-dev.txt installs it)")
     run = run_probe(probe_session, probe_paper, probe.body, timeout=probe.timeout)
     output = run.stdout + "\n" + run.stderr
+    for module in probe.needs:
+        if f"No module named '{module}'" in output:
+            pytest.fail(f"{module} is missing inside the sandbox (the probe paper's requirements list it)")
     assert "ESCAPED" not in output, output[-3000:]
     assert not run.passed, f"{probe.name} passed:\n{output[-2000:]}"
     assert run.category in probe.categories, f"{probe.name}: category {run.category}\n{output[-2000:]}"
