@@ -33,7 +33,7 @@ document.addEventListener('securitypolicyviolation', function (e) {
 
 
 @pytest.fixture
-def site(tmp_path, settings):
+def site(tmp_path):
     from django.core.cache import cache
 
     cache.clear()
