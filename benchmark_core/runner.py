@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import weakref
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field, is_dataclass
@@ -153,6 +154,22 @@ _REFERENCE_LOCK = threading.Lock()
 _PAPER_LOCKS: dict[tuple[str, str], threading.Lock] = defaultdict(threading.Lock)
 
 
+_HASHES: dict[int, tuple["weakref.ref[Paper]", str]] = {}
+
+
+def _content_hash(paper: Paper) -> str:
+    """The paper folder's content hash, computed once per loaded paper (folders may hold big data files)."""
+    from .cache import paper_content_hash
+
+    known = _HASHES.get(id(paper))
+    if known is None or known[0]() is not paper:
+        key = id(paper)
+        ref = weakref.ref(paper, lambda _ref: _HASHES.pop(key, None))
+        known = (ref, paper_content_hash(paper.folder))
+        _HASHES[key] = known
+    return known[1]
+
+
 def environment_id(sandbox: Sandbox) -> str:
     return str(getattr(sandbox, "environment_id", None) or sandbox.describe())
 
@@ -174,9 +191,7 @@ def reference_run(session: SandboxSession, paper: Paper, *, timeout: float, runs
     Returns ``{"completed", "tests_run", "deterministic"}``; ``deterministic`` is None until two runs
     were compared.
     """
-    from .cache import paper_content_hash
-
-    key = (environment_id(session.sandbox), paper_content_hash(paper.folder))
+    key = (environment_id(session.sandbox), _content_hash(paper))
     with _PAPER_LOCKS[key]:
         with _REFERENCE_LOCK:
             known = _REFERENCE.get(key)
@@ -265,7 +280,7 @@ class _Sessions:
 
 def _cache_keys(tasks: list[Task], sandbox: Sandbox, timeout: float) -> tuple[list[str | None], dict[str, str]]:
     """Per task its verdict key (None for missing code), and per paper its (content, environment) key."""
-    from .cache import paper_content_hash, verdict_key
+    from .cache import verdict_key
 
     env = environment_id(sandbox)
     limits = asdict(sandbox.limits) if is_dataclass(sandbox.limits) else repr(sandbox.limits)
@@ -273,7 +288,7 @@ def _cache_keys(tasks: list[Task], sandbox: Sandbox, timeout: float) -> tuple[li
     keys: list[str | None] = []
     for task in tasks:
         if task.paper.id not in paper_keys:
-            paper_keys[task.paper.id] = verdict_key(HARNESS_VERSION, paper_content_hash(task.paper.folder), env)
+            paper_keys[task.paper.id] = verdict_key(HARNESS_VERSION, _content_hash(task.paper), env)
         if task.code is None:
             keys.append(None)
             continue
