@@ -862,22 +862,27 @@ def model_detail(*, key: str, release: Release | None = None) -> ModelDetail:
 
 def paper_detail(*, release: Release, paper_id: str) -> PaperDetail:
     """A paper of a release: metadata, snippet tree with each snippet's pass rate across public
-    model evaluations (baselines excluded). Raises Paper.DoesNotExist. Queries: 3."""
+    model evaluations (baselines excluded). Raises Paper.DoesNotExist. Queries: 3 (2 when cached)."""
     rp = _release_paper(release, paper_id)
     snippets = list(Snippet.objects.filter(release=release, paper=rp.paper).order_by("file", "position", "id"))
-    stats = {
-        r["snippet_id"]: r
-        for r in SnippetResult.objects.filter(
-            snippet__release=release,
-            snippet__paper=rp.paper,
-            evaluation__is_public=True,
-            evaluation__hidden=False,
-            evaluation__with_paper=True,
-            evaluation__model__baseline="",
+
+    def snippet_stats() -> dict[int, dict[str, Any]]:
+        rows = (
+            SnippetResult.objects.filter(
+                snippet__release=release,
+                snippet__paper=rp.paper,
+                evaluation__is_public=True,
+                evaluation__hidden=False,
+                evaluation__with_paper=True,
+                evaluation__model__baseline="",
+            )
+            .values("snippet_id")
+            .annotate(runs=Count("id"), passed=Sum(Cast("passed", IntegerField())))
         )
-        .values("snippet_id")
-        .annotate(runs=Count("id"), passed=Sum(Cast("passed", IntegerField())))
-    }
+        return {r["snippet_id"]: r for r in rows}
+
+    # the one aggregate over result rows a page needs: cached until the release changes
+    stats = cached(("snippet-stats", release_version(release), paper_id), snippet_stats)
     nodes = []
     for s in snippets:
         st = stats.get(s.id)
