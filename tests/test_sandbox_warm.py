@@ -150,3 +150,32 @@ def test_output_is_bounded(server):
     msg = ask(server(), solution("import sys\nsys.stdout.write('y' * 5_000_000)\nreturn x * 2"))
     assert msg["truncated"] is True
     assert len(msg["stdout"]) < 9000
+
+
+def test_import_time_output_is_replayed_like_a_fresh_run(tmp_path):
+    """A preloaded module that prints (or warns) at import: warm runs show it like fresh ones do."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "noisymod.py").write_text(
+        "import warnings\nprint('banner from noisymod')\nwarnings.warn('noisymod setup failed softly')\n")
+    paper = tmp_path / "paper"
+    shutil.copytree(PROBE, paper)
+    test = paper / "paper2code_test.py"
+    test.write_text("import noisymod\n" + test.read_text())
+    env = child_env(str(tmp_path), {"PYTHONPATH": str(site)})
+    answers = []
+    for extra in ([], ["--fresh"]):
+        argv = [sys.executable, str(WARM_SCRIPT), "--paper", str(paper), "--work", str(tmp_path / f"w{len(extra)}"),
+                *extra]
+        client = WarmClient(argv, env=env, ready_timeout=120)
+        try:
+            if not extra:
+                assert client.ready["preloaded"] == ["noisymod"]
+            answers.append(ask(client, {}))
+        finally:
+            client.close()
+    warm_run, fresh_run = answers
+    for msg in answers:
+        assert "banner from noisymod" in msg["stdout"]
+        assert "noisymod setup failed softly" in msg["stderr"]
+    assert warm_run["exit_code"] == fresh_run["exit_code"] == 0

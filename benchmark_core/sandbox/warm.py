@@ -311,6 +311,10 @@ def _child(run: "Run", server: "Server", fds: tuple[int, int, int]) -> None:
             except Exception:  # noqa: BLE001
                 pass
         sys.path[0] = paper_dir
+        # a fresh interpreter would print this while importing the preloaded modules
+        for fd, data in ((1, server.import_output[0]), (2, server.import_output[1])):
+            if data:
+                os.write(fd, data)
         _fresh_stdio()
         launch(script, proof)
     except BaseException:  # noqa: BLE001 - the child must never return into the server loop
@@ -348,6 +352,39 @@ class Bounded:
     def text(self) -> str:
         middle = f"\n... [{self.dropped} bytes omitted] ...\n".encode() if self.dropped else b""
         return bytes(self.head + middle + self.tail).decode("utf-8", errors="replace")
+
+
+class _Capture:
+    """Collect what fds 1 and 2 receive inside the block (at most 64 KiB each)."""
+
+    def __enter__(self) -> "_Capture":
+        import tempfile
+
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        self.files = [tempfile.TemporaryFile(), tempfile.TemporaryFile()]
+        self.saved = [os.dup(1), os.dup(2)]
+        os.dup2(self.files[0].fileno(), 1)
+        os.dup2(self.files[1].fileno(), 2)
+        self.output = (b"", b"")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os.dup2(self.saved[0], 1)
+        os.dup2(self.saved[1], 2)
+        for fd in self.saved:
+            os.close(fd)
+        data = []
+        for fh in self.files:
+            fh.seek(0)
+            data.append(fh.read(65536))
+            fh.close()
+        self.output = (data[0], data[1])
 
 
 class Run:
@@ -414,6 +451,7 @@ class Server:
         self.stdin_open = True
         self.out_fd = -1
         self.statuses: dict[int, int] = {}
+        self.import_output: tuple[bytes, bytes] = (b"", b"")
 
     # -- helpers
     def send(self, obj: dict) -> None:
@@ -695,10 +733,14 @@ class Server:
         else:
             wanted = scan_imports(self.paper) + [m for m in ARGS_PRELOAD if m]
             wanted = list(dict.fromkeys(wanted))
-            preloaded, failed = preload(wanted, self.paper)
-            # the standard library's modules are not reported: they are not what "warm" is about
-            preload([m for m in ALWAYS_PRELOAD + tuple(scan_imports(self.paper, stdlib=True))
-                     if m not in sys.modules], self.paper)
+            # what imports print (warnings, banners) a fresh run would print too: keep it to replay
+            with _Capture() as captured:
+                preloaded, failed = preload(wanted, self.paper)
+                # the standard library's modules are not reported: they are not what "warm" is about
+                preload([m for m in ALWAYS_PRELOAD + tuple(scan_imports(self.paper, stdlib=True))
+                         if m not in sys.modules], self.paper)
+            self.import_output = captured.output
+            os.write(2, self.import_output[1])
         # a preloaded module may have installed handlers; the server's own are set after
         self.send({"ready": True, "protocol": PROTOCOL, "preloaded": preloaded, "failed": failed,
                    "fresh": self.fresh, "uid_mode": self.uid_base is not None})
