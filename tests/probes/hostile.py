@@ -301,7 +301,7 @@ for _ in range(5):
     a = torch.tanh(a @ a)
 print("threads", torch.get_num_threads())
 return None
-""", "logic timeout", timeout=60.0, needs=("torch",)),
+""", "logic timeout crash", timeout=60.0, needs=("torch",)),  # crash: the pids limit stops its threads
     _p("read_stdin", """
 import sys
 data = sys.stdin.read()
