@@ -65,8 +65,6 @@ __all__ = [
 VIEWS = ("overall", "contamination_safe")
 #: below this many papers in a date window the figures are flagged as unreliable
 FEW_PAPERS = 5
-#: bootstrap resamples for figures computed at request time (stored ones use more)
-REQUEST_N_BOOT = 400
 #: resamples for date-window figures (vectorized, see _window_bootstrap)
 WINDOW_N_BOOT = 1000
 
@@ -762,23 +760,42 @@ def paper_ablation(*, release: Release) -> list[AblationRow]:
     """With-paper minus without-paper scaled pass rate (paired bootstrap over papers) per model having both."""
 
     def compute() -> list[AblationRow]:
-        with_ev = {ev.model_id: ev for ev in _latest_per_model(_public_evaluations(release, with_paper=True))}
-        without = {ev.model_id: ev for ev in _latest_per_model(_public_evaluations(release, with_paper=False))}
+        import numpy as np
+
+        with_ev = {ev.model_id: ev for ev in _latest_per_model(
+            _public_evaluations(release, with_paper=True, light=True, keep=("paper_totals",)))}
+        without = {ev.model_id: ev for ev in _latest_per_model(
+            _public_evaluations(release, with_paper=False, light=True, keep=("paper_totals",)))}
+        pairs = [(with_ev[m], without[m]) for m in set(with_ev) & set(without) if not with_ev[m].model.baseline]
+        papers = sorted({p for a, b in pairs for p in set(a.paper_totals or {}) & set(b.paper_totals or {})})
+        if not pairs or not papers:
+            return []
+        # paired: both prompt variants resampled with the same papers (as scoring.paired_bootstrap)
+        idx = np.random.default_rng(0).integers(0, len(papers), size=(WINDOW_N_BOOT, len(papers)))
+
+        def matrix(ev: Evaluation, column: int) -> np.ndarray:
+            totals = ev.paper_totals or {}
+            return np.array([totals[p][column] if p in totals else 0.0 for p in papers], dtype=float)
+
         rows = []
-        for model_id in set(with_ev) & set(without):
-            a, b = with_ev[model_id], without[model_id]
-            if a.model.baseline:
-                continue
-            diff, lo, hi = scoring.paired_bootstrap(_totals(a), _totals(b), n_boot=REQUEST_N_BOOT)
+        for a, b in pairs:
+            rates = []
+            for ev in (a, b):
+                num, den = matrix(ev, 0), matrix(ev, 1)
+                boot_den = den[idx].sum(axis=1)
+                rates.append(np.where(boot_den > 0, 100.0 * num[idx].sum(axis=1) / np.maximum(boot_den, 1e-12), 0.0))
+            lo, hi = np.percentile(rates[0] - rates[1], [2.5, 97.5])
+            point_a = _rate(sum(matrix(a, 0)), sum(matrix(a, 1))) or 0.0
+            point_b = _rate(sum(matrix(b, 0)), sum(matrix(b, 1))) or 0.0
             rows.append(
                 AblationRow(
                     model_key=a.model.key,
                     name=a.model.display_name,
                     with_paper=a.scaled_pass_rate or 0.0,
                     without_paper=b.scaled_pass_rate or 0.0,
-                    diff=diff,
-                    ci_low=lo,
-                    ci_high=hi,
+                    diff=point_a - point_b,
+                    ci_low=float(lo),
+                    ci_high=float(hi),
                 )
             )
         return sorted(rows, key=lambda r: (-r.diff, r.name.lower()))

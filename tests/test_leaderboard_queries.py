@@ -17,7 +17,8 @@ N_PAPERS = 6
 
 
 def _release_with_models(n_models: int, *, hidden_extra: int = 0) -> Release:
-    """A release of N_PAPERS papers with 4 snippets each and n_models scored public models."""
+    """A release of N_PAPERS papers with 4 snippets each and n_models scored public models; every
+    second model also has a without-paper evaluation (a little worse)."""
     rng = random.Random(n_models)
     release = Release.objects.create(name=f"q{n_models}", slug=f"q{n_models}", status=Release.PUBLISHED)
     snippets = []
@@ -40,6 +41,13 @@ def _release_with_models(n_models: int, *, hidden_extra: int = 0) -> Release:
             SnippetResult(evaluation=ev, snippet=s, passed=rng.random() < skill, category="logic") for s in snippets
         )
         evaluation_aggregates_refresh(evaluation=ev, n_boot=50, refresh_release=False)
+        if m % 2 == 0 and m < n_models:
+            bare = Evaluation.objects.create(model=model, release=release, is_public=True, with_paper=False)
+            SnippetResult.objects.bulk_create(
+                SnippetResult(evaluation=bare, snippet=s, passed=r.passed and rng.random() < 0.7, category="logic")
+                for s, r in zip(snippets, SnippetResult.objects.filter(evaluation=ev).order_by("snippet_id"))
+            )
+            evaluation_aggregates_refresh(evaluation=bare, n_boot=50, refresh_release=False)
     release_tiers_refresh(release=release, n_boot=50)
     release.refresh_from_db()
     return release
@@ -108,7 +116,7 @@ def test_stored_tiers_are_used_and_hidden_models_leave_the_table():
 @pytest.mark.django_db
 def test_incomplete_and_baseline_rows_are_shown_unranked():
     release = _release_with_models(4)
-    ev = Evaluation.objects.filter(release=release).first()
+    ev = Evaluation.objects.filter(release=release, with_paper=True).first()
     SnippetResult.objects.filter(evaluation=ev, snippet__paper__paper_id="qp0").delete()
     evaluation_aggregates_refresh(evaluation=ev, n_boot=50)
     baseline = LLMModel.objects.create(key="ref", display_name="Reference", baseline=LLMModel.REFERENCE)
@@ -128,7 +136,7 @@ def test_incomplete_and_baseline_rows_are_shown_unranked():
 def test_stale_tiers_are_recomputed_with_constant_queries():
     few, many = _release_with_models(3), _release_with_models(30)
     for release in (few, many):  # a publish/hide that does not refresh the stored tiers
-        ev = Evaluation.objects.filter(release=release).order_by("id").first()
+        ev = Evaluation.objects.filter(release=release, with_paper=True).order_by("id").first()
         ev.hidden = True
         ev.save(update_fields=["hidden"])
         release.refresh_from_db()
@@ -140,6 +148,19 @@ def test_stale_tiers_are_recomputed_with_constant_queries():
     assert _count(lambda: call(few)) == _count(lambda: call(many)) <= 5
     for release in (few, many):
         rows = tables[release.pk].rows
-        assert len(rows) == Evaluation.objects.filter(release=release, hidden=False).count()
+        assert len(rows) == Evaluation.objects.filter(release=release, hidden=False, with_paper=True).count()
         tiers = [r.tier for r in rows]
         assert all(t is not None for t in tiers) and tiers[0] == 1 and tiers == sorted(tiers)
+
+
+@pytest.mark.django_db
+def test_paper_ablation_pairs_the_two_prompt_variants():
+    release = _release_with_models(6)
+    rows = selectors.paper_ablation(release=release)
+    assert {r.model_key for r in rows} == {"m6-0", "m6-2", "m6-4"}
+    for r in rows:
+        with_ev = Evaluation.objects.get(model__key=r.model_key, with_paper=True)
+        without = Evaluation.objects.get(model__key=r.model_key, with_paper=False)
+        assert r.diff == pytest.approx(with_ev.scaled_pass_rate - without.scaled_pass_rate)
+        assert r.diff >= 0  # the bare variant only loses passes here
+        assert r.ci_low <= r.diff <= r.ci_high
