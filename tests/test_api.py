@@ -151,3 +151,21 @@ def test_cached_response_goes_stale_on_write(published, api):
     assert "O3 renamed" not in {r["name"] for r in first["rows"]}
     o3.display_name = "O3 (High)"
     o3.save()
+
+
+def test_csv_cells_cannot_become_formulas():
+    from leaderboard.csv import csv_text
+
+    text = csv_text(["name", "rate", "diff"], [["=HYPERLINK(\"http://x\")", 12.5, -3.25], ["@cmd", None, True]])
+    rows = list(csv.reader(io.StringIO(text)))
+    assert rows[1] == ["'=HYPERLINK(\"http://x\")", "12.5000", "-3.2500"]  # numbers stay numbers
+    assert rows[2] == ["'@cmd", "", "yes"]
+
+
+@pytest.mark.django_db
+def test_import_command_reports_the_check(published, capsys):
+    from django.core.management import call_command
+
+    call_command("import_published", str(STATS))
+    out = capsys.readouterr().out
+    assert "20 papers, 212 snippets, 32 models" in out and "match the file's overall_scores" in out
