@@ -125,7 +125,7 @@ def test_container_is_configured_locked_down(sandbox, session):
     assert "no-new-privileges" in host["SecurityOpt"]
     assert host["Memory"] == sandbox.container_memory_mb * 1024 * 1024
     assert host["MemorySwap"] == host["Memory"]
-    assert 0 < host["PidsLimit"] <= sandbox.limits.pids + 64
+    assert 0 < host["PidsLimit"] <= sandbox.limits.pids * sandbox.parallel + 64
     assert host["NanoCpus"] > 0
     assert "size=64m" in host["Tmpfs"]["/tmp"]
     assert attrs["Config"]["User"] == "0:0"

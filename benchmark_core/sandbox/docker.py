@@ -22,6 +22,7 @@ import io
 import json
 import os
 import platform
+import random
 import socket
 import subprocess
 import sys
@@ -431,7 +432,7 @@ class DockerSession(SandboxSession):
         self.container, self.volume = sandbox.box_take(self.image, work_mb=sandbox.work_mb(self.paper))
         argv = [PYTHON, f"{INSIDE}/warm.py", "--paper", f"{INSIDE}/paper", "--work", f"{INSIDE}/work"]
         if sandbox.uid_per_run:
-            argv += ["--run-uid-base", str(RUN_UID_BASE)]
+            argv += ["--run-uid-base", str(_run_uid_base())]
         if self.paper.fresh_process:
             argv += ["--fresh", "--python", PYTHON]
         preload = sandbox.options.get("preload")
@@ -578,6 +579,16 @@ class DockerSession(SandboxSession):
             self._destroy()
 
 
+def _run_uid_base() -> int:
+    """A uid range of its own for each container's runs.
+
+    Containers share the host's uids (no user namespace), and the kernel counts RLIMIT_NPROC per
+    uid across all of them: with one fixed base, runs of two papers (or a bwrap session on the
+    same host) would eat each other's process budget.
+    """
+    return RUN_UID_BASE + 1000 * random.SystemRandom().randrange(1, 2_000_000)
+
+
 def _oom_killed(container) -> bool:
     try:
         container.reload()
@@ -687,7 +698,8 @@ class DockerSandbox(Sandbox):
                 security_opt=["no-new-privileges"],
                 mem_limit=f"{self.container_memory_mb}m",
                 memswap_limit=f"{self.container_memory_mb}m",
-                pids_limit=limits.pids + 64,
+                # each run has its own budget of `pids` (RLIMIT_NPROC of its uid); the runner needs a few
+                pids_limit=limits.pids * self.parallel + 64,
                 nano_cpus=int(self.cpus * 1e9),
                 ulimits=_ulimits(limits),
                 stdin_open=True,
