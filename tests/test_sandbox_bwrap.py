@@ -10,9 +10,7 @@ import psutil
 import pytest
 
 from benchmark_core import cli
-from benchmark_core.predictions import parse_predictions
 from benchmark_core.problemset import load_problemset
-from benchmark_core.runner import Task, answer_code, reference_code, run_tasks
 from benchmark_core.sandbox.auto import default_backend
 from benchmark_core.sandbox.base import Limits, PaperSpec, get_sandbox
 from benchmark_core.sandbox.bwrap import BwrapSandbox, bwrap_available
@@ -48,42 +46,6 @@ def test_demo_reference_is_100_and_blank_is_0(tmp_path, bwrap):
     assert all(s["extra"]["proof"] is True for s in ref["snippets"])
     blank = _score([str(DEMO), "--blank", "--backend", "bwrap"], tmp_path)
     assert blank["summary"]["scaled_pass_rate"] == 0.0
-
-
-def _verdicts(runs):
-    return [(r.paper, r.snippet, r.sample, r.passed, r.category) for r in runs]
-
-
-@pytest.mark.slow
-def test_verdicts_equal_a_fresh_process(bwrap):
-    """Warm, sandboxed runs judge the demo's imperfect predictions exactly like `python paper2code_test.py`."""
-    pset = load_problemset(DEMO)
-    predictions, problems = parse_predictions((DEMO / "predictions" / "demo-imperfect.jsonl").read_bytes(), pset)
-    assert not problems
-    index = {(p.paper, p.file, p.snippet): p for p in predictions}
-    tasks = []
-    for paper, snip in pset.snippets:
-        pred = index.get((paper.id, snip.file, snip.name))
-        tasks.append(Task(paper, snip, answer_code(paper, snip, pred.completion) if pred else None))
-    local = get_sandbox("local")
-    fresh = run_tasks(tasks, sandbox=local, workers=2, timeout=20)
-    warm = run_tasks(tasks, sandbox=bwrap, workers=2, timeout=20)
-    assert _verdicts(warm) == _verdicts(fresh)
-    assert 0 < sum(r.passed for r in warm) < len(warm)
-
-
-@pytest.mark.slow
-def test_torch_problem_set(tmp_path, bwrap):
-    pset = load_problemset(TORCH_PSET)
-    ref = run_tasks([Task(p, s, reference_code(p, s)) for p, s in pset.snippets], sandbox=bwrap, timeout=300)
-    assert all(r.passed for r in ref), [r.output_tail for r in ref if not r.passed]
-    blank = run_tasks([Task(p, s, ()) for p, s in pset.snippets], sandbox=bwrap, timeout=300)
-    assert not any(r.passed for r in blank)
-    # the warm runner imported torch once, before forking
-    paper = pset.paper("dyt")
-    with bwrap.open(PaperSpec.from_paper(paper)) as session:
-        assert "torch" in session.ready["preloaded"]
-        assert "dyt" not in session.ready["preloaded"] and "dyt_ref" not in session.ready["preloaded"]
 
 
 def test_run_is_thread_safe(bwrap):

@@ -1,0 +1,57 @@
+"""Verdicts of every isolating backend equal a fresh process's, on the NumPy demo and on a torch set."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmark_core.predictions import parse_predictions
+from benchmark_core.problemset import load_problemset
+from benchmark_core.runner import Task, answer_code, reference_code, run_tasks
+from benchmark_core.sandbox.base import PaperSpec, get_sandbox
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "demo"
+TORCH_PSET = ROOT / "tests" / "data" / "torch_pset"
+
+
+def _verdicts(runs):
+    return [(r.paper, r.snippet, r.sample, r.passed, r.category) for r in runs]
+
+
+@pytest.mark.slow
+def test_verdicts_equal_a_fresh_process(sandbox_backend_name):
+    """Warm, sandboxed runs judge the demo's imperfect predictions exactly like `python paper2code_test.py`."""
+    pset = load_problemset(DEMO)
+    predictions, problems = parse_predictions((DEMO / "predictions" / "demo-imperfect.jsonl").read_bytes(), pset)
+    assert not problems
+    index = {(p.paper, p.file, p.snippet): p for p in predictions}
+    tasks = []
+    for paper, snip in pset.snippets:
+        pred = index.get((paper.id, snip.file, snip.name))
+        tasks.append(Task(paper, snip, answer_code(paper, snip, pred.completion) if pred else None))
+    local = get_sandbox("local")
+    fresh = run_tasks(tasks, sandbox=local, workers=2, timeout=20)
+    sandbox = get_sandbox(sandbox_backend_name)
+    try:
+        warm = run_tasks(tasks, sandbox=sandbox, workers=2, timeout=20)
+    finally:
+        sandbox.close()
+    assert _verdicts(warm) == _verdicts(fresh)
+    assert 0 < sum(r.passed for r in warm) < len(warm)
+
+
+@pytest.mark.slow
+def test_torch_problem_set(sandbox_backend_name):
+    pset = load_problemset(TORCH_PSET)
+    sandbox = get_sandbox(sandbox_backend_name)
+    ref = run_tasks([Task(p, s, reference_code(p, s)) for p, s in pset.snippets], sandbox=sandbox, timeout=300)
+    assert all(r.passed for r in ref), [r.output_tail for r in ref if not r.passed]
+    blank = run_tasks([Task(p, s, ()) for p, s in pset.snippets], sandbox=sandbox, timeout=300)
+    assert not any(r.passed for r in blank)
+    # the warm runner imported torch once, before forking
+    paper = pset.paper("dyt")
+    with sandbox.open(PaperSpec.from_paper(paper)) as session:
+        assert "torch" in session.ready["preloaded"]
+        assert "dyt" not in session.ready["preloaded"] and "dyt_ref" not in session.ready["preloaded"]
+    sandbox.close()
