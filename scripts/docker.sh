@@ -93,7 +93,10 @@ docker_images_build() {
   py="${PY:-$root/.venv/bin/python}"
   [ -x "$py" ] || py=python3
   local sets=("$root/demo")
-  [ -d "$root/tests/data/torch_pset" ] && sets+=("$root/tests/data/torch_pset")
+  local extra
+  for extra in "$root/tests/data/torch_pset" "$root/tests/probes/pset"; do
+    [ -f "$extra/papers.yaml" ] && sets+=("$extra")
+  done
   _docker_log "building sandbox images (reused when present)"
   local started=$SECONDS
   (cd "$root" && "$py" -m benchmark_core.sandbox.docker build "${sets[@]}") || return 1
