@@ -24,10 +24,11 @@ def published(django_db_setup, django_db_blocker):
     with django_db_blocker.unblock():
         result = published_import(path=STATS)
     yield result
-    with django_db_blocker.unblock():
-        Release.objects.all().delete()
-        LLMModel.objects.all().delete()
-        Paper.objects.all().delete()
+    with django_db_blocker.unblock():  # remove exactly what the import made
+        data = json.loads(STATS.read_text(encoding="utf-8"))
+        Release.objects.filter(pk=result.release.pk).delete()
+        LLMModel.objects.filter(key__in=list(data["overall_scores"])).delete()
+        Paper.objects.filter(paper_id__in=list(data["results"])).delete()
 
 
 def _expected() -> dict:
