@@ -353,12 +353,8 @@ def containers_cleanup(client, *, everything: bool = False) -> int:
 
 # --------------------------------------------------------------------------- sessions
 
-def _paper_archive(paper: PaperSpec, argv: list[str], *, work_uid: int) -> bytes:
-    """warm.py, the paper (read-only to the runner: owned by root) and the runner's work folder.
-
-    ``.go`` comes last: the container's first process waits for it, then runs the command line it
-    holds (one argument per line), so one generic container can serve any paper.
-    """
+def _paper_archive(paper: PaperSpec, *, work_uid: int) -> bytes:
+    """warm.py, the paper (read-only to the runner: owned by root) and the runner's work folder."""
     skip = {"__pycache__", ".git", ".ipynb_checkpoints"}
 
     def owned_by_root(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
@@ -381,11 +377,6 @@ def _paper_archive(paper: PaperSpec, argv: list[str], *, work_uid: int) -> bytes
         work.uid = work.gid = work_uid
         work.mode = 0o711  # runs cannot list each other's (randomly named) folders
         tar.addfile(work)
-        command = "\n".join(argv).encode()
-        go = tarfile.TarInfo(".go")
-        go.size = len(command)
-        go.mode = 0o644
-        tar.addfile(go, io.BytesIO(command))
     return buf.getvalue()
 
 
@@ -444,8 +435,11 @@ class DockerSession(SandboxSession):
         self.stderr_tail = bytearray()
         ready_event = threading.Event()
         threading.Thread(target=self._read, args=(self.sock, ready_event), daemon=True, name="docker-warm").start()
-        # the runner starts once this archive is in: its last member, .go, holds the command line
-        self.container.put_archive(INSIDE, _paper_archive(self.paper, argv, work_uid=0 if sandbox.uid_per_run else 65534))
+        self.container.put_archive(INSIDE, _paper_archive(self.paper, work_uid=0 if sandbox.uid_per_run else 65534))
+        # the files are in: the waiting shell reads this line and becomes the runner
+        if not self._send_line("\t".join(argv)):
+            self._destroy()
+            raise SandboxUnavailable("cannot reach the container's stdin through the attach socket")
         if not ready_event.wait(READY_TIMEOUT) or self.ready is None:
             detail = self.stderr_tail.decode(errors="replace")[-2000:]
             self._destroy()
@@ -506,7 +500,10 @@ class DockerSession(SandboxSession):
 
     # -- runs
     def _send(self, payload: dict[str, Any]) -> bool:
-        data = (json.dumps(payload) + "\n").encode()
+        return self._send_line(json.dumps(payload))
+
+    def _send_line(self, line: str) -> bool:
+        data = (line + "\n").encode()
         try:
             with self.write_lock:
                 raw = getattr(self.sock, "_sock", self.sock)
@@ -667,7 +664,12 @@ class DockerSandbox(Sandbox):
         return self.limits.tmpfs_mb + max(SPARE_PAPER_MB, _folder_mb(Path(paper.folder)) * (self.parallel + 2))
 
     def box_create(self, image: str, *, work_mb: int):
-        """A started container (and its /rcb volume) waiting for a paper: nothing runs until .go arrives."""
+        """A started container (and its /rcb volume) waiting for a paper.
+
+        Its first process is a shell blocked reading one line from stdin: the runner's command
+        line (tab-separated), sent once the paper is in place; then it ``exec``s it, so the runner
+        inherits the attached stdin/stdout. One generic container can so serve any paper.
+        """
         from docker.types import Mount  # noqa: PLC0415
 
         client, limits = self.client, self.limits
@@ -677,7 +679,8 @@ class DockerSandbox(Sandbox):
             name=f"rcb-{uuid.uuid4().hex[:16]}", driver="local", labels=labels,
             driver_opts={"type": "tmpfs", "device": "tmpfs", "o": f"size={work_mb}m,mode=0755,nosuid,nodev"},
         )
-        script = f"while [ ! -e {INSIDE}/.go ]; do sleep 0.05; done; set -f; IFS='\n'; exec $(cat {INSIDE}/.go)"
+        # dash's `read` takes stdin byte by byte: nothing after the newline (the first request) is lost
+        script = "IFS= read -r command || exit 1; set -f; IFS='\t'; exec $command"
         try:
             container = client.containers.create(
                 image,
