@@ -100,6 +100,15 @@ class VerdictCache:
             row = self._db.execute("SELECT deterministic FROM paper_env WHERE key = ?", (paper_env,)).fetchone()
         return None if row is None else bool(row[0])
 
+    def paper_detail(self, paper_env: str) -> dict[str, Any] | None:
+        """What the determinism check recorded (the reference run's completion and case count)."""
+        with self._lock:
+            row = self._db.execute("SELECT detail FROM paper_env WHERE key = ?", (paper_env,)).fetchone()
+        try:
+            return json.loads(row[0]) if row and row[0] else None
+        except ValueError:
+            return None
+
     def set_deterministic(self, paper_env: str, value: bool, detail: str = "") -> None:
         with self._lock, self._db:
             self._db.execute(
