@@ -125,8 +125,13 @@ def requirements_check(requirements: list[str], *, settings: CheckSettings,
             names = [f"{p['metadata']['name']}=={p['metadata']['version']}" for p in planned]
         except (OSError, ValueError, KeyError, TypeError):
             names = []
-        summary = f"installable ({method})" + ("; already satisfied" if not names else f"; would add {len(names)} package(s)")
-        return _check("requirements", OK, summary, reqs + ([f"would install: {', '.join(names)}"] if names else []))
+        if not names:
+            return _check("requirements", OK, f"already installed in the sandbox's interpreter ({method})", reqs)
+        # bwrap and local run the host's interpreter: what pip would add is not there until an operator adds it
+        return _check("requirements", OK,
+                      f"installable ({method}), but the sandbox's interpreter lacks {len(names)} package(s): "
+                      "an operator must install them (the docker backend builds them into an image)",
+                      reqs + [f"would install: {', '.join(names)}"])
 
 
 def _blank_code(paper: Paper, snip) -> tuple[str, ...]:
@@ -165,11 +170,14 @@ def checks_run(
         ]
     if paper is not None and requirements is None:
         requirements = paper.requirements
-    checks.append(requirements_check(requirements or [], settings=settings, image_builder=image_builder))
+    req_check = requirements_check(requirements or [], settings=settings, image_builder=image_builder)
+    checks.append(req_check)
 
-    if problems or paper is None:
+    if problems or paper is None or req_check["status"] != OK:
+        # without valid tags there is nothing to run; without the requirements the runs prove nothing
+        why = "needs valid tags first" if problems or paper is None else "needs installable requirements first"
         for key in ("reference", "repeatable", "blanked", "runtime"):
-            checks.append(_check(key, SKIPPED, "needs valid tags first"))
+            checks.append(_check(key, SKIPPED, why))
         return _finish(report, started)
 
     snippets = paper.snippets

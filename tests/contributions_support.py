@@ -70,6 +70,9 @@ def sandbox_settings() -> dict:
     """bwrap when its backend is there and works; else 'local', allowed explicitly for the tests only."""
     from benchmark_core.sandbox.base import SandboxUnavailable, get_sandbox
 
+    chosen = os.environ.get("RCB_TEST_CONTRIB_BACKEND")  # e.g. docker or auto, to check those backends too
+    if chosen:
+        return {"RCB_SANDBOX_BACKEND": chosen}
     try:
         get_sandbox("bwrap").close()
         return {"RCB_SANDBOX_BACKEND": "bwrap"}
