@@ -115,3 +115,19 @@ def test_others_cannot_see_a_contribution(client, contributor):
     assert client.get(reverse("contributions:detail", args=[contribution.pk])).status_code == 404
     assert client.get(reverse("contributions:review", args=[contribution.pk])).status_code == 403
     assert client.get(reverse("contributions:queue")).status_code == 403
+
+
+def test_paper_id_already_in_the_benchmark_or_in_review_is_refused(client, contributor, settings, tmp_path):
+    from leaderboard.models import Paper
+
+    settings.MEDIA_ROOT = tmp_path / "media"
+    Paper.objects.create(paper_id="DyT", title="Transformers without Normalization")
+    response = client.post(reverse("contributions:new"),
+                           {**FORM, "paper_id": "dyt", "archive": SimpleUploadedFile("p.zip", with_good())})
+    assert response.status_code == 400
+    assert "a paper with this id is already in the benchmark" in response.content.decode()
+    PaperContribution.objects.create(contributor=contributor, paper_id="taken", title="T")
+    response = client.post(reverse("contributions:new"),
+                           {**FORM, "paper_id": "taken", "archive": SimpleUploadedFile("p.zip", with_good())})
+    assert "another contribution already uses this id" in response.content.decode()
+    assert PaperContribution.objects.count() == 1

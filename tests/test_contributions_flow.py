@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import io
 import re
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -193,7 +194,11 @@ def test_unclosed_tag_and_wrong_file_are_reported_line_by_line(env, client, peop
     client.force_login(contributor)
     broken = "def f(x):\n    # <paper2code name=\"body\">\n    return x\n"
     data = zip_files({"mod.py": broken, "paper2code_test.py": "import mod\n"})
-    response = upload(client, data, paper_id="broken", title="Broken", annotated_files="mod.py\nmissing.py")
+    buf = io.BytesIO(data)
+    with zipfile.ZipFile(buf, "a") as zf:
+        zf.writestr("paper/latin.py", '# <paper2code name="caf\xe9">\nx = 1\n# </paper2code name="caf\xe9">\n'.encode("latin-1"))
+    data = buf.getvalue()
+    response = upload(client, data, paper_id="broken", title="Broken", annotated_files="mod.py\nmissing.py\nlatin.py")
     assert response.status_code == 302
     assert run_worker() == 0
     contribution = PaperContribution.objects.get()
@@ -202,6 +207,7 @@ def test_unclosed_tag_and_wrong_file_are_reported_line_by_line(env, client, peop
     details = "\n".join(checks["tags"]["details"])
     assert 'mod.py:2: tag "body" is never closed' in details
     assert "missing.py does not exist" in details
+    assert "latin.py:1: not UTF-8 text" in details
     assert checks["reference"]["status"] == "skipped"
     assert contribution.status == PaperContribution.CHANGES_REQUESTED
 
