@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -32,7 +33,9 @@ __all__ = ["BwrapSandbox", "BwrapSession", "WARM_SCRIPT", "bwrap_available"]
 
 WARM_SCRIPT = Path(__file__).with_name("warm.py")
 INSIDE = "/rcb"
-RUN_UID_BASE = 61000
+# each session's runs get uids BASE+slot with a random BASE: two sandboxes never share a uid,
+# so a fork bomb in one cannot use up the other's process limit (RLIMIT_NPROC counts per uid)
+RUN_UID_MIN, RUN_UID_BLOCKS, RUN_UID_BLOCK = 100_000, 4_000_000, 1000
 #: files of /etc a Python program may reasonably read; the rest of /etc stays out
 ETC_FILES = (
     "passwd", "group", "hosts", "nsswitch.conf", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime",
@@ -144,7 +147,8 @@ class BwrapSandbox(Sandbox):
             self.python, f"{INSIDE}/warm.py", "--paper", f"{INSIDE}/paper", "--work", f"{INSIDE}/work",
         ]
         if self.is_root:
-            args += ["--run-uid-base", str(RUN_UID_BASE)]
+            base = RUN_UID_MIN + secrets.randbelow(RUN_UID_BLOCKS) * RUN_UID_BLOCK
+            args += ["--run-uid-base", str(base)]
         if paper.fresh_process:
             args += ["--fresh", "--python", self.python]
         preload = self.options.get("preload")

@@ -297,6 +297,10 @@ def _child(run: "Run", server: "Server", fds: tuple[int, int, int]) -> None:
         home = os.path.join(run.folder, "home")
         os.environ["HOME"] = home
         os.environ["TMPDIR"] = home
+        if run.uid is not None:
+            # the run's uid has no passwd entry: getpass.getuser() and friends read these first
+            os.environ.setdefault("USER", "rcb")
+            os.environ.setdefault("LOGNAME", "rcb")
         script = os.path.join(paper_dir, server.test_script)
         if server.fresh:
             os.set_inheritable(proof, True)
@@ -648,6 +652,15 @@ class Server:
             self.slots.discard(run.slot)
         for sub in ("paper", "home"):
             self.discard(os.path.join(run.folder, sub))
+        if run.uid is not None:
+            # what the run left in the shared /tmp would leak into the next run with its uid
+            try:
+                with os.scandir("/tmp") as entries:
+                    for entry in entries:
+                        if entry.stat(follow_symlinks=False).st_uid == run.uid:
+                            self.discard(entry.path)
+            except OSError:
+                pass
         # the run owned this folder: whatever it left under that name must not redirect our write
         target = os.path.join(run.folder, "result.json")
         self.discard(target)
