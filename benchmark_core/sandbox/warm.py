@@ -207,9 +207,13 @@ def launch(script: str, proof_fd: int) -> None:
     except SystemExit as exc:
         code = _exit_code(exc)
         completed = _legit_exit(exc, script)
-    except BaseException:  # noqa: BLE001 - print it the way the interpreter would, then exit 1
-        traceback.print_exc()
-        code = 1
+    except BaseException as exc:  # noqa: BLE001 - print it the way the interpreter would, then exit 1
+        # from the script's own frame on, as `python script` shows it (runpy's frames are ours)
+        tb = exc.__traceback__
+        while tb is not None and os.path.realpath(tb.tb_frame.f_code.co_filename) != os.path.realpath(script):
+            tb = tb.tb_next
+        traceback.print_exception(type(exc), exc, tb or exc.__traceback__)
+        code = 130 if isinstance(exc, KeyboardInterrupt) else 1
     tests_run = counter[0]
     # like interpreter shutdown: wait for non-daemon threads, run atexit handlers, flush
     try:
