@@ -36,6 +36,7 @@ INSIDE = "/rcb"
 # each session's runs get uids BASE+slot with a random BASE: two sandboxes never share a uid,
 # so a fork bomb in one cannot use up the other's process limit (RLIMIT_NPROC counts per uid)
 RUN_UID_MIN, RUN_UID_BLOCKS, RUN_UID_BLOCK = 100_000, 4_000_000, 1000
+RUN_UID_BASE = 61000  # the lowest run uid any backend uses (the docker backend builds on it)
 #: files of /etc a Python program may reasonably read; the rest of /etc stays out
 ETC_FILES = (
     "passwd", "group", "hosts", "nsswitch.conf", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime",
