@@ -130,7 +130,9 @@ def _unique_slug(base: str) -> str:
 @transaction.atomic
 def release_draft_get_or_create(*, by: Any = None) -> Release:
     """The draft of the next release; a new one carries the latest published release's papers forward."""
-    draft = Release.objects.select_for_update().filter(status=Release.DRAFT).order_by("created_at").first()
+    # only a draft made here: a draft loaded with import_pset follows its folder and would drop our papers
+    draft = (Release.objects.select_for_update().filter(status=Release.DRAFT, description__startswith=_DRAFT_NOTE)
+             .order_by("created_at").first())
     if draft is not None:
         return draft
     today = timezone.now().date()

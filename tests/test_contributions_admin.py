@@ -67,3 +67,35 @@ def test_contribution_admin_lists_contributions(admin_client):
     PaperContribution.objects.create(contributor=user, paper_id="p", title="T <b>x</b>")
     page = admin_client.get(reverse("admin:contributions_papercontribution_changelist")).content.decode()
     assert "T &lt;b&gt;x&lt;/b&gt;" in page
+
+
+def test_the_next_release_draft_is_our_own_and_starts_from_the_latest_published(tmp_path, settings):
+    from django.utils import timezone
+
+    from contributions.release_services import release_draft_get_or_create
+    from leaderboard.models import Snippet
+
+    settings.RCB_PSET_ROOT = tmp_path / "psets"
+    imported = Release.objects.create(name="Imported draft", slug="imported", status=Release.DRAFT)
+    old = Release.objects.create(name="Old", slug="old", status=Release.PUBLISHED,
+                                 published_at=timezone.now() - timezone.timedelta(days=9))
+    latest = Release.objects.create(name="Latest", slug="latest", status=Release.PUBLISHED, published_at=timezone.now())
+    folder = tmp_path / "src" / "p1"
+    folder.mkdir(parents=True)
+    (folder / "paper2code_test.py").write_text("print('ok')\n")
+    p1, p2 = Paper.objects.create(paper_id="p1", title="P1"), Paper.objects.create(paper_id="p2", title="P2")
+    ReleasePaper.objects.create(release=latest, paper=p1, folder=str(folder), content_hash="h1", snippet_count=2)
+    ReleasePaper.objects.create(release=latest, paper=p2, folder="", content_hash="")  # figures only, no code
+    ReleasePaper.objects.create(release=old, paper=p2, folder=str(folder), content_hash="h2")
+    outer = Snippet.objects.create(release=latest, paper=p1, file="a.py", name="outer", weight=2, position=0)
+    Snippet.objects.create(release=latest, paper=p1, file="a.py", name="inner", weight=1, position=1, parent=outer, depth=1)
+
+    draft = release_draft_get_or_create()
+    assert draft not in (imported, old, latest) and draft.status == Release.DRAFT
+    assert release_draft_get_or_create() == draft  # one draft at a time
+    assert list(draft.release_papers.values_list("paper__paper_id", flat=True)) == ["p1"]
+    copied = draft.release_papers.get()
+    assert copied.folder == str(tmp_path / "psets" / draft.slug / "p1") and copied.content_hash == "h1"
+    inner = Snippet.objects.get(release=draft, name="inner")
+    assert inner.parent.name == "outer" and inner.parent.release == draft
+    assert (tmp_path / "psets" / draft.slug / "papers.yaml").read_text().count("id: p1") == 1
