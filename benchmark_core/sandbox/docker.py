@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from .base import Limits, PaperSpec, RunResult, Sandbox, SandboxSession, SandboxUnavailable
-from .bwrap import RUN_UID_BASE, RUNNER_CAPS
 
 __all__ = [
     "DockerSandbox",
@@ -63,6 +62,9 @@ BASE_PYTHON = "3.11"
 READY_TIMEOUT = 300.0  # importing torch on a cold disk can take a while
 ANSWER_GRACE = 60.0  # the runner kills a run at its timeout; this long after, we kill the container
 STALE_SECONDS = 24 * 3600
+#: what the runner keeps (as the container's root) to give each run its own uid; runs keep nothing
+RUNNER_CAPS = ("SETUID", "SETGID", "CHOWN", "FOWNER", "DAC_OVERRIDE", "KILL")
+RUN_UID_BASE = 61000
 SPARE_PAPER_MB = 256  # room a spare container's /rcb keeps for papers' copies (beyond Limits.tmpfs_mb)
 _BUILD_LOCK = threading.Lock()
 
@@ -697,7 +699,7 @@ class DockerSandbox(Sandbox):
                 tmpfs={"/tmp": f"rw,exec,nosuid,nodev,size={limits.tmpfs_mb}m,mode=1777"},
                 mounts=[Mount(target=INSIDE, source=volume.name, type="volume")],
                 cap_drop=["ALL"],
-                cap_add=[cap.removeprefix("CAP_") for cap in RUNNER_CAPS] if self.uid_per_run else None,
+                cap_add=list(RUNNER_CAPS) if self.uid_per_run else None,
                 security_opt=["no-new-privileges"],
                 mem_limit=f"{self.container_memory_mb}m",
                 memswap_limit=f"{self.container_memory_mb}m",
