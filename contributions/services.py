@@ -19,6 +19,7 @@ import yaml
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
@@ -365,8 +366,25 @@ def contribution_validate(*, contribution_id: int, revision: int) -> dict[str, A
     report["revision"] = revision
     report["started_at"] = started_at.isoformat()
     status = PaperContribution.AWAITING_REVIEW if report["passed"] else PaperContribution.CHANGES_REQUESTED
-    _set_status(contribution_id, revision, status, report)
+    if _set_status(contribution_id, revision, status, report):
+        failed = [c["title"] for c in report["checks"] if c["status"] == "failed"]
+        _notify(contribution, f"checks {'passed' if report['passed'] else 'failed'}",
+                "All automatic checks passed; a reviewer will look at it." if report["passed"] else
+                "These checks failed: " + "; ".join(failed) + ".\nFix them and upload a revision.")
     return report
+
+
+def _notify(contribution: PaperContribution, what: str, text: str) -> None:
+    """Tell the contributor by e-mail; a mail problem never fails the job or the review."""
+    email = contribution.contributor.email
+    if not email:
+        return
+    url = getattr(settings, "RCB_SITE_URL", "").rstrip("/") + f"/contribute/{contribution.pk}/"
+    subject = f"Paper contribution {contribution.paper_id} (revision {contribution.revision}): {what}"
+    try:
+        send_mail(subject, f"{text}\n\nDetails: {url}\n", None, [email])
+    except Exception:
+        logger.exception("could not send the notification of contribution %s", contribution.pk)
 
 
 def contribution_review(*, contribution: PaperContribution, reviewer: AbstractBaseUser, decision: str, comment: str = "") -> Review:
@@ -402,6 +420,8 @@ def contribution_review(*, contribution: PaperContribution, reviewer: AbstractBa
             row.release_paper = release_draft_paper_add(contribution=row, by=reviewer)
         row.save()
     contribution.refresh_from_db()
+    _notify(contribution, review.get_decision_display(), f"A reviewer decided: {review.get_decision_display()}."
+            + (f"\n\n{comment}" if comment else ""))
     return review
 
 

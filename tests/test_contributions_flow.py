@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import Group, User
+from django.core import mail
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
@@ -39,7 +40,7 @@ def env(tmp_path):
 
 @pytest.fixture
 def people(db):
-    contributor = User.objects.create_user("carla", password="pw-carla-123")
+    contributor = User.objects.create_user("carla", password="pw-carla-123", email="carla@example.org")
     reviewer = User.objects.create_user("rita", password="pw-rita-123")
     reviewer.groups.add(Group.objects.get_or_create(name="reviewers")[0])
     admin = User.objects.create_user("adam", password="pw-adam-123", is_staff=True)
@@ -70,6 +71,7 @@ def test_demo_paper_upload_checks_review_publish_and_baselines(env, client, peop
     assert "13 snippets" in checks["tags"]["summary"]
     assert contribution.status == PaperContribution.AWAITING_REVIEW
     assert all(row["blanked_passed"] is False for row in contribution.report["snippets"])
+    assert mail.outbox[-1].to == ["carla@example.org"] and "checks passed" in mail.outbox[-1].subject
 
     page = client.get(reverse("contributions:detail", args=[contribution.pk])).content.decode()
     for title in ("Snippet tags are valid", "Every snippet, blanked, fails the test", "Three reference runs agree"):
@@ -153,6 +155,7 @@ def test_weak_snippet_is_named_and_changes_are_requested(env, client, people):
     assert "add numbers" not in checks["blanked"]["summary"]
     assert checks["blanked"]["details"] == ["calc.py: multiply numbers"]
     assert contribution.status == PaperContribution.CHANGES_REQUESTED
+    assert "checks failed" in mail.outbox[-1].subject and "Every snippet, blanked" in mail.outbox[-1].body
     page = client.get(reverse("contributions:detail", args=[contribution.pk])).content.decode()
     assert "multiply numbers" in page and "revision-form" in page
 
@@ -187,6 +190,7 @@ def test_weak_snippet_is_named_and_changes_are_requested(env, client, people):
     contribution.refresh_from_db()
     assert contribution.status == PaperContribution.CHANGES_REQUESTED
     assert Review.objects.get().comment == "Please add the paper text."
+    assert "request changes" in mail.outbox[-1].subject and "Please add the paper text." in mail.outbox[-1].body
 
 
 def test_unclosed_tag_and_wrong_file_are_reported_line_by_line(env, client, people):
