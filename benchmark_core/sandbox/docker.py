@@ -439,7 +439,7 @@ class DockerSession(SandboxSession):
         threading.Thread(target=self._read, args=(self.sock, ready_event), daemon=True, name="docker-warm").start()
         self.container.put_archive(INSIDE, _paper_archive(self.paper, work_uid=0 if sandbox.uid_per_run else 65534))
         # the files are in: the waiting shell reads this line and becomes the runner
-        if not self._send_line("\t".join(argv)):
+        if not self._send_line("\t".join(argv), self.sock):
             self._destroy()
             raise SandboxUnavailable("cannot reach the container's stdin through the attach socket")
         if not ready_event.wait(READY_TIMEOUT) or self.ready is None:
@@ -467,9 +467,11 @@ class DockerSession(SandboxSession):
             if sock is self.sock:
                 self.dead = True
             ready_event.set()
+            # wake the runs sent to this container only: a replacement may already be serving others
             with self.pending_lock:
                 for slot in self.pending.values():
-                    slot[0].set()
+                    if slot[2] is sock:
+                        slot[0].set()
 
     def _on_line(self, line: bytes, ready_event: threading.Event) -> None:
         try:
@@ -501,14 +503,11 @@ class DockerSession(SandboxSession):
         _box_remove(box)
 
     # -- runs
-    def _send(self, payload: dict[str, Any]) -> bool:
-        return self._send_line(json.dumps(payload))
-
-    def _send_line(self, line: str) -> bool:
+    def _send_line(self, line: str, sock) -> bool:
         data = (line + "\n").encode()
         try:
             with self.write_lock:
-                raw = getattr(self.sock, "_sock", self.sock)
+                raw = getattr(sock, "_sock", sock)
                 raw.sendall(data)
             return True
         except (OSError, AttributeError):
@@ -536,16 +535,16 @@ class DockerSession(SandboxSession):
                 # killed (OOM of the whole container, last-resort timeout): a new one for the rest
                 self._destroy()
                 self._start()
-            container = self.container
+            container, sock = self.container, self.sock
         rid = uuid.uuid4().hex
-        slot: list = [threading.Event(), None]
+        slot: list = [threading.Event(), None, sock]  # event, answer, the socket it was sent on
         with self.pending_lock:
             self.pending[rid] = slot
         started = time.monotonic()
         try:
             payload = {"id": rid, "files": dict(files), "timeout": timeout, "memory_mb": limits.memory_mb,
                        "output_bytes": limits.output_bytes, "pids": limits.pids, "file_size_mb": limits.file_size_mb}
-            if self._send(payload):
+            if self._send_line(json.dumps(payload), sock):
                 slot[0].wait(timeout + ANSWER_GRACE)
             msg = slot[1]
             if msg is None and container is not None:
@@ -660,6 +659,13 @@ class DockerSandbox(Sandbox):
 
     def describe(self) -> str:
         return f"docker (engine {self.engine_version}, base {self.base})"
+
+    @property
+    def environment_id(self) -> str:
+        """What, beside a paper's own files, decides its environment image (for the verdict cache)."""
+        inputs = [self.base, BASE_PYTHON, os.path.realpath(self.python or sys.executable),
+                  ",".join(self.options.get("requirements") or ()), ",".join(default_requirements())]
+        return f"docker:{self.base}:{hashlib.sha256(chr(10).join(inputs).encode()).hexdigest()[:12]}"
 
     def work_mb(self, paper: PaperSpec) -> int:
         """Size of the /rcb tmpfs: the runs' copies of the paper plus their output."""
