@@ -628,8 +628,9 @@ class DockerSandbox(Sandbox):
 
     With ``uid_per_run`` the warm runner is the container's root, holding only the six
     capabilities it needs (setuid/setgid/chown/fowner/dac_override/kill, everything else dropped,
-    ``no-new-privileges``) to give each run its own uid (61000 + slot): runs cannot see, signal or
-    write each other's folders and whatever a run leaves behind is found by uid and killed. The
+    ``no-new-privileges``) to give each run its own uid (from a random range per container): runs
+    cannot read, write or signal each other's files and processes, and whatever a run leaves
+    behind is found by uid and killed. The
     runs themselves have no capability at all. Without it the whole container is ``nobody`` with
     no capability, and the runs of one paper that are going at the same time share that uid.
     """
