@@ -438,6 +438,30 @@ def test_env_images_are_named_by_requirements_and_reused(sandbox):
     assert out.decode().strip() == "2.4.6"
 
 
+def test_requirements_come_from_the_paper_its_set_the_setting_or_its_imports(tmp_path, monkeypatch):
+    from importlib.metadata import version
+
+    from benchmark_core.sandbox.docker import requirements_for_paper
+
+    folder = tmp_path / "pset" / "p"
+    folder.mkdir(parents=True)
+    (folder / "model.py").write_text("import numpy as np\nimport yaml\nimport rcb_not_installed_mod\nfrom . import x\n")
+    (folder / "x.py").write_text("import model\n")
+    paper = PaperSpec(id="p", folder=folder)
+    monkeypatch.delenv("RCB_DOCKER_DEFAULT_REQUIREMENTS", raising=False)
+    assert requirements_for_paper(PaperSpec(id="p", folder=folder, requirements=("a==1",))) == ("a==1",)
+    (tmp_path / "pset" / "requirements.txt").write_text("# shared\nb==2\n")
+    assert requirements_for_paper(paper) == ("b==2",)
+    (tmp_path / "pset" / "requirements.txt").unlink()
+    assert requirements_for_paper(paper, fallback=["c==3"]) == ("c==3",)
+    monkeypatch.setenv("RCB_DOCKER_DEFAULT_REQUIREMENTS", "d==4, e")
+    assert requirements_for_paper(paper) == ("d==4", "e")
+    monkeypatch.setenv("RCB_DOCKER_DEFAULT_REQUIREMENTS", "")  # empty, as copied from .env.example
+    inferred = requirements_for_paper(paper)
+    # third-party imports pinned as installed here; the paper's own modules (model, x) are not
+    assert set(inferred) == {f"numpy=={version('numpy')}", f"PyYAML=={version('PyYAML')}", "rcb_not_installed_mod"}
+
+
 def test_unknown_requirement_is_a_clear_error(sandbox):
     from benchmark_core.sandbox.docker import env_image_ensure
 

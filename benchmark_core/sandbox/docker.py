@@ -134,11 +134,13 @@ def _normalize(requirements: tuple[str, ...] | list[str]) -> list[str]:
     return sorted({" ".join(r.split()) for r in requirements if r.strip() and not r.strip().startswith("#")})
 
 
+def configured_requirements() -> tuple[str, ...]:
+    """``RCB_DOCKER_DEFAULT_REQUIREMENTS`` (comma-separated): for papers with no requirements of their own."""
+    return tuple(r.strip() for r in os.environ.get("RCB_DOCKER_DEFAULT_REQUIREMENTS", "").split(",") if r.strip())
+
+
 def default_requirements() -> tuple[str, ...]:
-    """What a paper without a requirements file gets: NumPy, at the worker's own version."""
-    configured = os.environ.get("RCB_DOCKER_DEFAULT_REQUIREMENTS")
-    if configured is not None:
-        return tuple(r for r in configured.split(",") if r.strip())
+    """Always in an inferred set: NumPy, at the worker's own version."""
     try:
         from importlib.metadata import version  # noqa: PLC0415
 
@@ -198,6 +200,7 @@ def requirements_infer(folder: Path, *, python: str | None = None) -> list[str]:
 
 
 def requirements_for_paper(paper: PaperSpec, *, python: str | None = None, fallback=None) -> tuple[str, ...]:
+    """The paper's own requirements, else its problem set's, else ``fallback`` or the configured ones, else inferred."""
     if paper.requirements:
         return tuple(paper.requirements)
     folder = Path(paper.folder)
@@ -205,8 +208,9 @@ def requirements_for_paper(paper: PaperSpec, *, python: str | None = None, fallb
         shared = folder.parent / name
         if shared.is_file():
             return tuple(_read_requirements(shared))
+    fallback = tuple(fallback or ()) or configured_requirements()
     if fallback:
-        return tuple(fallback)
+        return fallback
     inferred = requirements_infer(folder, python=python)
     # NumPy always: nearly every test uses it, and an empty set would need an image of its own
     if not any(r.split("==")[0].lower() == "numpy" for r in inferred):
@@ -665,7 +669,8 @@ class DockerSandbox(Sandbox):
     def environment_id(self) -> str:
         """What, beside a paper's own files, decides its environment image (for the verdict cache)."""
         inputs = [self.base, BASE_PYTHON, os.path.realpath(self.python or sys.executable),
-                  ",".join(self.options.get("requirements") or ()), ",".join(default_requirements())]
+                  ",".join(self.options.get("requirements") or ()), ",".join(configured_requirements()),
+                  ",".join(default_requirements())]
         return f"docker:{self.base}:{hashlib.sha256(chr(10).join(inputs).encode()).hexdigest()[:12]}"
 
     def work_mb(self, paper: PaperSpec) -> int:
