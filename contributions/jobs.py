@@ -1,8 +1,6 @@
 """RQ entry points: take ids, call a service (the database is the source of truth)."""
 from __future__ import annotations
 
-import django_rq  # noqa: F401  (the worker imports this module by name; django must be set up)
-
 __all__ = ["validate_contribution", "score_baseline"]
 
 
