@@ -99,3 +99,22 @@ def test_the_next_release_draft_is_our_own_and_starts_from_the_latest_published(
     inner = Snippet.objects.get(release=draft, name="inner")
     assert inner.parent.name == "outer" and inner.parent.release == draft
     assert (tmp_path / "psets" / draft.slug / "papers.yaml").read_text().count("id: p1") == 1
+
+
+def test_reviewers_cannot_approve_their_own_contribution():
+    from django.contrib.auth.models import Group
+    from django.core.exceptions import PermissionDenied
+
+    from contributions.services import contribution_review
+
+    rita = User.objects.create_user("rita")
+    rita.groups.add(Group.objects.get_or_create(name="reviewers")[0])
+    own = PaperContribution.objects.create(contributor=rita, paper_id="mine", title="Mine",
+                                           status=PaperContribution.AWAITING_REVIEW, report={"passed": True})
+    with pytest.raises(PermissionDenied):
+        contribution_review(contribution=own, reviewer=rita, decision="approve")
+    own.refresh_from_db()
+    assert own.status == PaperContribution.AWAITING_REVIEW and not own.reviews.exists()
+    nobody = User.objects.create_user("nobody")
+    with pytest.raises(PermissionDenied):
+        contribution_review(contribution=own, reviewer=nobody, decision="reject", comment="no")
