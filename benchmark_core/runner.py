@@ -252,34 +252,88 @@ def run_task(session: SandboxSession, task: Task, *, timeout: float) -> TestRun:
 
 
 class _Sessions:
-    """One session per paper, opened on first use, closed when its last task is done."""
+    """One session per paper, opened on first use (the next paper's ahead of time), closed when its
+    last task is done."""
 
-    def __init__(self, sandbox: Sandbox, counts: dict[str, int]):
+    def __init__(self, sandbox: Sandbox, counts: dict[str, int], *, order: list[Paper], timeout: float):
         self.sandbox = sandbox
         self.left = dict(counts)
         self.sessions: dict[str, SandboxSession] = {}
         self.lock = threading.Lock()
         self.paper_locks: dict[str, threading.Lock] = defaultdict(threading.Lock)
+        self.order = order  # papers in the order their tasks are queued
+        self.timeout = timeout
+        self.closed = False
+
+    def _open(self, paper: Paper) -> SandboxSession | None:
+        """The paper's session, opened if needed (hold its paper lock); None once it is not wanted."""
+        if paper.id in self.sessions:
+            return self.sessions[paper.id]
+        session = self.sandbox.open(PaperSpec.from_paper(paper))
+        with self.lock:
+            if self.closed or self.left.get(paper.id, 0) <= 0:
+                session.close()
+                return None
+            self.sessions[paper.id] = session
+        if getattr(session, "ready", None):
+            # a warm runner reports proof: make the paper's reference run now, beside the first
+            # runs, rather than make the first passing run wait for it
+            _background(reference_run, session, paper, timeout=paper.timeout or self.timeout)
+        return session
 
     def get(self, paper: Paper) -> SandboxSession:
         with self.paper_locks[paper.id]:
-            if paper.id not in self.sessions:
-                self.sessions[paper.id] = self.sandbox.open(PaperSpec.from_paper(paper))
-            return self.sessions[paper.id]
+            session = self._open(paper)
+        if session is None:
+            raise RuntimeError("the scoring is over")
+        self._prefetch_after(paper)
+        return session
+
+    def _prefetch_after(self, paper: Paper) -> None:
+        """Start the next paper's sandbox (its heavy imports) while this paper's runs go on."""
+        ids = [p.id for p in self.order]
+        if paper.id not in ids:
+            return
+        for nxt in self.order[ids.index(paper.id) + 1 :]:
+            with self.lock:
+                if self.closed or nxt.id in self.sessions:
+                    return
+                wanted = self.left.get(nxt.id, 0) > 0
+            if wanted:
+                if not self.paper_locks[nxt.id].locked():
+                    _background(self._prefetch, nxt)
+                return
+
+    def _prefetch(self, paper: Paper) -> None:
+        with self.paper_locks[paper.id]:
+            self._open(paper)
 
     def done(self, paper_id: str) -> None:
         with self.lock:
             self.left[paper_id] -= 1
-            finished = self.left[paper_id] == 0
-        if finished:
-            session = self.sessions.pop(paper_id, None)
-            if session is not None:
-                session.close()
+            session = self.sessions.pop(paper_id, None) if self.left[paper_id] == 0 else None
+        if session is not None:
+            session.close()
 
     def close_all(self) -> None:
-        for session in list(self.sessions.values()):
+        with self.lock:
+            self.closed = True
+            sessions = list(self.sessions.values())
+            self.sessions.clear()
+        for session in sessions:
             session.close()
-        self.sessions.clear()
+
+
+def _background(fn: Callable, *args, **kwargs) -> None:
+    """Call ``fn`` in a daemon thread; its failure is left to whoever needs its result."""
+
+    def call() -> None:
+        try:
+            fn(*args, **kwargs)
+        except Exception:  # noqa: BLE001 - the runs that need it try again and report
+            pass
+
+    threading.Thread(target=call, daemon=True).start()
 
 
 def _cache_keys(tasks: list[Task], sandbox: Sandbox, timeout: float) -> tuple[list[str | None], dict[str, str]]:
@@ -344,7 +398,8 @@ def run_tasks(
     counts: dict[str, int] = defaultdict(int)
     for i in todo:
         counts[tasks[i].paper.id] += 1
-    sessions = _Sessions(sandbox, counts)
+    order = list({tasks[i].paper.id: tasks[i].paper for i in todo if tasks[i].code is not None}.values())
+    sessions = _Sessions(sandbox, counts, order=order, timeout=timeout)
 
     def deterministic(task: Task, session: SandboxSession, paper_timeout: float) -> bool:
         assert cache is not None

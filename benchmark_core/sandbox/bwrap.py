@@ -166,10 +166,28 @@ class WarmClient:
 
     def __init__(self, argv: list[str], *, env: Mapping[str, str], ready_timeout: float = READY_TIMEOUT):
         self.argv = argv
-        self.proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env),
-            start_new_session=True, close_fds=True,
-        )
+        # bwrap's --die-with-parent fires when the *thread* that started it ends: start it from a
+        # thread that lives exactly as long as the process (sessions are opened from pool threads)
+        started = threading.Event()
+        box: list = []
+
+        def spawn_and_wait() -> None:
+            try:
+                box.append(subprocess.Popen(
+                    argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env),
+                    start_new_session=True, close_fds=True,
+                ))
+            except OSError as exc:
+                box.append(exc)
+            started.set()
+            if isinstance(box[0], subprocess.Popen):
+                box[0].wait()
+
+        threading.Thread(target=spawn_and_wait, daemon=True, name="warm-runner").start()
+        started.wait()
+        if isinstance(box[0], OSError):
+            raise SandboxUnavailable(f"cannot start {argv[0]}: {box[0]}")
+        self.proc: subprocess.Popen = box[0]
         self.write_lock = threading.Lock()
         self.pending: dict[str, list] = {}  # id -> [event, result]
         self.pending_lock = threading.Lock()
