@@ -148,8 +148,12 @@ def checks_run(
     archive_check: dict[str, Any] | None = None,
     requirements: list[str] | None = None,
     image_builder: Callable[[list[str]], str] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
-    """Run every check on one paper of ``pset_root``; never raises for a bad paper."""
+    """Run every check on one paper of ``pset_root``; never raises for a bad paper.
+
+    ``progress(done, total)`` is called after each test run.
+    """
     started = time.monotonic()
     checks: list[dict[str, Any]] = [archive_check] if archive_check else []
     report: dict[str, Any] = {"paper": paper_id, "backend": settings.backend, "checks": checks, "snippets": []}
@@ -184,7 +188,15 @@ def checks_run(
     first = snippets[0]
     ref_tasks = [Task(paper, first, reference_code(paper, first), sample=i) for i in range(REPEATS)]
     blank_tasks = [Task(paper, s, _blank_code(paper, s)) for s in snippets]
-    ref_runs = run_tasks(ref_tasks, sandbox=sandbox, workers=settings.workers, timeout=settings.timeout)
+    total, done = len(ref_tasks) + len(blank_tasks), 0
+
+    def tick(_run: TestRun) -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(done, total)
+
+    ref_runs = run_tasks(ref_tasks, sandbox=sandbox, workers=settings.workers, timeout=settings.timeout, progress=tick)
     ref_ok = ref_runs[0].passed
     if ref_ok:
         checks.append(_check("reference", OK, f"passed in {ref_runs[0].seconds:.2f}s"))
@@ -206,7 +218,8 @@ def checks_run(
         checks.append(_check("blanked", SKIPPED, "needs a passing reference first"))
         blank_runs: list[TestRun] = []
     else:
-        blank_runs = run_tasks(blank_tasks, sandbox=sandbox, workers=settings.workers, timeout=settings.timeout)
+        blank_runs = run_tasks(blank_tasks, sandbox=sandbox, workers=settings.workers, timeout=settings.timeout,
+                               progress=tick)
         weak = [r for r in blank_runs if r.passed]
         for row, run in zip(report["snippets"], blank_runs):
             row["blanked_passed"] = run.passed

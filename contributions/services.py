@@ -332,6 +332,24 @@ def _set_status(contribution_id: int, revision: int, status: str, report: dict[s
     return True
 
 
+def _progress_writer(contribution_id: int, revision: int, every: float = 1.0):
+    """Store 'runs done / total' for the status page, at most once a second (the last one always)."""
+    import time
+
+    last = [0.0]
+
+    def write(done: int, total: int) -> None:
+        now = time.monotonic()
+        if done < total and now - last[0] < every:
+            return
+        last[0] = now
+        PaperContribution.objects.filter(pk=contribution_id, revision=revision,
+                                         status=PaperContribution.VALIDATING).update(
+            report={"progress": {"done": done, "total": total}})
+
+    return write
+
+
 def contribution_validate(*, contribution_id: int, revision: int) -> dict[str, Any] | None:
     """Run the automatic checks of one revision and store the report (the validation job's body)."""
     contribution = PaperContribution.objects.get(pk=contribution_id)
@@ -355,6 +373,7 @@ def contribution_validate(*, contribution_id: int, revision: int) -> dict[str, A
                     archive_check=_archive_check(rev),
                     requirements=list(contribution.requirements) or None,
                     image_builder=_image_builder(sandbox),
+                    progress=_progress_writer(contribution_id, revision),
                 )
         finally:
             sandbox.close()

@@ -169,7 +169,14 @@ def test_worker_killed_mid_check_the_contribution_still_finishes(env, client, co
     worker = start()
     try:
         wait_for(lambda: status() == PaperContribution.VALIDATING, timeout=60, what="the worker to start the checks")
-        time.sleep(1.5)  # well inside the checks (each run sleeps 1 s)
+        def progress() -> dict:
+            return PaperContribution.objects.get(pk=contribution.pk).report.get("progress") or {}
+
+        # live progress on the way (each run sleeps 1 s): the worker is in the middle of the checks
+        wait_for(lambda: progress().get("done", 0) >= 1, timeout=60, what="the first test runs to be reported")
+        assert progress()["done"] < progress()["total"] == 5  # 3 reference runs + 2 snippets blanked
+        page = client.get(reverse("contributions:detail", args=[contribution.pk])).content.decode()
+        assert "test runs done" in page
         process_group_kill(worker, signal.SIGKILL)
     finally:
         process_group_kill(worker, signal.SIGKILL)
