@@ -17,6 +17,7 @@ socket, answers come back on its stdout, and ``WORK/<id>/result.json`` can be fe
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -69,6 +70,20 @@ SPARE_PAPER_MB = 256  # room a spare container's /rcb keeps for papers' copies (
 _BUILD_LOCK = threading.Lock()
 
 
+@contextlib.contextmanager
+def _build_lock(tag: str):
+    """One build of ``tag`` at a time: threads of this process and other processes of this host."""
+    import fcntl  # noqa: PLC0415
+
+    path = Path(tempfile.gettempdir()) / f"rcb-docker-build-{hashlib.sha256(tag.encode()).hexdigest()[:16]}.lock"
+    with _BUILD_LOCK, open(path, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def _log(message: str) -> None:
     print(f"[docker sandbox] {message}", file=sys.stderr, flush=True)
 
@@ -116,7 +131,7 @@ def base_image_ensure(client, *, log=_log) -> str:
     ``RCB_DOCKER_BASE_IMAGE`` names a ready base instead (it must hold a venv at /opt/rcb).
     """
     tag = base_image_tag()
-    with _BUILD_LOCK:
+    with _build_lock(tag):
         if _image_exists(client, tag):
             return tag
         if os.environ.get("RCB_DOCKER_BASE_IMAGE"):
@@ -266,7 +281,7 @@ def env_image_ensure(client, requirements: tuple[str, ...] | list[str], *, base:
     arch = client.info().get("Architecture", platform.machine()) or "x86_64"
     reqs = _normalize(requirements)
     tag = env_image_tag(reqs, base=base, arch=arch)
-    with _BUILD_LOCK:
+    with _build_lock(tag):
         if _image_exists(client, tag):
             return tag
         log(f"building {tag} for: {', '.join(reqs) or '(nothing)'}")
@@ -298,6 +313,10 @@ def env_image_ensure(client, requirements: tuple[str, ...] | list[str], *, base:
                 )
             finally:
                 container.remove(force=True, v=True)
+        try:  # an image this tag pointed to before (a rebuild) would linger untagged
+            client.images.prune(filters={"dangling": True, "label": f"{LABEL}=env"})
+        except Exception:  # noqa: BLE001 - only tidying
+            pass
         log(f"built {tag} in {time.monotonic() - started:.0f}s")
         return tag
 
