@@ -291,20 +291,19 @@ def release_publish(*, release: Release, by: Any, make_default: bool = False) ->
     return release
 
 
-def release_baselines_enqueue(*, evaluations: list[Evaluation], paper_ids: list[str]) -> None:
+def release_baselines_enqueue(*, evaluations: list[Evaluation], paper_ids: list[str], attempt: int = 1) -> None:
     """One scoring job per (baseline, paper)."""
     import django_rq
+    from redis.exceptions import RedisError
 
     from . import jobs
-
-    from redis.exceptions import RedisError
 
     queue = django_rq.get_queue("scoring")
     for evaluation in evaluations:
         for pid in paper_ids:
             try:
                 queue.enqueue(jobs.score_baseline, evaluation.pk, pid, job_id=baseline_job_id(evaluation.pk, pid),
-                              job_timeout=settings.RCB_CONTRIB_JOB_TIMEOUT)
+                              job_timeout=settings.RCB_CONTRIB_JOB_TIMEOUT, meta={"attempt": attempt})
             except RedisError as exc:
                 # the release is published either way; baselines_reconcile queues what is missing
                 logger.warning("baseline %s on %s not queued (%s); reconcile will queue it", evaluation.pk, pid, exc)
@@ -334,10 +333,29 @@ def baselines_reconcile() -> list[tuple[int, str]]:
             job_id = baseline_job_id(evaluation.pk, pid)
             if pid not in folders or job_alive(queue, job_id):
                 continue
+            attempt = _job_attempt(queue, job_id)
+            if attempt >= MAX_BASELINE_ATTEMPTS:
+                # it keeps failing (see its traceback in django-rq): retrying forever would hide that
+                logger.error("baseline job %s failed %s times; not queued again", job_id, attempt)
+                continue
             _job_forget(queue, job_id)
-            release_baselines_enqueue(evaluations=[evaluation], paper_ids=[pid])
+            release_baselines_enqueue(evaluations=[evaluation], paper_ids=[pid], attempt=attempt + 1)
             requeued.append((evaluation.pk, pid))
     return requeued
+
+
+MAX_BASELINE_ATTEMPTS = 3
+
+
+def _job_attempt(queue, job_id: str) -> int:
+    """How many times the job was queued (0 when Redis has no trace of it)."""
+    from rq.exceptions import NoSuchJobError
+    from rq.job import Job
+
+    try:
+        return int(Job.fetch(job_id, connection=queue.connection).meta.get("attempt", 1))
+    except NoSuchJobError:
+        return 0
 
 
 def release_baseline_score(*, evaluation_id: int, paper_id: str) -> Evaluation:

@@ -194,3 +194,29 @@ def test_worker_killed_mid_check_the_contribution_still_finishes(env, client, co
     assert contribution.status == PaperContribution.AWAITING_REVIEW, contribution.report
     assert contribution.report["passed"] and contribution.report["revision"] == 1
     assert contribution.revisions.count() == 1
+
+
+def test_a_baseline_job_that_keeps_failing_is_not_retried_forever(env, client, contributor):
+    import shutil
+    from pathlib import Path
+
+    from django.contrib.auth.models import Group
+
+    from contributions.release_services import MAX_BASELINE_ATTEMPTS, baselines_reconcile, release_publish
+    from contributions.services import contribution_review
+
+    contribution = upload(client, zip_files(STRONG))
+    assert run_worker() == 0
+    reviewer = User.objects.create_user("rita", password="pw", is_staff=True)
+    reviewer.groups.add(Group.objects.get_or_create(name="reviewers")[0])
+    contribution.refresh_from_db()
+    contribution_review(contribution=contribution, reviewer=reviewer, decision="approve")
+    contribution.refresh_from_db()
+    release = contribution.release_paper.release
+    release_publish(release=release, by=reviewer)
+    shutil.rmtree(Path(contribution.release_paper.folder))  # the files vanished from the workers' disk
+    assert run_worker() == 2  # both baselines fail, with the reason in RQ's failed registry
+    for _ in range(MAX_BASELINE_ATTEMPTS - 1):
+        assert len(baselines_reconcile()) == 2
+        assert run_worker() == 2
+    assert baselines_reconcile() == []  # given up after three attempts: a human has to look
