@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -242,3 +243,29 @@ def test_a_job_in_rqs_failed_registry_is_enqueued_again_by_reconcile(user, redis
     lion.refresh_from_db()
     assert rope.attempt == 2 and rope.rq_job_id in q.get_job_ids() and lion.rq_job_id == lion_before
     assert services.scoring_queue_reconcile(stale_after=60)["reenqueued"] == []  # nothing left to repair
+
+
+def test_cancel_mid_run_stops_the_worker_within_a_heartbeat(user, workers):
+    release = demo_release_create()
+    submission = _submit(user, release)
+    workers.start("w1")
+
+    def scoring() -> bool:
+        return SnippetResult.objects.filter(evaluation=submission.evaluation).count() >= 2
+
+    wait_for(scoring, timeout=120, what="scoring to start", interval=0.05)
+    assert services.submission_cancel(submission=submission, user=user)
+    submission.refresh_from_db()
+    assert submission.status == Status.CANCELLED
+    assert set(submission.jobs.values_list("status", flat=True)) == {Status.CANCELLED}
+    # the running job notices at its next heartbeat (0.5 s here) and stops after the snippet it runs
+    time.sleep(3)
+    settled = SnippetResult.objects.filter(evaluation=submission.evaluation).count()
+    time.sleep(3)
+    assert SnippetResult.objects.filter(evaluation=submission.evaluation).count() == settled < 50
+    submission.refresh_from_db()
+    assert submission.status == Status.CANCELLED and not submission.jobs.exclude(status=Status.CANCELLED).exists()
+    # the same worker is free again: a new submission is scored to the end
+    second = _submit(user, release, "demo-perfect", "After the cancel")
+    _wait_end(second, workers)
+    assert second.status == Status.FINISHED
