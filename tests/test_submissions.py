@@ -360,3 +360,28 @@ def test_a_release_without_code_takes_no_submission(client, release, user, token
         services.prediction_submission_create(user=user, release=figures_only, data=predictions_bytes(papers=["rope"]),
                                               model_name="X")
     assert PredictionSubmission.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)  # the live server reads the token from its own connection
+def test_cli_lists_every_bad_line_and_reports_connection_problems(release, token, tmp_path, live_server):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b'{"paper": "rope", "snippet": "nope", "completion": ""}\n{broken\n')
+    out, err = io.StringIO(), io.StringIO()
+    code = core_main(["submit", "--url", live_server.url, "--token", token, "--model-name", "M", str(bad)], out, err)
+    assert code == 1
+    assert f"{bad}:1: unknown snippet" in err.getvalue() and f"{bad}:2: malformed JSON" in err.getvalue()
+    assert PredictionSubmission.objects.count() == 0
+    code = core_main(["submit", "--url", "http://127.0.0.1:9", "--token", token, "--model-name", "M", str(bad)],
+                     io.StringIO(), err := io.StringIO())
+    assert code == 2 and "cannot reach" in err.getvalue()
+    good = tmp_path / "good.jsonl"
+    good.write_bytes(predictions_bytes(papers=["rope"]))
+    out = io.StringIO()
+    assert core_main(["submit", "--url", live_server.url, "--token", token, "--model-name", "M", str(good)], out,
+                     io.StringIO()) == 0
+    sub = PredictionSubmission.objects.get()
+    assert out.getvalue().splitlines() == [
+        f"submission {sub.pk} queued",
+        f"status: {live_server.url}/api/v1/submissions/{sub.pk}",
+        f"page: {live_server.url}/submissions/{sub.pk}/",
+    ]
