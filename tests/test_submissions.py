@@ -385,3 +385,20 @@ def test_cli_lists_every_bad_line_and_reports_connection_problems(release, token
         f"status: {live_server.url}/api/v1/submissions/{sub.pk}",
         f"page: {live_server.url}/submissions/{sub.pk}/",
     ]
+
+
+def test_admin_actions_hide_and_verify(client, release, token):
+    sub = PredictionSubmission.objects.get(pk=_api_post(client, token, predictions_bytes(papers=["rope"])).json()["id"])
+    admin = User.objects.create_superuser("root", "root@example.org", "pw-root-123!x")
+    client.force_login(admin)
+    url = reverse("admin:submissions_predictionsubmission_changelist")
+    for action in ("hide", "mark_verified"):
+        resp = client.post(url, {"action": action, "_selected_action": [sub.pk]})
+        assert resp.status_code == 302
+    sub.evaluation.refresh_from_db()
+    assert sub.evaluation.hidden and sub.evaluation.verified
+    assert client.get(reverse("admin:submissions_predictionsubmission_change", args=[sub.pk])).status_code == 200
+    assert client.get(reverse("admin:submissions_scoringjob_changelist")).status_code == 200
+    client.force_login(sub.user)
+    page = client.get(reverse("submissions:submission_detail", args=[sub.pk])).content.decode()
+    assert "badge-verified" in page and "hidden by an admin" in page
