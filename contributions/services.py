@@ -225,7 +225,7 @@ def contribution_revise(
     return locked
 
 
-def contribution_enqueue_validation(*, contribution: PaperContribution) -> None:
+def contribution_enqueue_validation(*, contribution: PaperContribution, attempt: int = 1) -> None:
     """Queue the checks once the rows are committed (a worker must find them)."""
     from . import jobs  # jobs import services: keep the cycle lazy
 
@@ -239,6 +239,7 @@ def contribution_enqueue_validation(*, contribution: PaperContribution) -> None:
             django_rq.get_queue("contributions").enqueue(
                 jobs.validate_contribution, contribution_id, revision,
                 job_id=validation_job_id(contribution_id, revision), job_timeout=settings.RCB_CONTRIB_JOB_TIMEOUT,
+                meta={"attempt": attempt},
             )
         except RedisError as exc:
             # the upload is stored and stays 'submitted': contributions_reconcile queues it once Redis is back
@@ -478,7 +479,8 @@ def contribution_reconcile(*, stale_after: dt.timedelta | None = None) -> list[i
     import django_rq
 
     queue = django_rq.get_queue("contributions")
-    stale_after = stale_after or dt.timedelta(seconds=settings.RCB_CONTRIB_JOB_TIMEOUT + 60)
+    if stale_after is None:
+        stale_after = dt.timedelta(seconds=settings.RCB_CONTRIB_JOB_TIMEOUT + 60)
     requeued = []
     for contribution in PaperContribution.objects.filter(
         status__in=[PaperContribution.SUBMITTED, PaperContribution.VALIDATING]
@@ -489,11 +491,24 @@ def contribution_reconcile(*, stale_after: dt.timedelta | None = None) -> list[i
         )
         if job_alive(queue, job_id) and not overdue:
             continue
+        from .release_services import _job_attempt
+
+        attempt = _job_attempt(queue, job_id)
+        if contribution.status == PaperContribution.VALIDATING and attempt >= MAX_VALIDATION_ATTEMPTS:
+            # the checks killed their worker again and again: say so instead of trying forever
+            report = {"passed": False, "checks": [], "snippets": [], "revision": contribution.revision,
+                      "error": f"the checks were interrupted {attempt} times (their worker died, e.g. out of "
+                               "memory); an administrator has to look"}
+            _set_status(contribution.pk, contribution.revision, PaperContribution.ERROR, report)
+            continue
         _job_forget(queue, job_id)
         with transaction.atomic():
             # back to 'submitted' with a fresh clock: the next reconcile sees a queued job, not an overdue one
             PaperContribution.objects.filter(pk=contribution.pk, revision=contribution.revision).update(
                 status=PaperContribution.SUBMITTED, status_changed_at=timezone.now())
-            contribution_enqueue_validation(contribution=contribution)
+            contribution_enqueue_validation(contribution=contribution, attempt=attempt + 1)
         requeued.append(contribution.pk)
     return requeued
+
+
+MAX_VALIDATION_ATTEMPTS = 3

@@ -220,3 +220,22 @@ def test_a_baseline_job_that_keeps_failing_is_not_retried_forever(env, client, c
         assert len(baselines_reconcile()) == 2
         assert run_worker() == 2
     assert baselines_reconcile() == []  # given up after three attempts: a human has to look
+
+
+def test_checks_that_keep_killing_their_worker_end_in_an_error_after_three_attempts(env, client, contributor):
+    import django_rq
+
+    from contributions.services import MAX_VALIDATION_ATTEMPTS, contribution_reconcile, validation_job_id
+
+    contribution = upload(client, zip_files(STRONG))
+    queue = django_rq.get_queue("contributions")
+    for attempt in range(1, MAX_VALIDATION_ATTEMPTS + 1):
+        job = queue.fetch_job(validation_job_id(contribution.pk, 1))
+        assert job.meta["attempt"] == attempt
+        # what a worker dying mid-check leaves: the row 'validating' with its clock running (here: overdue at once)
+        PaperContribution.objects.filter(pk=contribution.pk).update(status=PaperContribution.VALIDATING)
+        requeued = contribution_reconcile(stale_after=dt.timedelta(0))
+        assert requeued == ([contribution.pk] if attempt < MAX_VALIDATION_ATTEMPTS else [])
+    contribution.refresh_from_db()
+    assert contribution.status == PaperContribution.ERROR
+    assert "interrupted 3 times" in contribution.report["error"]
