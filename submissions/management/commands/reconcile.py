@@ -5,6 +5,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, close_old_connections
 from redis.exceptions import RedisError
 
+from contributions.release_services import baselines_reconcile
+from contributions.services import contribution_reconcile
 from submissions.services import scoring_queue_reconcile
 
 logger = logging.getLogger(__name__)
@@ -12,8 +14,8 @@ logger = logging.getLogger(__name__)
 
 class Command(BaseCommand):
     help = (
-        "Re-enqueue from the database whatever the scoring queue lost (Redis restart, dead worker); "
-        "with --every S, keep doing it (the watchdog)."
+        "Re-enqueue from the database whatever the queues lost (Redis restart, dead worker): scoring jobs, "
+        "contribution checks and release baselines; with --every S, keep doing it (the watchdog)."
     )
 
     def add_arguments(self, parser):
@@ -25,6 +27,9 @@ class Command(BaseCommand):
         while True:
             try:
                 report = scoring_queue_reconcile(stale_after=stale_after)
+                # one watchdog for every queue: contribution checks and baselines are jobs too
+                report["contributions"] = contribution_reconcile()
+                report["baselines"] = baselines_reconcile()
             except (RedisError, DatabaseError) as exc:
                 if not every:
                     raise CommandError(f"cannot reconcile: {exc}") from None
@@ -35,7 +40,8 @@ class Command(BaseCommand):
                     self.stdout.write(
                         f"requeued after a dead worker: {len(report['requeued'])}, failed after too many tries: "
                         f"{len(report['failed'])}, re-enqueued (lost by Redis): {len(report['reenqueued'])}, "
-                        f"settled: {len(report['settled'])}"
+                        f"settled: {len(report['settled'])}, contribution checks re-queued: "
+                        f"{len(report['contributions'])}, baseline jobs re-queued: {len(report['baselines'])}"
                     )
             if not every:
                 return
