@@ -101,7 +101,8 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
-WHITENOISE_USE_FINDERS = True
+# production serves the collected, compressed copies (collectstatic); finders are for development
+WHITENOISE_USE_FINDERS = DEBUG
 # plotly.min.js comes from the installed plotly package (see leaderboard.staticfinders)
 STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.FileSystemFinder",
