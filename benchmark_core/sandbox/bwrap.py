@@ -123,15 +123,20 @@ class BwrapSandbox(Sandbox):
                 args += ["--ro-bind", str(path), str(path)]
         for name in ETC_FILES:
             args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+        # the interpreter's prefixes are bound after the private /tmp, or a venv that lives under
+        # /tmp (a CI clone, say) would be hidden by it
         bound: list[str] = ["/usr"]
+        prefix_args: list[str] = []
         for prefix in self.info["prefixes"]:
             real = os.path.realpath(prefix)
             for p in dict.fromkeys((prefix, real)):
                 if not any(p == b or p.startswith(b + "/") for b in bound) and os.path.isdir(p):
-                    # bwrap copies the modes of the host's parents (/root is 0700): open them up
+                    # bwrap copies the modes of the host's parents (/root is 0700): open them up,
+                    # but leave the sandbox's own world-writable /tmp as it is
                     for parent in reversed(Path(p).parents[:-1]):
-                        args += ["--perms", "0755", "--dir", str(parent)]
-                    args += ["--ro-bind", p, p]
+                        if str(parent) != "/tmp":
+                            prefix_args += ["--perms", "0755", "--dir", str(parent)]
+                    prefix_args += ["--ro-bind", p, p]
                     bound.append(p)
         limits = self.limits
         args += [
@@ -139,6 +144,7 @@ class BwrapSandbox(Sandbox):
             "--dev", "/dev",
             # world-writable like a host's /tmp: every run has its own uid
             "--perms", "1777", "--size", str(limits.tmpfs_mb * 1024 * 1024), "--tmpfs", "/tmp",
+            *prefix_args,
             "--dir", INSIDE,
             "--ro-bind", str(WARM_SCRIPT), f"{INSIDE}/warm.py",
             "--ro-bind", str(Path(paper.folder).resolve()), f"{INSIDE}/paper",
