@@ -51,9 +51,13 @@ READY_TIMEOUT = 300.0  # importing torch on a cold disk can take a while
 def _interpreter_paths(python: str) -> dict[str, Any]:
     """Ask the interpreter (trusted: the operator chose it) where it lives."""
     code = (
-        "import json, sys; print(json.dumps({'prefixes': sorted({sys.prefix, sys.base_prefix, sys.exec_prefix, "
+        "import hashlib, json, sys\n"
+        "from importlib import metadata\n"
+        "dists = sorted(f\"{d.metadata['Name']}=={d.version}\" for d in metadata.distributions())\n"
+        "print(json.dumps({'prefixes': sorted({sys.prefix, sys.base_prefix, sys.exec_prefix, "
         "sys.base_exec_prefix}), 'path': [p for p in sys.path if p], 'executable': sys.executable, "
-        "'version': '%d.%d.%d' % sys.version_info[:3]}))"
+        "'version': '%d.%d.%d' % sys.version_info[:3], "
+        "'packages': hashlib.sha256('\\n'.join(dists).encode()).hexdigest()[:16]}))"
     )
     try:
         out = subprocess.run([python, "-I", "-c", code], capture_output=True, text=True, timeout=60, check=True)
@@ -101,7 +105,8 @@ class BwrapSandbox(Sandbox):
 
     @property
     def environment_id(self) -> str:
-        return f"bwrap:{self.info['executable']}:{self.info['version']}"
+        # the installed packages are part of it: upgrading torch must not reuse cached verdicts
+        return f"bwrap:{self.info['executable']}:{self.info['version']}:{self.info['packages']}"
 
     def command(self, paper: PaperSpec) -> list[str]:
         """The bwrap command line that starts the warm runner for ``paper``."""
