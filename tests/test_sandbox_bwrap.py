@@ -107,3 +107,22 @@ def test_cli_defaults_to_an_isolating_backend_here(monkeypatch, tmp_path):
     assert default_backend() == "auto"
     result = _score([str(PROBE_PSET), "--reference"], tmp_path)
     assert result["backend"].startswith("bwrap") and result["summary"]["pass_rate"] == 100.0
+
+
+def test_multiprocessing_works_like_in_a_fresh_process(bwrap, tmp_path):
+    paper = tmp_path / "mp"
+    paper.mkdir()
+    (paper / "paper2code_test.py").write_text(
+        "import multiprocessing as mp\nimport unittest\n\n\ndef square(x):\n    return x * x\n\n\n"
+        "class T(unittest.TestCase):\n"
+        "    def test_spawn(self):\n"
+        "        with mp.get_context('spawn').Pool(2) as pool:\n"
+        "            self.assertEqual(pool.map(square, range(4)), [0, 1, 4, 9])\n\n"
+        "    def test_fork(self):\n"
+        "        with mp.get_context('fork').Pool(2) as pool:\n"
+        "            self.assertEqual(pool.map(square, range(4)), [0, 1, 4, 9])\n\n\n"
+        "if __name__ == '__main__':\n    unittest.main()\n")
+    with bwrap.open(PaperSpec(id="mp", folder=paper)) as session:
+        result = session.run({}, timeout=60)
+    assert result.exit_code == 0, result.stderr
+    assert result.extra == {"completed": True, "tests_run": 2}

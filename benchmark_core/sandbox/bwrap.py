@@ -147,6 +147,8 @@ class BwrapSandbox(Sandbox):
         args += [
             "--proc", "/proc",
             "--dev", "/dev",
+            # POSIX semaphores and shared memory (multiprocessing) live here
+            "--perms", "1777", "--size", str(limits.tmpfs_mb * 1024 * 1024), "--tmpfs", "/dev/shm",
             # world-writable like a host's /tmp: every run has its own uid
             "--perms", "1777", "--size", str(limits.tmpfs_mb * 1024 * 1024), "--tmpfs", "/tmp",
             *prefix_args,

@@ -657,14 +657,15 @@ class Server:
         for sub in ("paper", "home"):
             self.discard(os.path.join(run.folder, sub))
         if run.uid is not None:
-            # what the run left in the shared /tmp would leak into the next run with its uid
-            try:
-                with os.scandir("/tmp") as entries:
-                    for entry in entries:
-                        if entry.stat(follow_symlinks=False).st_uid == run.uid:
-                            self.discard(entry.path)
-            except OSError:
-                pass
+            # what the run left in the shared /tmp, /dev/shm would leak into the next run with its uid
+            for shared in ("/tmp", "/dev/shm"):
+                try:
+                    with os.scandir(shared) as entries:
+                        for entry in entries:
+                            if entry.stat(follow_symlinks=False).st_uid == run.uid:
+                                self.discard(entry.path)
+                except OSError:
+                    pass
         # the run owned this folder: whatever it left under that name must not redirect our write
         target = os.path.join(run.folder, "result.json")
         self.discard(target)
