@@ -271,17 +271,24 @@ def print_report(results: dict, out: TextIO) -> None:
     if failed:
         print("\nFailed snippets:", file=out)
         for s in failed[:50]:
-            last = _failure_line(s.get("output_tail", ""))
+            last = _failure_line(s)
             print(f"  {s['paper']}/{s['snippet']} [sample {s['sample']}] {s['category']}: {last[:100]}", file=out)
         if len(failed) > 50:
             print(f"  ... and {len(failed) - 50} more (see the results file)", file=out)
 
 
-def _failure_line(output: str) -> str:
-    """The line that says why a run failed: the exception line when there is one."""
-    lines = [ln for ln in output.splitlines() if ln.strip()]
-    for line in lines:
+def _failure_line(run: dict) -> str:
+    """The line that says why a run failed: the exception line (with its message) when there is one."""
+    if run.get("category") == "timeout":
+        return f"timed out after {run.get('seconds', 0):.0f}s"
+    code = run.get("exit_code")
+    if run.get("category") == "crash" and isinstance(code, int) and code < 0:
+        return f"killed by signal {-code}"
+    lines = [ln for ln in run.get("output_tail", "").splitlines() if ln.strip()]
+    for i, line in enumerate(lines):
         if not line[0].isspace() and re.match(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit)\b", line):
+            if line.rstrip().endswith(":") and i + 1 < len(lines):  # e.g. numpy puts the message below
+                return f"{line.strip()} {lines[i + 1].strip()}"
             return line
     return lines[-1] if lines else ""
 

@@ -78,6 +78,13 @@ log "preparing the database"
 if [ "${RCB_SKIP_DEMO:-0}" != "1" ]; then
   log "loading the demo data (scored once; later starts skip it)"
   "$PY" manage.py load_demo
+  # the engine on its own, as a user runs it: the demo's imperfect model, scored once, reported each start
+  if [ ! -s "$RCB_VAR_DIR/demo-imperfect.results.json" ]; then
+    log "scoring demo/predictions/demo-imperfect.jsonl with the engine's CLI"
+    "$PY" -m benchmark_core score demo demo/predictions/demo-imperfect.jsonl --quiet \
+      -o "$RCB_VAR_DIR/demo-imperfect.results.json"
+  fi
+  "$PY" -m benchmark_core report "$RCB_VAR_DIR/demo-imperfect.results.json"
 fi
 
 "$PY" manage.py rqworker scoring contributions default &

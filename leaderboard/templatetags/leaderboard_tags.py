@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Any
 
 import markdown as md
@@ -58,6 +59,8 @@ def get_item(mapping: Any, key: Any) -> Any:
 def render_markdown(text: str) -> SafeString:
     """Markdown -> HTML, then nh3 keeps only harmless tags (no scripts, styles, event handlers)."""
     html = md.markdown(text or "", extensions=["fenced_code", "tables"], output_format="html")
+    # the page owns h1/h2: a summary's own headings move two levels down instead of vanishing
+    html = re.sub(r"<(/?)h([1-6])\b", lambda m: f"<{m[1]}h{min(int(m[2]) + 2, 6)}", html)
     clean = nh3.clean(
         html,
         tags=ALLOWED_TAGS,
