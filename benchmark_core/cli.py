@@ -52,8 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--blank", action="store_true", help="score an empty completion (should give 0%%)")
     p.add_argument("--papers", help="comma-separated paper ids (default: all)")
     p.add_argument("--backend", default=None,
-                   help="sandbox backend: auto, docker, bwrap or local (trusted only); default: auto (docker, "
-                        "else bwrap) when one of them works here, else local")
+                   help="sandbox backend: auto, docker, bwrap or local (trusted only); default: with --python, "
+                        "bwrap (it runs that interpreter); else auto (docker, else bwrap) when one of them works "
+                        "here, else local")
     p.add_argument("--cache", metavar="PATH", help="verdict cache (SQLite file): identical runs are not repeated")
     p.add_argument("--python", help="interpreter whose environment has the papers' dependencies")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="parallel runs (default: cores)")
@@ -191,6 +192,18 @@ def build_tasks(pset: ProblemSet, args: argparse.Namespace, err: TextIO) -> list
     return tasks
 
 
+def _default_backend(python: str | None, err: TextIO) -> str:
+    """With --python the user named an environment on this host: bwrap runs it, docker would not."""
+    from .sandbox.auto import default_backend
+    from .sandbox.bwrap import bwrap_available
+
+    if python and bwrap_available() is None:
+        print(f"using the bwrap sandbox with {python} (docker builds its own images instead; "
+              "pass --backend docker to use them)", file=err)
+        return "bwrap"
+    return default_backend()
+
+
 def cmd_score(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     pset = _load(args.pset, _papers_arg(args.papers), err)
     if pset is None:
@@ -203,9 +216,7 @@ def cmd_score(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             paper.timeout = args.timeout
     try:
         if args.backend is None:
-            from .sandbox.auto import default_backend
-
-            args.backend = default_backend()
+            args.backend = _default_backend(args.python, err)
         sandbox = get_sandbox(args.backend, python=args.python, limits=Limits(memory_mb=args.memory_mb))
     except SandboxUnavailable as exc:
         print(f"error: {exc}", file=err)
