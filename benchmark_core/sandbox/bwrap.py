@@ -360,8 +360,30 @@ class BwrapSession(SandboxSession):
                    "output_bytes": limits.output_bytes, "pids": limits.pids, "file_size_mb": limits.file_size_mb}
         started = time.monotonic()
         msg = client.request(payload, wait=timeout + 60.0)
+        if msg is None and self._died(client):
+            # the runner was already dead when this run was sent (killed from outside between runs,
+            # before its reader saw the end of its output): this run never ran, so run it once more
+            # in a new runner instead of failing a completion that was never tried
+            with self.lock:
+                if self.closed:
+                    raise RuntimeError("session is closed")
+                if self.client is client:
+                    client.close()
+                    self._start()
+                client = self.client
+            msg = client.request(payload, wait=timeout + 60.0)
         why = "the sandbox's warm runner stopped answering: " + client.stderr_tail.decode(errors="replace")[-1000:]
         return result_from_message(msg, seconds=time.monotonic() - started, why=why)
+
+    @staticmethod
+    def _died(client: WarmClient, grace: float = 2.0) -> bool:
+        """True when the runner is gone (its output ends soon after it dies)."""
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            if not client.alive:
+                return True
+            time.sleep(0.05)
+        return False
 
     def close(self) -> None:
         with self.lock:
