@@ -272,7 +272,7 @@ print(json.dumps({'env': dict(os.environ), 'environ1': environ1}))
     blob = json.dumps(seen)
     for secret in ("do-not-leak-7f3a", "DATABASE_URL", "REDIS_URL", "DJANGO_SECRET_KEY", "DOCKER_HOST"):
         assert secret not in blob
-    assert seen["env"]["HOME"].startswith("/rcb/work/")
+    assert seen["env"]["HOME"].startswith("/rcb/runs/")
 
 
 def test_timeout_kills_the_run_and_the_session_lives_on(session):
@@ -307,7 +307,7 @@ def test_concurrent_runs_from_threads_get_their_own_answers(session):
 def test_results_come_out_through_the_archive_api(sandbox, session):
     result = session.run({"paper2code_test.py": "print('via-archive')\n"}, timeout=30)
     assert result.exit_code == 0
-    bits, _ = sandbox.client.containers.get(session.container_id).get_archive("/rcb/work")
+    bits, _ = sandbox.client.containers.get(session.container_id).get_archive("/rcb/runs")
     found = []
     with tarfile.open(fileobj=io.BytesIO(b"".join(bits))) as tar:
         for member in tar.getmembers():

@@ -2,7 +2,7 @@
 
 The sandbox sees a read-only /usr, a few files of /etc, the interpreter's prefixes (read-only), the
 paper (read-only, at /rcb/paper), the runner script and a size-limited tmpfs for the runs
-(/rcb/work) and /tmp. No network (own, empty network namespace: the host's Redis/PostgreSQL, TCP,
+(/rcb/runs) and /tmp. No network (own, empty network namespace: the host's Redis/PostgreSQL, TCP,
 UDP, IPv6, DNS and abstract Unix sockets are all out of reach; the host's /run and /tmp are not
 mounted, so neither are their Unix sockets), own pid namespace, new session, dies with its parent.
 Nothing of the host's home folders, the project checkout or its settings is mounted.
@@ -155,10 +155,10 @@ class BwrapSandbox(Sandbox):
             "--dir", INSIDE,
             "--ro-bind", str(WARM_SCRIPT), f"{INSIDE}/warm.py",
             "--ro-bind", str(Path(paper.folder).resolve()), f"{INSIDE}/paper",
-            "--size", str(limits.tmpfs_mb * 1024 * 1024), "--tmpfs", f"{INSIDE}/work",
+            "--size", str(limits.tmpfs_mb * 1024 * 1024), "--tmpfs", f"{INSIDE}/runs",
             "--chdir", INSIDE,
             "--",
-            self.python, f"{INSIDE}/warm.py", "--paper", f"{INSIDE}/paper", "--work", f"{INSIDE}/work",
+            self.python, f"{INSIDE}/warm.py", "--paper", f"{INSIDE}/paper", "--work", f"{INSIDE}/runs",
         ]
         if self.is_root:
             base = RUN_UID_MIN + secrets.randbelow(RUN_UID_BLOCKS) * RUN_UID_BLOCK
@@ -333,7 +333,7 @@ class BwrapSession(SandboxSession):
 
     def _start(self) -> WarmClient:
         sandbox: BwrapSandbox = self.sandbox  # type: ignore[assignment]
-        env = child_env(f"{INSIDE}/work")
+        env = child_env(f"{INSIDE}/runs")
         self.client = WarmClient(sandbox.command(self.paper), env=env)
         return self.client
 

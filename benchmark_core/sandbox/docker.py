@@ -397,7 +397,7 @@ def _paper_archive(paper: PaperSpec, *, work_uid: int) -> bytes:
     with tarfile.open(fileobj=buf, mode="w") as tar:
         tar.add(str(WARM_SCRIPT), arcname="warm.py", filter=owned_by_root)
         tar.add(str(Path(paper.folder).resolve()), arcname="paper", filter=owned_by_root)
-        work = tarfile.TarInfo("work")
+        work = tarfile.TarInfo("runs")
         work.type = tarfile.DIRTYPE
         work.uid = work.gid = work_uid
         work.mode = 0o711  # runs cannot list each other's (randomly named) folders
@@ -446,7 +446,7 @@ class DockerSession(SandboxSession):
     def _start(self) -> None:
         sandbox: DockerSandbox = self.sandbox  # type: ignore[assignment]
         self.container, self.volume = sandbox.box_take(self.image, work_mb=sandbox.work_mb(self.paper))
-        argv = [PYTHON, f"{INSIDE}/warm.py", "--paper", f"{INSIDE}/paper", "--work", f"{INSIDE}/work"]
+        argv = [PYTHON, f"{INSIDE}/warm.py", "--paper", f"{INSIDE}/paper", "--work", f"{INSIDE}/runs"]
         if sandbox.uid_per_run:
             argv += ["--run-uid-base", str(_run_uid_base())]
         if self.paper.fresh_process:
@@ -539,7 +539,7 @@ class DockerSession(SandboxSession):
     def _fetch_result(self, container, rid: str) -> dict[str, Any] | None:
         """The runner's result.json of run ``rid``, through the archive API (when its answer was lost)."""
         try:
-            bits, _stat = container.get_archive(f"{INSIDE}/work/{rid}/result.json")
+            bits, _stat = container.get_archive(f"{INSIDE}/runs/{rid}/result.json")
             with tarfile.open(fileobj=io.BytesIO(b"".join(bits))) as tar:
                 member = tar.next()
                 handle = tar.extractfile(member) if member else None
@@ -793,7 +793,7 @@ class DockerSandbox(Sandbox):
     def environment(self) -> dict[str, str]:
         from .local import child_env  # noqa: PLC0415
 
-        env = child_env(f"{INSIDE}/work")
+        env = child_env(f"{INSIDE}/runs")
         env["PATH"] = "/opt/rcb/bin:/usr/local/bin:/usr/bin:/bin"
         env["LANG"] = "C.UTF-8"
         env.pop("LC_ALL", None)
