@@ -12,7 +12,7 @@ from typing import Sequence, TextIO
 
 from . import __version__
 from .errors import CATEGORIES
-from .masking import PROMPT_VERSION, build_prompt, masked_file
+from .masking import task_record
 from .predictions import parse_predictions
 from .problemset import ProblemSet, ProblemSetError, load_problemset, validate_problemset
 from .runner import HARNESS_VERSION, Task, TestRun, answer_code, reference_code, run_tasks
@@ -110,18 +110,7 @@ def cmd_tasks(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     target = open(args.output, "w", encoding="utf-8") if args.output else out
     try:
         for paper, snip in pset.snippets:
-            row = {
-                "paper": paper.id,
-                "file": snip.file,
-                "snippet": snip.name,
-                "parent": snip.parent,
-                "depth": snip.depth,
-                "weight": snip.weight,
-                "with_paper": not args.without_paper,
-                "prompt_version": PROMPT_VERSION,
-                "prompt": build_prompt(paper, snip, with_paper=not args.without_paper),
-                "masked_file": masked_file(paper.files[snip.file].lines, snip),
-            }
+            row = task_record(paper, snip, with_paper=not args.without_paper)
             target.write(json.dumps(row, ensure_ascii=False) + "\n")
     finally:
         if args.output:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from .annotation import TAG_RE, Snippet, is_code_line
 from .problemset import Paper
 
-__all__ = ["masked_file", "build_prompt", "snippet_base_indent", "PROMPT_VERSION"]
+__all__ = ["masked_file", "build_prompt", "snippet_base_indent", "task_record", "PROMPT_VERSION"]
 
 PROMPT_VERSION = "rcbhub-prompt-1"
 
@@ -62,3 +62,19 @@ def build_prompt(paper: Paper, snippet: Snippet, *, with_paper: bool = True) -> 
         "inserted as given, without re-indenting. Do not repeat the surrounding code or the function signature."
     )
     return "\n\n".join(parts) + "\n"
+
+
+def task_record(paper: Paper, snippet: Snippet, *, with_paper: bool = True) -> dict:
+    """One task as the ``tasks`` command writes it (a JSON-lines row): ids, prompt and masked file."""
+    return {
+        "paper": paper.id,
+        "file": snippet.file,
+        "snippet": snippet.name,
+        "parent": snippet.parent,
+        "depth": snippet.depth,
+        "weight": snippet.weight,
+        "with_paper": with_paper,
+        "prompt_version": PROMPT_VERSION,
+        "prompt": build_prompt(paper, snippet, with_paper=with_paper),
+        "masked_file": masked_file(paper.files[snippet.file].lines, snippet),
+    }
