@@ -40,6 +40,10 @@ class Release(models.Model):
     data_version = models.PositiveIntegerField(default=0)
     # significance tiers per view, {"with_paper": {model_key: tier}, ...}: computed on write
     tiers = models.JSONField(default=dict, blank=True)
+    # the release this one succeeds (a draft starts from it; its figures are shown beside ours)
+    predecessor = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="successors")
+    # public changelog: [{"at", "kind": "retired"|"added"|..., "paper", "snippet", "reason"}]
+    changelog = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-published_at", "-created_at"]
@@ -132,6 +136,10 @@ class Evaluation(models.Model):
     scaled_pass_rate = models.FloatField(null=True, blank=True, db_index=True)
     pass_rate = models.FloatField(null=True, blank=True)
     scaled_ci_low = models.FloatField(null=True, blank=True)
+    run_date = models.DateField(null=True, blank=True, help_text="day of the run the results come from (imports)")
+    # how it came to this release from the predecessor's: {"mode": "rescored"|"carried", "from_evaluation",
+    # "from_release", "carried", "not_carried"}; empty for a result scored here first
+    succession = models.JSONField(default=dict, blank=True)
     scaled_ci_high = models.FloatField(null=True, blank=True)
     scaled_std = models.FloatField(null=True, blank=True)
     pass_std = models.FloatField(null=True, blank=True)

@@ -78,6 +78,7 @@ class PredictionSubmission(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+    publish_when_finished = models.BooleanField(default=False, help_text="publish as soon as scoring finishes")
         indexes = [models.Index(fields=["user", "content_hash"])]
 
     def __str__(self) -> str:
