@@ -5,7 +5,6 @@ import calendar
 import datetime as dt
 import json
 import math
-import random
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass
@@ -21,7 +20,10 @@ __all__ = [
     "per_sample",
     "pass_at_k",
     "pass_at_k_summary",
+    "N_BOOT",
     "bootstrap_ci",
+    "bootstrap_rates",
+    "bootstrap_table",
     "paired_bootstrap",
     "significance_tiers",
     "category_counts",
@@ -152,81 +154,128 @@ def pass_at_k_summary(outcomes: Iterable[Outcome], ks: Sequence[int] = (1, 5, 10
     return result
 
 
-def _resample_rate(totals: Sequence[tuple[float, float]], rng: random.Random, picks: list[int] | None = None) -> float:
-    idx = picks if picks is not None else [rng.randrange(len(totals)) for _ in totals]
-    num = sum(totals[i][0] for i in idx)
-    den = sum(totals[i][1] for i in idx)
-    return _pct(num, den)
+# ---------------------------------------------------------------------------- bootstrap (the one implementation)
+# Every interval and tier of the project comes from here: the CLI's summary, the stored aggregates and
+# the site's request-time windows and ablation. One resampling of papers (seeded numpy generator, the
+# same index matrix for every model, so differences are paired), one percentile rule (linear).
+
+#: resamples everywhere (CLI, stored aggregates, request-time views): one number, so figures agree
+N_BOOT = 2000
+SEED = 0
 
 
-def _quantile(sorted_xs: Sequence[float], q: float) -> float:
-    if not sorted_xs:
-        return 0.0
-    pos = q * (len(sorted_xs) - 1)
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
+def _boot_indices(n_papers: int, *, n_boot: int, seed: int):
+    import numpy as np
+
+    return np.random.default_rng(seed).integers(0, n_papers, size=(n_boot, n_papers))
+
+
+def bootstrap_rates(
+    totals: Mapping[str, Mapping[str, tuple[float, ...]]], papers: Sequence[str], *, n_boot: int = N_BOOT,
+    seed: int = SEED,
+):
+    """Resampled scaled pass rates, one row per model (in ``totals`` order), ``n_boot`` columns.
+
+    ``totals[model][paper]`` is (passed weight, total weight, ...); a paper a model lacks counts 0 / 0.
+    """
+    import numpy as np
+
+    keys = list(totals)
+    papers = list(papers)
+    if not keys or not papers:
+        return keys, np.zeros((len(keys), 0))
+    num = np.array([[totals[k].get(p, (0.0, 0.0))[0] for p in papers] for k in keys], dtype=float)
+    den = np.array([[totals[k].get(p, (0.0, 0.0))[1] for p in papers] for k in keys], dtype=float)
+    idx = _boot_indices(len(papers), n_boot=n_boot, seed=seed)
+    boot_num = num[:, idx].sum(axis=2)
+    boot_den = den[:, idx].sum(axis=2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rates = np.where(boot_den > 0, 100.0 * boot_num / np.where(boot_den > 0, boot_den, 1.0), 0.0)
+    return keys, rates
+
+
+def _interval(values, level: float) -> tuple[float, float]:
+    import numpy as np
+
+    if values.size == 0:
+        return 0.0, 0.0
+    alpha = 100 * (1 - level) / 2
+    lo, hi = np.percentile(values, [alpha, 100 - alpha])
+    return float(lo), float(hi)
+
+
+def _point(totals: Mapping[str, tuple[float, ...]], papers: Sequence[str]) -> float:
+    return _pct(sum(totals.get(p, (0.0, 0.0))[0] for p in papers), sum(totals.get(p, (0.0, 0.0))[1] for p in papers))
 
 
 def bootstrap_ci(
-    totals: Mapping[str, tuple[float, ...]], *, n_boot: int = 2000, seed: int = 0, level: float = 0.95
+    totals: Mapping[str, tuple[float, ...]], *, n_boot: int = N_BOOT, seed: int = SEED, level: float = 0.95
 ) -> tuple[float, float]:
     """Percentile interval of the scaled pass rate when papers are resampled with replacement."""
-    rows = [(v[0], v[1]) for _, v in sorted(totals.items())]
-    if not rows:
-        return 0.0, 0.0
-    rng = random.Random(seed)
-    stats = sorted(_resample_rate(rows, rng) for _ in range(n_boot))
-    alpha = (1 - level) / 2
-    return _quantile(stats, alpha), _quantile(stats, 1 - alpha)
+    papers = sorted(totals)
+    _, rates = bootstrap_rates({"m": totals}, papers, n_boot=n_boot, seed=seed)
+    return _interval(rates[0], level) if papers else (0.0, 0.0)
 
 
 def paired_bootstrap(
     a: Mapping[str, tuple[float, ...]],
     b: Mapping[str, tuple[float, ...]],
     *,
-    n_boot: int = 2000,
-    seed: int = 0,
+    n_boot: int = N_BOOT,
+    seed: int = SEED,
     level: float = 0.95,
 ) -> tuple[float, float, float]:
     """Difference a - b in scaled pass rate with a paired (same papers) percentile interval."""
     papers = sorted(set(a) & set(b))
     if not papers:
         return 0.0, 0.0, 0.0
-    ra = [(a[p][0], a[p][1]) for p in papers]
-    rb = [(b[p][0], b[p][1]) for p in papers]
-    point = _resample_rate(ra, random.Random(), list(range(len(papers)))) - _resample_rate(
-        rb, random.Random(), list(range(len(papers)))
-    )
-    rng = random.Random(seed)
-    diffs = []
-    for _ in range(n_boot):
-        picks = [rng.randrange(len(papers)) for _ in papers]
-        diffs.append(_resample_rate(ra, rng, picks) - _resample_rate(rb, rng, picks))
-    diffs.sort()
-    alpha = (1 - level) / 2
-    return point, _quantile(diffs, alpha), _quantile(diffs, 1 - alpha)
+    _, rates = bootstrap_rates({"a": a, "b": b}, papers, n_boot=n_boot, seed=seed)
+    lo, hi = _interval(rates[0] - rates[1], level)
+    return _point(a, papers) - _point(b, papers), lo, hi
+
+
+def _tiers_from(rates, keys: list[str], points: Mapping[str, float], ranked: Iterable[str]) -> dict[str, int]:
+    """A model shares its tier leader's tier unless the paired difference's lower bound is above 0."""
+    import numpy as np
+
+    row = {k: i for i, k in enumerate(keys)}
+    tiers: dict[str, int] = {}
+    tier, leader = 0, None
+    for key in sorted(ranked, key=lambda k: (-points[k], k)):
+        if leader is None:
+            tier, leader = 1, key
+        elif float(np.percentile(rates[row[leader]] - rates[row[key]], 2.5)) > 0:
+            tier, leader = tier + 1, key
+        tiers[key] = tier
+    return tiers
+
+
+def bootstrap_table(
+    totals: Mapping[str, Mapping[str, tuple[float, ...]]],
+    papers: Sequence[str],
+    *,
+    ranked: Iterable[str] | None = None,
+    n_boot: int = N_BOOT,
+    seed: int = SEED,
+) -> tuple[dict[str, tuple[float, float]], dict[str, int]]:
+    """95 % intervals of every model over ``papers`` and significance tiers of the ``ranked`` ones."""
+    totals = {k: v for k, v in totals.items() if v}
+    papers = sorted(papers)
+    if not totals or not papers:
+        return {}, {}
+    keys, rates = bootstrap_rates(totals, papers, n_boot=n_boot, seed=seed)
+    intervals = {k: _interval(rates[i], 0.95) for i, k in enumerate(keys)}
+    points = {k: _point(totals[k], papers) for k in keys}
+    wanted = [k for k in keys if ranked is None or k in set(ranked)]
+    return intervals, _tiers_from(rates, keys, points, wanted)
 
 
 def significance_tiers(
-    models: Mapping[str, Mapping[str, tuple[float, ...]]], *, n_boot: int = 1000, seed: int = 0
+    models: Mapping[str, Mapping[str, tuple[float, ...]]], *, n_boot: int = N_BOOT, seed: int = SEED
 ) -> dict[str, int]:
     """Rank as tiers: a model shares its tier's leader's tier unless the paired difference is significant."""
-    def rate(totals: Mapping[str, tuple[float, ...]]) -> float:
-        return _pct(sum(v[0] for v in totals.values()), sum(v[1] for v in totals.values()))
-
-    order = sorted(models, key=lambda m: (-rate(models[m]), m))
-    tiers: dict[str, int] = {}
-    tier, leader = 0, None
-    for key in order:
-        if leader is None:
-            tier, leader = 1, key
-        else:
-            _, lo, _hi = paired_bootstrap(models[leader], models[key], n_boot=n_boot, seed=seed)
-            if lo > 0:  # the leader is significantly better: a new tier starts here
-                tier += 1
-                leader = key
-        tiers[key] = tier
-    return tiers
+    papers = sorted({p for totals in models.values() for p in totals})
+    return bootstrap_table(models, papers, n_boot=n_boot, seed=seed)[1]
 
 
 def category_counts(outcomes: Iterable[Any]) -> dict[str, int]:
@@ -237,7 +286,7 @@ def category_counts(outcomes: Iterable[Any]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def summarize(outcomes: Iterable[Any], *, n_boot: int = 2000, seed: int = 0) -> dict[str, Any]:
+def summarize(outcomes: Iterable[Any], *, n_boot: int = N_BOOT, seed: int = SEED) -> dict[str, Any]:
     """All figures of one evaluation, as stored in results.json and on the site."""
     items = list(outcomes)
     samples = per_sample(items)
@@ -267,18 +316,22 @@ def parse_cutoff(value: str | dt.date) -> dt.date:
         return value.date()
     if isinstance(value, dt.date):
         return value
-    parts = str(value).strip().split("-")
+    text = str(value).strip()
+    shown = text if len(text) <= 40 else text[:40] + "..."
+    usage = f"not a cutoff date: {shown!r} (use YYYY, YYYY-MM or YYYY-MM-DD)"
+    parts = text.split("-")
+    # a date has at most 4+2+2 digits: longer parts are refused before int() or date() overflow
+    if not 1 <= len(parts) <= 3 or any(not p.isascii() or not p.isdigit() or len(p) > 4 for p in parts):
+        raise ValueError(usage)
+    nums = [int(p) for p in parts]
     try:
-        nums = [int(p) for p in parts]
-    except ValueError:
-        raise ValueError(f"not a cutoff date: {value!r} (use YYYY, YYYY-MM or YYYY-MM-DD)") from None
-    if len(nums) == 1:
-        return dt.date(nums[0], 12, 31)
-    if len(nums) == 2:
-        return dt.date(nums[0], nums[1], calendar.monthrange(nums[0], nums[1])[1])
-    if len(nums) == 3:
+        if len(nums) == 1:
+            return dt.date(nums[0], 12, 31)
+        if len(nums) == 2:
+            return dt.date(nums[0], nums[1], calendar.monthrange(nums[0], nums[1])[1])
         return dt.date(*nums)
-    raise ValueError(f"not a cutoff date: {value!r} (use YYYY, YYYY-MM or YYYY-MM-DD)")
+    except (ValueError, calendar.IllegalMonthError) as exc:
+        raise ValueError(f"{usage}: {exc}") from None
 
 
 def is_contamination_safe(first_commit: dt.date | None, cutoff: str | dt.date) -> bool:

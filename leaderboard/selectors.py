@@ -65,8 +65,6 @@ __all__ = [
 VIEWS = ("overall", "contamination_safe")
 #: below this many papers in a date window the figures are flagged as unreliable
 FEW_PAPERS = 5
-#: resamples for date-window figures (vectorized, see _window_bootstrap)
-WINDOW_N_BOOT = 1000
 
 
 # --------------------------------------------------------------------------- data classes
@@ -542,43 +540,6 @@ def _window_papers(
     return sorted(out)
 
 
-def _window_bootstrap(
-    totals: Mapping[str, Mapping[str, tuple[float, ...]]], papers: list[str], ranked: set[str], *, n_boot: int,
-    seed: int = 0,
-) -> tuple[dict[str, tuple[float, float]], dict[str, int]]:
-    """95 % intervals for every model and significance tiers for the ranked ones, resampling papers.
-
-    The same method as benchmark_core.scoring (bootstrap_ci, paired_bootstrap, significance_tiers:
-    percentile intervals, the leader of a tier against each next model), vectorized with numpy so a
-    date window over 100 models costs milliseconds at request time.
-    """
-    import numpy as np
-
-    keys = [k for k in totals if totals[k]]
-    if not keys or not papers:
-        return {}, {}
-    num = np.array([[totals[k].get(p, (0.0, 0.0))[0] for p in papers] for k in keys], dtype=float)
-    den = np.array([[totals[k].get(p, (0.0, 0.0))[1] for p in papers] for k in keys], dtype=float)
-    idx = np.random.default_rng(seed).integers(0, len(papers), size=(n_boot, len(papers)))
-    boot_num = num[:, idx].sum(axis=2)  # (models, n_boot)
-    boot_den = den[:, idx].sum(axis=2)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rates = np.where(boot_den > 0, 100.0 * boot_num / boot_den, 0.0)
-    lo, hi = np.percentile(rates, [2.5, 97.5], axis=1)
-    intervals = {k: (float(lo[i]), float(hi[i])) for i, k in enumerate(keys)}
-    point = {k: (100.0 * num[i].sum() / den[i].sum() if den[i].sum() else 0.0) for i, k in enumerate(keys)}
-    row = {k: i for i, k in enumerate(keys)}
-    tiers: dict[str, int] = {}
-    tier, leader = 0, None
-    for key in sorted((k for k in keys if k in ranked), key=lambda k: (-point[k], k)):
-        if leader is None:
-            tier, leader = 1, key
-        elif float(np.percentile(rates[row[leader]] - rates[row[key]], 2.5)) > 0:
-            tier, leader = tier + 1, key
-        tiers[key] = tier
-    return intervals, tiers
-
-
 def _window_figures(
     ev: Evaluation, papers: list[str], release_papers: Mapping[str, ReleasePaper], interval: tuple[float, float] | None
 ) -> dict:
@@ -641,18 +602,18 @@ def leaderboard_rows(
             # stale (an evaluation was published, hidden or re-scored without a tiers refresh):
             # the same method, vectorized, from the stored per-paper totals (one more query)
             stored = dict(Evaluation.objects.filter(id__in=[ev.id for ev in ranked_evs]).values_list("id", "paper_totals"))
-            _, tiers = _window_bootstrap(
+            _, tiers = scoring.bootstrap_table(
                 {ev.model.key: {p: tuple(v) for p, v in (stored.get(ev.id) or {}).items()} for ev in ranked_evs},
-                papers, {ev.model.key for ev in ranked_evs}, n_boot=WINDOW_N_BOOT,
+                papers, ranked={ev.model.key for ev in ranked_evs},
             )
     else:
         if cutoff is None and date_from is None and date_to is None:
             dates = [ev.model.knowledge_cutoff_date for ev in ranked_evs if ev.model.knowledge_cutoff_date]
             cutoff = max(dates) if dates else None
         papers = _window_papers(paper_dates, cutoff=cutoff, date_from=date_from, date_to=date_to)
-        intervals, tiers = _window_bootstrap(
+        intervals, tiers = scoring.bootstrap_table(
             {ev.model.key: _totals(ev, papers) for ev in evaluations}, papers,
-            {ev.model.key for ev in ranked_evs}, n_boot=WINDOW_N_BOOT,
+            ranked={ev.model.key for ev in ranked_evs},
         )
         figures = {ev.id: _window_figures(ev, papers, release_papers, intervals.get(ev.model.key)) for ev in evaluations}
         if not papers:
@@ -760,8 +721,6 @@ def paper_ablation(*, release: Release) -> list[AblationRow]:
     """With-paper minus without-paper scaled pass rate (paired bootstrap over papers) per model having both."""
 
     def compute() -> list[AblationRow]:
-        import numpy as np
-
         with_ev = {ev.model_id: ev for ev in _latest_per_model(
             _public_evaluations(release, with_paper=True, light=True, keep=("paper_totals",)))}
         without = {ev.model_id: ev for ev in _latest_per_model(
@@ -770,32 +729,24 @@ def paper_ablation(*, release: Release) -> list[AblationRow]:
         papers = sorted({p for a, b in pairs for p in set(a.paper_totals or {}) & set(b.paper_totals or {})})
         if not pairs or not papers:
             return []
-        # paired: both prompt variants resampled with the same papers (as scoring.paired_bootstrap)
-        idx = np.random.default_rng(0).integers(0, len(papers), size=(WINDOW_N_BOOT, len(papers)))
 
-        def matrix(ev: Evaluation, column: int) -> np.ndarray:
-            totals = ev.paper_totals or {}
-            return np.array([totals[p][column] if p in totals else 0.0 for p in papers], dtype=float)
+        def totals(ev: Evaluation) -> dict[str, tuple[float, ...]]:
+            stored = ev.paper_totals or {}
+            return {p: tuple(stored[p]) if p in stored else (0.0, 0.0) for p in papers}
 
         rows = []
         for a, b in pairs:
-            rates = []
-            for ev in (a, b):
-                num, den = matrix(ev, 0), matrix(ev, 1)
-                boot_den = den[idx].sum(axis=1)
-                rates.append(np.where(boot_den > 0, 100.0 * num[idx].sum(axis=1) / np.maximum(boot_den, 1e-12), 0.0))
-            lo, hi = np.percentile(rates[0] - rates[1], [2.5, 97.5])
-            point_a = _rate(sum(matrix(a, 0)), sum(matrix(a, 1))) or 0.0
-            point_b = _rate(sum(matrix(b, 0)), sum(matrix(b, 1))) or 0.0
+            # paired: both prompt variants resampled with the same papers
+            diff, lo, hi = scoring.paired_bootstrap(totals(a), totals(b))
             rows.append(
                 AblationRow(
                     model_key=a.model.key,
                     name=a.model.display_name,
                     with_paper=a.scaled_pass_rate or 0.0,
                     without_paper=b.scaled_pass_rate or 0.0,
-                    diff=point_a - point_b,
-                    ci_low=float(lo),
-                    ci_high=float(hi),
+                    diff=diff,
+                    ci_low=lo,
+                    ci_high=hi,
                 )
             )
         return sorted(rows, key=lambda r: (-r.diff, r.name.lower()))

@@ -38,7 +38,7 @@ PUBLISHED_RELEASE_NAME = "v1.0 (published)"
 PUBLISHED_RELEASE_SLUG = "v1-0-published"
 PUBLISHED_RELEASE_DATE = dt.date(2025, 6, 1)  # FORMAT.md: the public release of June 2025
 PUBLISHED_HARNESS = "researchcodebench-db3d16d9"
-STORED_N_BOOT = 1000
+STORED_N_BOOT = scoring.N_BOOT  # the same resamples as the CLI, so their intervals agree
 SUMMARY_MAX_CHARS = 50_000
 IGNORED_PARTS = {"__pycache__", ".git", ".ipynb_checkpoints", ".venv", "node_modules", ".pytest_cache"}
 
