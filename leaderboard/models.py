@@ -129,6 +129,11 @@ class Evaluation(models.Model):
     is_public = models.BooleanField(default=False)
     hidden = models.BooleanField(default=False, help_text="hidden by an admin")
     verified = models.BooleanField(default=False, help_text="reproduced by the maintainers")
+    # results the engine flagged (tampering, suspicious code): such an evaluation is not ranked
+    # until a reviewer clears it; a clearing covers the flags counted when it was made
+    flagged_results = models.PositiveIntegerField(default=0, help_text="results with engine flags")
+    flags_cleared_at = models.DateTimeField(null=True, blank=True, help_text="a reviewer cleared the flags")
+    flags_cleared_by = models.CharField(max_length=150, blank=True)
     input_hash = models.CharField(max_length=64, blank=True, help_text="hash of what was scored (re-imports skip it)")
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -173,6 +178,7 @@ class SnippetResult(models.Model):
     seconds = models.FloatField(null=True, blank=True)
     output_tail = models.TextField(blank=True)
     completion = models.TextField(blank=True)
+    flags = models.JSONField(default=list, blank=True, help_text="the engine's flags, e.g. 'tampering:os.exec'")
 
     class Meta:
         constraints = [
