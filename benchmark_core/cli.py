@@ -69,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="print a results.json as tables for humans")
     p.add_argument("results", metavar="results.json")
+    p.add_argument("--summary", action="store_true", help="one line: the scaled and plain pass rates")
 
     add_submit_parser(sub)
     return parser
@@ -244,7 +245,6 @@ def cmd_score(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def print_report(results: dict, out: TextIO) -> None:
     summary = results["summary"]
-    lo, hi = summary["scaled_pass_rate_ci95"]
     print(f"Problem set: {results.get('problem_set', '?')}   source: {results.get('source', '?')}   "
           f"backend: {results.get('backend', '?')}   {results.get('seconds', 0)}s", file=out)
     header = f"{'paper':<28} {'snippets':>8} {'passed':>7} {'lines':>6} {'scaled %':>9} {'pass %':>7}"
@@ -256,8 +256,7 @@ def print_report(results: dict, out: TextIO) -> None:
     print("-" * len(header), file=out)
     print(f"{'overall':<28} {summary['snippets']:>8} {summary['passed']:>7} {summary['total_weight']:>6.0f} "
           f"{summary['scaled_pass_rate']:>9.2f} {summary['pass_rate']:>7.2f}", file=out)
-    print(f"\nScaled pass rate {summary['scaled_pass_rate']:.2f} % (95 % CI over papers: {lo:.2f}–{hi:.2f}), "
-          f"pass rate {summary['pass_rate']:.2f} %", file=out)
+    print("\n" + summary_line(summary), file=out)
     if summary["samples"] > 1:
         print(f"{summary['samples']} samples: scaled {summary['scaled_pass_rate']:.2f} ± "
               f"{summary['scaled_pass_rate_std']:.2f}, pass rate {summary['pass_rate']:.2f} ± "
@@ -275,6 +274,13 @@ def print_report(results: dict, out: TextIO) -> None:
             print(f"  {s['paper']}/{s['snippet']} [sample {s['sample']}] {s['category']}: {last[:100]}", file=out)
         if len(failed) > 50:
             print(f"  ... and {len(failed) - 50} more (see the results file)", file=out)
+
+
+def summary_line(summary: dict) -> str:
+    """The headline of a results summary in one line."""
+    lo, hi = summary["scaled_pass_rate_ci95"]
+    return (f"Scaled pass rate {summary['scaled_pass_rate']:.2f} % (95 % CI over papers: {lo:.2f}–{hi:.2f}), "
+            f"pass rate {summary['pass_rate']:.2f} %, {summary['passed']} of {summary['snippets']} snippet runs passed")
 
 
 def _failure_line(run: dict) -> str:
@@ -300,6 +306,9 @@ def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"error: {args.results} is not a results file written by 'score': {exc}", file=err)
         return EXIT_INVALID
+    if args.summary:
+        print(summary_line(results["summary"]), file=out)
+        return EXIT_OK
     print_report(results, out)
     return EXIT_OK
 

@@ -7,7 +7,11 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from rcbsite.envfile import env_file_read
+
 BASE_DIR = Path(__file__).resolve().parent.parent
+# .env (written by scripts/run.sh, or copied from .env.example) fills what is not exported
+env_file_read()
 VAR_DIR = Path(os.environ.get("RCB_VAR_DIR", BASE_DIR / "var"))
 
 
@@ -19,7 +23,10 @@ DEBUG = env_bool("DJANGO_DEBUG")
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
 if not SECRET_KEY:
     if not DEBUG:
-        raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set unless DJANGO_DEBUG is on")
+        raise ImproperlyConfigured(
+            "DJANGO_SECRET_KEY must be set unless DJANGO_DEBUG is on: put it in .env (scripts/run.sh writes "
+            "one there on its first start) or export it"
+        )
     SECRET_KEY = "insecure-development-key-only-for-DJANGO_DEBUG"
 
 ALLOWED_HOSTS = [h.strip() for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h.strip()]
@@ -122,7 +129,11 @@ CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 EMAIL_BACKEND = os.environ.get("DJANGO_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = os.environ.get("DJANGO_DEFAULT_FROM_EMAIL", "ResearchCodeBench Hub <noreply@localhost>")
 
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+# scripts/run.sh's own Redis listens on a socket in var/: commands typed in a shell find it there
+RUN_REDIS_SOCKET = VAR_DIR / "redis" / "redis.sock"
+REDIS_URL = os.environ.get("REDIS_URL") or (
+    f"unix://{RUN_REDIS_SOCKET}?db=0" if RUN_REDIS_SOCKET.is_socket() else "redis://127.0.0.1:6379/0"
+)
 RQ_QUEUES = {
     name: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": int(os.environ.get("RCB_JOB_TIMEOUT", "3600"))}
     for name in ("default", "scoring", "contributions")

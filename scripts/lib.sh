@@ -41,3 +41,13 @@ ensure_venv() {
     touch "$stamp"
   fi
 }
+
+# The settings every process of the site reads (rcbsite/envfile.py): .env's entries that are not
+# exported apply to the calling script too, and a generated DJANGO_SECRET_KEY is added to .env
+# unless one is set, so manage.py commands typed later in a shell need nothing exported.
+prepare_settings() {
+  eval "$("$PY" "$ROOT/rcbsite/envfile.py" shell)"
+  export RCB_VAR_DIR="${RCB_VAR_DIR:-$ROOT/var}"
+  mkdir -p "$RCB_VAR_DIR/log"
+  "$PY" "$ROOT/rcbsite/envfile.py" prepare
+}

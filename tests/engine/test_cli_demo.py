@@ -132,3 +132,13 @@ def test_quirky_pset_loads_and_its_reference_passes(tmp_path):
     assert json.loads(out.read_text())["summary"]["scaled_pass_rate"] == 100.0
     done = cli("score", "tests/data/quirky_pset", "--blank", "-o", str(out))
     assert json.loads(out.read_text())["summary"]["pass_rate"] == 0.0
+
+
+def test_report_summary_is_one_line(tmp_path):
+    out = tmp_path / "r.json"
+    assert cli("score", "demo", "--reference", "--papers", "rope", "--backend", "local", "--quiet", "-o", str(out)).returncode == 0
+    done = cli("report", str(out), "--summary")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Scaled pass rate 100.00 %"), done.stdout
+    assert "snippet runs passed" in lines[0]
