@@ -18,6 +18,7 @@ from .problemset import ProblemSet, ProblemSetError, load_problemset, validate_p
 from .runner import HARNESS_VERSION, Task, TestRun, answer_code, reference_code, run_tasks
 from .sandbox.base import Limits, SandboxUnavailable, get_sandbox
 from .scoring import summarize
+from .generate import add_generate_parser, add_run_parser, generate_command, run_command
 from .submit import add_submit_parser, cmd_submit
 
 __all__ = ["main", "build_parser"]
@@ -72,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--summary", action="store_true", help="one line: the scaled and plain pass rates")
 
     add_submit_parser(sub)
+    add_generate_parser(sub)
+    add_run_parser(sub)
     return parser
 
 
@@ -313,7 +316,16 @@ def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"validate": cmd_validate, "tasks": cmd_tasks, "score": cmd_score, "report": cmd_report, "submit": cmd_submit}
+def cmd_generate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    return generate_command(args, out, err, env=dict(os.environ))
+
+
+def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    return run_command(args, out, err, env=dict(os.environ))
+
+
+COMMANDS = {"validate": cmd_validate, "tasks": cmd_tasks, "score": cmd_score, "report": cmd_report, "submit": cmd_submit,
+            "generate": cmd_generate, "run": cmd_run}
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
