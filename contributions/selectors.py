@@ -13,9 +13,10 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer, TextLexer, get_lexer_for_filename
 from pygments.util import ClassNotFound
 
-from leaderboard.models import Paper, Release
+from leaderboard.models import Paper, Release, ReleasePaper
 
-from .models import PaperContribution
+from .models import ContributionRevision, PaperContribution
+from .release_services import folder_content_hash
 from .services import user_is_reviewer
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "review_queue",
     "contribution_code_view",
     "contribution_snippet_tree",
+    "contribution_duplicates",
     "paper_id_taken",
     "releases_for_staff",
     "release_papers",
@@ -53,6 +55,43 @@ def review_queue(*, status: str | None = None) -> QuerySet[PaperContribution]:
     if status == "all":
         return rows
     return rows.filter(status=status or PaperContribution.AWAITING_REVIEW)
+
+
+def _revision_folder_hash(revision: ContributionRevision) -> str:
+    notes = revision.unpack_notes or {}
+    if notes.get("folder_hash"):
+        return notes["folder_hash"]
+    folder = Path(settings.MEDIA_ROOT) / revision.folder  # uploads from before the hash was noted
+    return folder_content_hash(folder) if revision.folder and folder.is_dir() else ""
+
+
+def contribution_duplicates(*, contributions: list[PaperContribution]) -> dict[int, list[dict[str, str]]]:
+    """Per contribution: the papers of releases whose files are identical to its current upload."""
+    by_pk = {c.pk: c for c in contributions}
+    if not by_pk:
+        return {}
+    hashes: dict[int, str] = {}
+    for rev in ContributionRevision.objects.filter(contribution__in=list(by_pk)).only(
+        "contribution_id", "number", "unpack_notes", "folder"
+    ):
+        if rev.number == by_pk[rev.contribution_id].revision:
+            hashes[rev.contribution_id] = _revision_folder_hash(rev)
+    found: dict[str, list[ReleasePaper]] = {}
+    for rp in ReleasePaper.objects.filter(content_hash__in={h for h in hashes.values() if h}).select_related(
+        "paper", "release"
+    ).order_by("release__created_at"):
+        found.setdefault(rp.content_hash, []).append(rp)
+    duplicates: dict[int, list[dict[str, str]]] = {}
+    for pk, digest in hashes.items():
+        rows = [
+            {"paper_id": rp.paper.paper_id, "release": rp.release.name, "release_slug": rp.release.slug}
+            for rp in found.get(digest, [])
+            # the contribution's own approved copy is not a duplicate of it
+            if (rp.paper.metadata or {}).get("contribution") != pk
+        ]
+        if rows:
+            duplicates[pk] = rows
+    return duplicates
 
 
 def paper_id_taken(*, paper_id: str, exclude_pk: int | None = None) -> str | None:

@@ -123,11 +123,16 @@ def _store_upload(archive: IO[bytes], name: str) -> _Stored:
                 f"the zip has no {PAPER_TEST} at the top of the paper folder "
                 f"(its top level holds: {', '.join(found) or 'nothing'}); zip the paper folder itself"
             )
+        # the leaderboard's tree hash: reviewers are told when it equals an existing paper's
+        from .release_services import folder_content_hash
+
+        folder_hash = folder_content_hash(staging / "paper")
         staging.rename(base)  # atomic: the upload appears whole or not at all
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     notes = {
+        "folder_hash": folder_hash,
         "original_name": name[:255],
         "stripped_prefix": result.stripped_prefix,
         "skipped": result.skipped,

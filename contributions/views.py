@@ -105,8 +105,9 @@ def review_queue(request: HttpRequest) -> HttpResponse:
     status = request.GET.get("status") or PaperContribution.AWAITING_REVIEW
     if status != "all" and status not in dict(PaperContribution.STATUSES):
         status = PaperContribution.AWAITING_REVIEW
+    rows = list(selectors.review_queue(status=status))
     return render(request, "contributions/queue.html", {
-        "rows": selectors.review_queue(status=status), "status": status,
+        "rows": rows, "status": status, "duplicates": selectors.contribution_duplicates(contributions=rows),
         "statuses": PaperContribution.STATUSES, "nav": "review",
     })
 
@@ -137,6 +138,7 @@ def contribution_review_view(request: HttpRequest, pk: int) -> HttpResponse:
         "form": form,
         "code_files": selectors.contribution_code_view(contribution=contribution),
         "tree": selectors.contribution_snippet_tree(contribution=contribution),
+        "duplicate_of": selectors.contribution_duplicates(contributions=[contribution]).get(contribution.pk, []),
         "nav": "review",
     })
     return render(request, "contributions/review.html", context, status=status)
