@@ -16,7 +16,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any, TextIO
 
-__all__ = ["add_submit_parser", "cmd_submit", "submission_upload", "submission_status", "SubmitError"]
+__all__ = ["add_submit_parser", "cmd_submit", "submission_upload", "submission_status", "submission_action",
+           "SubmitError"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_TIMEOUT = 0, 1, 2, 3
 TERMINAL = ("finished", "failed", "cancelled")
@@ -24,10 +25,12 @@ USER_AGENT = "benchmark_core-submit/1"
 
 
 class SubmitError(Exception):
-    def __init__(self, message: str, *, status: int | None = None, problems: list[dict] | None = None):
+    def __init__(self, message: str, *, status: int | None = None, problems: list[dict] | None = None,
+                 payload: dict | None = None):
         super().__init__(message)
         self.status = status
         self.problems = problems or []
+        self.payload = payload or {}
 
 
 def add_submit_parser(sub: Any) -> None:
@@ -45,6 +48,9 @@ def add_submit_parser(sub: Any) -> None:
     p.add_argument("--temperature", type=float)
     p.add_argument("--top-p", type=float)
     p.add_argument("--max-tokens", type=int)
+    p.add_argument("--publish", action="store_true", help="publish on the leaderboard as soon as scoring finishes")
+    p.add_argument("--complete-only", action="store_true",
+                   help="refuse to send a file that leaves snippets of the release without a prediction")
     p.add_argument("--wait", action="store_true", help="follow the scoring until it ends; exit 0 only when finished")
     p.add_argument("--poll", type=float, default=3.0, help="seconds between progress checks (default: 3)")
     p.add_argument("--timeout", type=float, default=0.0, help="give up waiting after S seconds (default: never)")
@@ -64,8 +70,9 @@ def _request(url: str, *, token: str, data: bytes | None = None, timeout: float 
             payload = json.loads(body)
             message, problems = str(payload.get("error") or body), payload.get("problems") or []
         except ValueError:
-            message, problems = body.strip()[:500] or exc.reason, []
-        raise SubmitError(message, status=exc.code, problems=problems) from None
+            message, problems, payload = body.strip()[:500] or exc.reason, [], {}
+        raise SubmitError(message, status=exc.code, problems=problems,
+                          payload=payload if isinstance(payload, dict) else {}) from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise SubmitError(f"cannot reach {url}: {reason}") from None
@@ -84,6 +91,12 @@ def submission_status(*, status_url: str, token: str) -> dict:
     return _request(status_url, token=token, timeout=60)
 
 
+def submission_action(*, url: str, token: str, submission_id: int, action: str) -> dict:
+    """POST publish or withdraw for a submission of the token's owner."""
+    endpoint = f"{url.rstrip('/')}/api/v1/submissions/{int(submission_id)}/{action}"
+    return _request(endpoint, token=token, data=b"")
+
+
 def _progress_line(payload: dict) -> str:
     p = payload.get("progress") or {}
     done, total = p.get("done", 0), p.get("total", 0)
@@ -100,6 +113,9 @@ def _wait(payload: dict, *, token: str, poll: float, timeout: float, out: TextIO
         line = _progress_line(payload)
         if line != last:
             print(line, file=out, flush=True)
+            if payload.get("status") == "waiting":  # not the model's fault: the site's operators repair it
+                print(f"waiting for an environment repair on the site: {payload.get('failure_reason') or '?'}",
+                      file=err, flush=True)
             last = line
         status = payload.get("status")
         if status in TERMINAL:
@@ -125,6 +141,11 @@ def _wait(payload: dict, *, token: str, poll: float, timeout: float, out: TextIO
             print(f"finished: scaled pass rate {rate:.2f} %, pass rate {plain:.2f} %", file=out)
         else:
             print("finished", file=out)
+        coverage = result.get("coverage")
+        if coverage is not None and coverage < 100:
+            print(f"coverage {coverage:.1f} % of the release's snippets: shown, not ranked", file=out)
+        if payload.get("published"):
+            print("published on the leaderboard", file=out)
         return EXIT_OK
     reason = payload.get("failure_reason") or ""
     print(f"{payload['status']}{': ' + reason if reason else ''}", file=err)
@@ -152,9 +173,22 @@ def cmd_submit(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         "temperature": args.temperature,
         "top_p": args.top_p,
         "max_tokens": args.max_tokens,
+        "publish": args.publish,
     }
     try:
-        payload = submission_upload(url=args.url, token=args.token, data=data, meta=meta, file_name=path.name)
+        try:
+            payload = submission_upload(url=args.url, token=args.token, data=data, meta=meta, file_name=path.name)
+        except SubmitError as exc:
+            if exc.status != 409 or "coverage" not in exc.payload:
+                raise
+            # the site stored nothing and says how much of the release the file predicts
+            print(f"warning: {exc}", file=err, flush=True)
+            if args.complete_only:
+                print("not sent (--complete-only): add the missing predictions", file=err)
+                return EXIT_FAILED
+            print("sending it anyway (use --complete-only to refuse partial files)", file=err, flush=True)
+            payload = submission_upload(url=args.url, token=args.token, data=data,
+                                        meta={**meta, "allow_partial": True}, file_name=path.name)
     except SubmitError as exc:
         print(f"error: {exc}", file=err)
         for problem in exc.problems:
@@ -164,6 +198,16 @@ def cmd_submit(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     print(f"submission {payload['id']} {payload['status']}{note}", file=out)
     print(f"status: {payload['status_url']}", file=out)
     print(f"page: {payload['url']}", file=out, flush=True)
+    if args.publish and payload.get("duplicate") and not (payload.get("published") or payload.get("publish_when_finished")):
+        # the earlier upload was sent without --publish: ask for it now
+        try:
+            payload = {**payload, **submission_action(url=args.url, token=args.token, submission_id=payload["id"],
+                                                      action="publish")}
+        except SubmitError as exc:
+            print(f"error: could not publish: {exc}", file=err)
+            return EXIT_FAILED
+    if args.publish:
+        print("it will be published when scoring finishes" if not payload.get("published") else "published", file=out)
     if not args.wait:
         return EXIT_OK
     return _wait(payload, token=args.token, poll=args.poll, timeout=args.timeout, out=out, err=err)

@@ -135,16 +135,16 @@ class Evaluation(models.Model):
     flags_cleared_at = models.DateTimeField(null=True, blank=True, help_text="a reviewer cleared the flags")
     flags_cleared_by = models.CharField(max_length=150, blank=True)
     input_hash = models.CharField(max_length=64, blank=True, help_text="hash of what was scored (re-imports skip it)")
+    run_date = models.DateField(null=True, blank=True, help_text="day of the run the results come from (imports)")
+    # how it came to this release from the predecessor's: {"mode": "rescored"|"carried", "from_evaluation",
+    # "from_release", "carried", "not_carried"}; empty for a result scored here first
+    succession = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     # aggregates, recomputed by services.evaluation_aggregates_refresh when results are written
     scaled_pass_rate = models.FloatField(null=True, blank=True, db_index=True)
     pass_rate = models.FloatField(null=True, blank=True)
     scaled_ci_low = models.FloatField(null=True, blank=True)
-    run_date = models.DateField(null=True, blank=True, help_text="day of the run the results come from (imports)")
-    # how it came to this release from the predecessor's: {"mode": "rescored"|"carried", "from_evaluation",
-    # "from_release", "carried", "not_carried"}; empty for a result scored here first
-    succession = models.JSONField(default=dict, blank=True)
     scaled_ci_high = models.FloatField(null=True, blank=True)
     scaled_std = models.FloatField(null=True, blank=True)
     pass_std = models.FloatField(null=True, blank=True)

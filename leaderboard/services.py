@@ -40,6 +40,8 @@ PUBLISHED_RELEASE_DATE = dt.date(2025, 6, 1)  # FORMAT.md: the public release of
 PUBLISHED_HARNESS = "researchcodebench-db3d16d9"
 STORED_N_BOOT = scoring.N_BOOT  # the same resamples as the CLI, so their intervals agree
 SUMMARY_MAX_CHARS = 50_000
+#: the category of a snippet without a prediction (benchmark_core.runner.missing_run)
+MISSING = "missing"
 IGNORED_PARTS = {"__pycache__", ".git", ".ipynb_checkpoints", ".venv", "node_modules", ".pytest_cache"}
 
 
@@ -87,8 +89,9 @@ def evaluation_aggregates_refresh(
 ) -> Evaluation:
     """Recompute an evaluation's stored figures from its SnippetResult rows.
 
-    Snippets of the release without a result count as failed ('missing'), so a partial
-    evaluation never looks better than it is; coverage tells how much was scored. With
+    Snippets of the release without a result, or whose result says no prediction was sent
+    (category 'missing'), count as failed and as not covered, so a partial evaluation never
+    looks better than it is and is not ranked; coverage tells how much was predicted. With
     ``refresh_release`` the release's significance tiers are recomputed too (batch writers pass
     False and call release_tiers_refresh once at the end).
     """
@@ -99,12 +102,12 @@ def evaluation_aggregates_refresh(
     by_key = {(r["snippet_id"], r["sample"]): r for r in rows}
     samples = sorted({s for _, s in by_key}) or [0]
     outcomes = []
-    covered = set()
+    predicted: dict[int, int] = {}  # snippet id -> samples with a prediction
     for sample in samples:
         for snip in snippets:
             row = by_key.get((snip["id"], sample))
-            if row is not None:
-                covered.add(snip["id"])
+            if row is not None and row["category"] != MISSING:
+                predicted[snip["id"]] = predicted.get(snip["id"], 0) + 1
             outcomes.append(
                 SnippetOutcome(
                     paper=snip["paper__paper_id"],
@@ -113,12 +116,14 @@ def evaluation_aggregates_refresh(
                     sample=sample,
                     weight=snip["weight"],
                     passed=bool(row and row["passed"]),
-                    category=(row["category"] or None) if row else "missing",
+                    category=(row["category"] or None) if row else MISSING,
                 )
             )
     summary = summarize(outcomes, n_boot=n_boot)
     evaluation_summary_store(
-        evaluation=evaluation, summary=summary, snippets_total=len(snippets), snippets_covered=len(covered)
+        evaluation=evaluation, summary=summary, snippets_total=len(snippets),
+        # covered: every sample of the snippet was predicted
+        snippets_covered=sum(1 for n in predicted.values() if n == len(samples)),
     )
     if refresh_release:
         release_tiers_refresh(release=evaluation.release)

@@ -18,7 +18,7 @@ from leaderboard.models import Release
 from . import selectors, services
 from .models import PredictionSubmission, Status
 
-__all__ = ["submissions_endpoint", "submission_endpoint", "submission_payload"]
+__all__ = ["submissions_endpoint", "submission_endpoint", "submission_publish_endpoint", "submission_payload"]
 
 _CHUNK = 1 << 20
 _TRUE = ("1", "true", "yes", "on")
@@ -67,6 +67,7 @@ def submission_payload(request: HttpRequest, submission: PredictionSubmission, *
         "started_at": submission.started_at.isoformat() if submission.started_at else None,
         "finished_at": submission.finished_at.isoformat() if submission.finished_at else None,
         "published": submission.is_published,
+        "publish_when_finished": submission.publish_when_finished,
         "progress": selectors.submission_progress(submission=submission),
         "status_url": request.build_absolute_uri(reverse("submissions:api_submission", args=[submission.pk])),
         "url": request.build_absolute_uri(reverse("submissions:submission_detail", args=[submission.pk])),
@@ -79,6 +80,8 @@ def submission_payload(request: HttpRequest, submission: PredictionSubmission, *
             "scaled_ci95": [ev.scaled_ci_low, ev.scaled_ci_high],
             "snippets_total": ev.snippets_total,
             "snippets_covered": ev.snippets_covered,
+            "coverage": round(100.0 * ev.snippets_covered / ev.snippets_total, 2) if ev.snippets_total else 0.0,
+            "ranked": ev.complete and not ev.hidden,
             "categories": ev.categories,
             "verified": ev.verified,
             "hidden": ev.hidden,
@@ -156,8 +159,14 @@ def submissions_endpoint(request: HttpRequest) -> JsonResponse:
         return _error(400, f"no such published release (known: {slugs})")
     try:
         submission, created = services.prediction_submission_create(
-            user=user, release=release, data=data, file_name=file_name, **{k: v for k, v in meta.items() if k != "release"}
+            user=user, release=release, data=data, file_name=file_name,
+            **{k: v for k, v in meta.items() if k != "release"},
+            allow_partial=str(source.get("allow_partial", "")).strip().lower() in _TRUE,
+            publish=str(source.get("publish", "")).strip().lower() in _TRUE,
         )
+    except services.PartialCoverage as exc:
+        return _error(exc.http_status, exc.message, coverage=exc.coverage,
+                      hint="nothing was stored; send it again with allow_partial=1 to submit it anyway")
     except services.SubmissionError as exc:
         problems = [{"line": p.line, "message": p.message} for p in exc.problems]
         return _error(exc.http_status, exc.message, problems=problems)
@@ -180,3 +189,32 @@ def submission_endpoint(request: HttpRequest, pk: int) -> JsonResponse:
         submission=submission, user=user
     )
     return JsonResponse(submission_payload(request, submission, with_results=with_results))
+
+
+@csrf_exempt  # token authentication only, as for uploads
+def submission_publish_endpoint(request: HttpRequest, pk: int, action: str) -> JsonResponse:
+    """POST /api/v1/submissions/<id>/publish (now, or when scoring finishes) or .../withdraw."""
+    if action not in ("publish", "withdraw"):
+        return _error(404, f"no action {action[:40]!r} (publish or withdraw)")
+    if request.method != "POST":
+        return _error(405, f"POST to {action} this submission")
+    user = _token_user(request)
+    if user is None:
+        return _error(401, "send a valid API token: 'Authorization: Token <token>'")
+    request.user = user
+    submission = selectors.submission_get(pk=pk)
+    if submission is None or not selectors.submission_can_view(submission=submission, user=user):
+        return _error(404, "no such submission")
+    try:
+        if action == "publish":
+            outcome = services.submission_publish(submission=submission, user=user)
+        else:
+            services.submission_unpublish(submission=submission, user=user)
+            outcome = "withdrawn"
+    except PermissionError as exc:
+        return _error(403, str(exc))
+    except services.SubmissionError as exc:
+        return _error(409, exc.message)
+    payload = submission_payload(request, submission)
+    payload["outcome"] = outcome
+    return JsonResponse(payload)

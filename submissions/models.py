@@ -74,11 +74,11 @@ class PredictionSubmission(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     published_at = models.DateTimeField(null=True, blank=True)
+    publish_when_finished = models.BooleanField(default=False, help_text="publish as soon as scoring finishes")
     notified_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
-    publish_when_finished = models.BooleanField(default=False, help_text="publish as soon as scoring finishes")
         indexes = [models.Index(fields=["user", "content_hash"])]
 
     def __str__(self) -> str:

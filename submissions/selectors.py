@@ -4,9 +4,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Q, QuerySet
 
 from leaderboard.models import Release, SnippetResult
+from leaderboard.services import MISSING
 
 from .models import ACTIVE_STATUSES, PredictionSubmission, Status
 
@@ -56,23 +57,31 @@ def submissions_for_review() -> QuerySet[PredictionSubmission]:
 
 
 def submission_progress(*, submission: PredictionSubmission) -> dict:
-    """Snippets scored / to score, overall and per paper, counted from the stored results."""
-    done_by_paper: dict[int, int] = {}
+    """Snippets done / to do, overall and per paper, counted from the stored results.
+
+    ``done`` counts every verdict written; ``missing`` those of snippets the file had no
+    prediction for (failed without a run); ``scored`` = done - missing, the ones really run.
+    """
+    done_by_paper: dict[int, tuple[int, int]] = {}
     if submission.evaluation_id:
-        done_by_paper = dict(
-            SnippetResult.objects.filter(evaluation_id=submission.evaluation_id)
+        done_by_paper = {
+            pid: (n, m)
+            for pid, n, m in SnippetResult.objects.filter(evaluation_id=submission.evaluation_id)
             .values("snippet__paper_id")
-            .annotate(n=Count("id"))
-            .values_list("snippet__paper_id", "n")
-        )
+            .annotate(n=Count("id"), m=Count("id", filter=Q(category=MISSING)))
+            .values_list("snippet__paper_id", "n", "m")
+        }
     papers = []
     for job in submission.jobs.select_related("paper").order_by("paper__paper_id"):
-        done = min(done_by_paper.get(job.paper_id, 0), job.tasks_total)
+        written, missing = done_by_paper.get(job.paper_id, (0, 0))
+        done = min(written, job.tasks_total)
         papers.append(
             {
                 "paper": job.paper.paper_id,
                 "status": job.status,
                 "done": done,
+                "scored": max(done - missing, 0),
+                "missing": missing,
                 "total": job.tasks_total,
                 "percent": round(100.0 * done / job.tasks_total, 1) if job.tasks_total else 100.0,
                 "attempt": job.attempt,
@@ -85,6 +94,10 @@ def submission_progress(*, submission: PredictionSubmission) -> dict:
     total = sum(p["total"] for p in papers)
     return {
         "done": done,
+        "scored": sum(p["scored"] for p in papers),
+        "missing": sum(p["missing"] for p in papers),
+        # what the file left out, known from the upload (before any job has run)
+        "not_predicted": max(total - submission.predictions_count, 0),
         "total": total,
         "percent": round(100.0 * done / total, 1) if total else 0.0,
         "active": submission.status in ACTIVE_STATUSES,

@@ -46,6 +46,9 @@ from .models import ACTIVE_STATUSES, APIToken, PredictionSubmission, ScoringJob,
 __all__ = [
     "SubmissionError",
     "QuotaExceeded",
+    "PartialCoverage",
+    "predictions_coverage",
+    "coverage_warning",
     "FileTooLarge",
     "SandboxRefused",
     "max_upload_bytes",
@@ -88,6 +91,39 @@ class FileTooLarge(SubmissionError):
 
 class QuotaExceeded(SubmissionError):
     http_status = 429
+
+
+class PartialCoverage(SubmissionError):
+    """The file leaves snippets of the release without a prediction; accepted only when confirmed."""
+
+    http_status = 409
+
+    def __init__(self, coverage: dict[str, Any]):
+        self.coverage = coverage
+        super().__init__(coverage_warning(coverage))
+
+
+def predictions_coverage(*, predicted: int, snippets: int, samples: int) -> dict[str, Any]:
+    """How much of a release a file predicts: counts of (snippet, sample) pairs and the percent."""
+    expected = snippets * max(samples, 1)
+    return {
+        "predicted": predicted,
+        "expected": expected,
+        "missing": max(expected - predicted, 0),
+        "snippets": snippets,
+        "samples": max(samples, 1),
+        "percent": round(100.0 * predicted / expected, 1) if expected else 0.0,
+    }
+
+
+def coverage_warning(coverage: dict[str, Any]) -> str:
+    """One sentence for the form, the API and the CLI: how much is missing and what follows."""
+    per = f" ({coverage['snippets']} snippets x {coverage['samples']} samples)" if coverage["samples"] > 1 else ""
+    return (
+        f"the file predicts {coverage['predicted']} of the release's {coverage['expected']} snippets{per} "
+        f"({coverage['percent']} %): the {coverage['missing']} without a prediction count as missing (failed), and "
+        "the evaluation is shown but not ranked"
+    )
 
 
 class SandboxRefused(RuntimeError):
@@ -204,11 +240,15 @@ def prediction_submission_create(
     with_paper: bool = True,
     decoding: dict | None = None,
     notes: str = "",
+    allow_partial: bool = False,
+    publish: bool = False,
 ) -> tuple[PredictionSubmission, bool]:
     """Validate and store an upload, and enqueue one scoring job per paper once it is committed.
 
     Returns (submission, created); an identical earlier upload of the same user to the same
-    release is returned as it is (created False). Raises SubmissionError, nothing stored.
+    release is returned as it is (created False). Raises SubmissionError, nothing stored; a file
+    that leaves snippets without a prediction raises PartialCoverage unless ``allow_partial``.
+    With ``publish`` the evaluation is published as soon as scoring finishes.
     """
     limit = max_upload_bytes()
     if len(data) > limit:
@@ -245,6 +285,11 @@ def prediction_submission_create(
         raise SubmissionError(f"{len(problems)} bad line(s) in the file; nothing was stored", problems)
     if not predictions:
         raise SubmissionError("the file holds no prediction (one JSON object per line expected)")
+    coverage = predictions_coverage(
+        predicted=len(predictions), snippets=len(snippet_rows), samples=len({p.sample for p in predictions})
+    )
+    if coverage["missing"] and not allow_partial:
+        raise PartialCoverage(coverage)
     quota = settings.RCB_SUBMISSIONS_PER_DAY
     if not user.is_staff and _quota_used(user) >= quota:
         raise QuotaExceeded(
@@ -299,6 +344,7 @@ def prediction_submission_create(
             predictions_count=len(predictions),
             sample_ids=sample_ids,
             flags=flags,
+            publish_when_finished=publish,
         )
         SubmissionPrediction.objects.bulk_create(
             [
@@ -575,6 +621,8 @@ def submission_status_refresh(*, submission_id: int) -> PredictionSubmission:
             )
             if submission.evaluation_id:
                 evaluation_aggregates_refresh(evaluation=submission.evaluation)
+                if new == Status.FINISHED and submission.publish_when_finished:
+                    _evaluation_publish(submission, now=now)  # asked for at upload (submit --publish)
             if submission.notified_at is None:
                 submission.notified_at = now
                 notify = True
@@ -651,19 +699,36 @@ def submission_rerun(*, submission: PredictionSubmission, user: Any) -> bool:
     return True
 
 
-def submission_publish(*, submission: PredictionSubmission, user: Any) -> None:
+def _evaluation_publish(submission: PredictionSubmission, *, now: dt.datetime) -> None:
+    """Make the evaluation public (save, not update: cached pages see it) and stamp the submission."""
+    submission.evaluation.is_public = True
+    submission.evaluation.save(update_fields=["is_public"])
+    submission.published_at = now
+    submission.publish_when_finished = False
+
+
+def submission_publish(*, submission: PredictionSubmission, user: Any) -> str:
+    """Publish a finished submission ('published'); a queued or running one when it finishes ('scheduled')."""
     if not _can_manage(submission, user):
         raise PermissionError("only the owner can publish this submission")
-    if submission.status != Status.FINISHED or submission.evaluation is None:
-        raise SubmissionError("only a finished submission can be published")
     with transaction.atomic():
-        submission.evaluation.is_public = True
-        submission.evaluation.save(update_fields=["is_public"])
-        submission.published_at = _now()
-        submission.save(update_fields=["published_at"])
+        sub = PredictionSubmission.objects.select_for_update().select_related("evaluation").get(pk=submission.pk)
+        if sub.status in ACTIVE_STATUSES and sub.evaluation is not None:
+            sub.publish_when_finished = True
+            sub.save(update_fields=["publish_when_finished"])
+            outcome = "scheduled"
+        elif sub.status != Status.FINISHED or sub.evaluation is None:
+            raise SubmissionError(f"only a finished submission can be published (this one is {sub.status})")
+        else:
+            _evaluation_publish(sub, now=_now())
+            sub.save(update_fields=["published_at", "publish_when_finished"])
+            outcome = "published"
+    submission.refresh_from_db()
+    return outcome
 
 
 def submission_unpublish(*, submission: PredictionSubmission, user: Any) -> None:
+    """Withdraw a submission from the leaderboard (and cancel a publication asked for at upload)."""
     if not _can_manage(submission, user):
         raise PermissionError("only the owner can withdraw this submission")
     with transaction.atomic():
@@ -671,7 +736,8 @@ def submission_unpublish(*, submission: PredictionSubmission, user: Any) -> None
             submission.evaluation.is_public = False
             submission.evaluation.save(update_fields=["is_public"])
         submission.published_at = None
-        submission.save(update_fields=["published_at"])
+        submission.publish_when_finished = False
+        submission.save(update_fields=["published_at", "publish_when_finished"])
 
 
 def evaluation_moderate(*, evaluation: Evaluation, hidden: bool | None = None, verified: bool | None = None) -> None:

@@ -14,4 +14,5 @@ urlpatterns = [
     path("api/v1/submissions/", api.submissions_endpoint),
     path("api/v1/submissions/<int:pk>", api.submission_endpoint, name="api_submission"),
     path("api/v1/submissions/<int:pk>/", api.submission_endpoint),
+    path("api/v1/submissions/<int:pk>/<slug:action>", api.submission_publish_endpoint, name="api_submission_action"),
 ]

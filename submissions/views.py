@@ -57,7 +57,13 @@ def submission_create(request: HttpRequest) -> HttpResponse:
                     with_paper=not form.cleaned_data["without_paper"],
                     decoding=form.decoding(),
                     notes=form.cleaned_data["notes"],
+                    allow_partial=request.POST.get("allow_partial") == "1",
+                    publish=request.POST.get("publish") == "1",
                 )
+            except services.PartialCoverage as exc:
+                # not an error: the user confirms (ticks the box and sends the file again) or completes it
+                return render(request, "submissions/create.html", {**context, "form": form, "partial": exc.coverage,
+                                                                   "partial_warning": exc.message}, status=409)
             except services.SubmissionError as exc:
                 error, problems, status = exc.message, exc.problems, exc.http_status
             else:
@@ -127,6 +133,8 @@ def submission_action(request: HttpRequest, pk: int, action: str) -> HttpRespons
     if action not in ACTIONS:
         raise Http404("no such action")
     service, done = ACTIONS[action]
+    if action == "publish" and submission.status in ACTIVE_STATUSES:
+        done = "Submission #{pk} will be published as soon as its scoring finishes."
     try:
         result = service(submission=submission, user=request.user)
     except PermissionError as exc:

@@ -56,7 +56,8 @@ def token(user):
 
 
 def _api_post(client, token, data: bytes, **params):
-    query = "&".join(f"{k}={v}" for k, v in {"model_name": "Model-A", **params}.items())
+    # most tests send one paper of two: a partial file, confirmed (test_partial_coverage.py covers refusal)
+    query = "&".join(f"{k}={v}" for k, v in {"model_name": "Model-A", "allow_partial": "1", **params}.items())
     return client.post(
         f"/api/v1/submissions?{query}", data=data, content_type="application/x-ndjson",
         HTTP_AUTHORIZATION=f"Token {token}",
@@ -97,7 +98,8 @@ def test_api_upload_multipart(client, release, token):
     upload = io.BytesIO(predictions_bytes(papers=["rope"]))
     upload.name = "preds.jsonl"
     resp = client.post(
-        "/api/v1/submissions", {"file": upload, "model_name": "Multi", "without_paper": "1", "temperature": "0.2"},
+        "/api/v1/submissions", {"file": upload, "model_name": "Multi", "without_paper": "1", "temperature": "0.2",
+                                "allow_partial": "1"},
         HTTP_AUTHORIZATION=f"Token {token}",
     )
     assert resp.status_code == 201, resp.content
@@ -151,7 +153,8 @@ def test_web_form_upload_errors_and_success(client, release, user):
     assert PredictionSubmission.objects.count() == 0
     good = io.BytesIO(predictions_bytes(papers=["rope"]))
     good.name = "good.jsonl"
-    resp = client.post(reverse("submissions:submission_create"), {"release": release.pk, "model_name": "W", "file": good})
+    resp = client.post(reverse("submissions:submission_create"), {"release": release.pk, "model_name": "W", "file": good,
+                                                                 "allow_partial": "1"})
     sub = PredictionSubmission.objects.get()
     assert resp.status_code == 302 and resp["Location"] == reverse("submissions:submission_detail", args=[sub.pk])
     page = client.get(resp["Location"])
@@ -169,7 +172,8 @@ def test_oversize_upload_is_refused_with_a_message_everywhere(client, release, u
     client.force_login(user)
     upload = io.BytesIO(data)
     upload.name = "big.jsonl"
-    page = client.post(reverse("submissions:submission_create"), {"release": release.pk, "model_name": "B", "file": upload})
+    page = client.post(reverse("submissions:submission_create"), {"release": release.pk, "model_name": "B", "file": upload,
+                                                                   "allow_partial": "1"})
     assert page.status_code == 413 and "the limit is 20 MB" in page.content.decode()
     path = tmp_path / "big.jsonl"
     path.write_bytes(data)
@@ -357,7 +361,7 @@ def test_a_release_without_code_takes_no_submission(client, release, user, token
     resp = _api_post(client, token, predictions_bytes(papers=["rope"]), release="figures")
     assert resp.status_code == 400 and "no such published release" in resp.json()["error"]
     with pytest.raises(services.SubmissionError, match="has no code for rope"):
-        services.prediction_submission_create(user=user, release=figures_only, data=predictions_bytes(papers=["rope"]),
+        services.prediction_submission_create(user=user, release=figures_only, data=predictions_bytes(papers=["rope"]), allow_partial=True,
                                               model_name="X")
     assert PredictionSubmission.objects.count() == 0
 
