@@ -9,7 +9,7 @@ from typing import Any
 
 from .problemset import ProblemSet
 
-__all__ = ["Prediction", "LineProblem", "parse_predictions", "PredictionsError", "MAX_DEPTH", "MAX_SAMPLE"]
+__all__ = ["Prediction", "LineProblem", "parse_predictions", "PredictionsError", "MAX_DEPTH", "MAX_SAMPLE", "text_problem"]
 
 #: deepest nesting of arrays/objects a line may have: a prediction is one flat object, a little
 #: metadata beside it is fine; deeper input is refused before the parser's recursion can fail on it
@@ -73,7 +73,7 @@ def _nesting_depth(text: str) -> int:
     return deepest
 
 
-def _text_problem(field: str, value: str) -> str | None:
+def text_problem(field: str, value: str) -> str | None:
     """Why a string cannot be stored as text (NUL bytes, lone surrogates), or None."""
     if "\x00" in value:
         return f"'{field}' holds a NUL byte (\\u0000), which cannot be stored"
@@ -127,7 +127,7 @@ def parse_predictions(data: bytes, pset: ProblemSet | None = None) -> tuple[list
             continue
         text_problems = [
             why for k in ("paper", "snippet", "file", "completion")
-            if isinstance(obj.get(k), str) and (why := _text_problem(k, obj[k]))
+            if isinstance(obj.get(k), str) and (why := text_problem(k, obj[k]))
         ]
         if text_problems:
             problems.append(LineProblem(number, "; ".join(text_problems)))

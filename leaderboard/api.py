@@ -67,6 +67,19 @@ def _release_json(release: Release) -> dict[str, Any]:
     }
 
 
+def _viewer(request: HttpRequest) -> Any:
+    """The user of the session or of an API token ('Authorization: Token ...'), else the anonymous one."""
+    header = request.headers.get("Authorization", "")
+    scheme, _, raw = header.partition(" ")
+    if scheme.lower() in ("token", "bearer") and raw.strip():
+        from submissions.services import api_token_authenticate  # the one token check; the write side owns tokens
+
+        user = api_token_authenticate(raw=raw.strip())
+        if user is not None:
+            return user
+    return request.user
+
+
 def _release(request: HttpRequest) -> Release:
     slug = (request.GET.get("release") or "").strip() or None
     if slug is None:
@@ -317,7 +330,7 @@ def model_detail(request: HttpRequest, key: str) -> HttpResponse:
     """A model and its public evaluations, each with its reproducibility card."""
     _json_only(request)
     release = _release(request) if request.GET.get("release") else None
-    d = selectors.model_detail(key=key, release=release)
+    d = selectors.model_detail(key=key, release=release, viewer=_viewer(request))
     m = d.model
     return JsonResponse(
         {

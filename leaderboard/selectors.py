@@ -28,6 +28,8 @@ __all__ = [
     "VIEWS",
     "FEW_PAPERS",
     "LeaderboardParams",
+    "evaluation_flags_pending",
+    "model_visible",
     "LeaderboardRow",
     "LeaderboardTable",
     "PaperLeaderboard",
@@ -113,7 +115,7 @@ class LeaderboardRow:
     pass_rate: float | None  # percent
     coverage: float  # percent of the release's snippets that have a result
     snippets: int  # snippets counted in this view
-    ranked: bool  # complete and not a baseline
+    ranked: bool  # complete, not a baseline, no flags awaiting review
     knowledge_cutoff: str  # as given, e.g. "2024-06"
     knowledge_cutoff_date: dt.date | None  # last day it covers
     input_cost: float | None  # USD per million tokens
@@ -310,8 +312,15 @@ def _coverage(ev: Evaluation) -> float:
     return 100.0 * ev.snippets_covered / ev.snippets_total if ev.snippets_total else 0.0
 
 
+def evaluation_flags_pending(ev: Evaluation) -> bool:
+    """The engine flagged some of its results and no reviewer has cleared them yet."""
+    return bool(ev.flagged_results) and ev.flags_cleared_at is None
+
+
 def _is_ranked(ev: Evaluation) -> bool:
-    return not ev.model.baseline and ev.complete and ev.scaled_pass_rate is not None
+    return (
+        not ev.model.baseline and ev.complete and ev.scaled_pass_rate is not None and not evaluation_flags_pending(ev)
+    )
 
 
 def _totals(ev: Evaluation, papers: Iterable[str] | None = None) -> dict[str, tuple[float, ...]]:
@@ -815,9 +824,23 @@ def _card(ev: Evaluation) -> EvaluationCard:
     )
 
 
-def model_detail(*, key: str, release: Release | None = None) -> ModelDetail:
-    """A model and its public evaluations (those of ``release`` first). Raises LLMModel.DoesNotExist."""
+def model_visible(*, model: LLMModel, viewer: Any = None) -> bool:
+    """Whether ``viewer`` may know the model exists: a model that only uploads made and none of
+    them is public belongs to its uploaders (and staff); every other model is public."""
+    if Evaluation.objects.filter(model=model, is_public=True).exists():
+        return True
+    owners = set(model.submissions.values_list("user_id", flat=True))
+    if not owners:
+        return True  # loaded by the site itself (published results, baselines, demo)
+    return bool(viewer is not None and viewer.is_authenticated and (viewer.is_staff or viewer.pk in owners))
+
+
+def model_detail(*, key: str, release: Release | None = None, viewer: Any = None) -> ModelDetail:
+    """A model and its public evaluations (those of ``release`` first). Raises LLMModel.DoesNotExist,
+    also for a private model ``viewer`` may not see (its key must not tell that it exists)."""
     model = LLMModel.objects.get(key=key)
+    if not model_visible(model=model, viewer=viewer):
+        raise LLMModel.DoesNotExist(f"no model {key!r}")
     evs = list(
         Evaluation.objects.filter(model=model, is_public=True, hidden=False)
         .select_related("release")

@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.views.defaults import page_not_found
 from django.urls import reverse
 
 from benchmark_core.completions import completion_lines
@@ -380,9 +381,11 @@ def release_detail(request: HttpRequest, slug: str) -> HttpResponse:
 def model_page(request: HttpRequest, key: str) -> HttpResponse:
     release = _release(request)
     try:
-        detail = selectors.model_detail(key=key, release=release)
+        detail = selectors.model_detail(key=key, release=release, viewer=request.user)
     except LLMModel.DoesNotExist:
-        raise Http404(f"No model {key!r}.") from None
+        # answered, not raised: the page cache renders for an anonymous copy first, and an answer
+        # lets it see that this one looked at the visitor (a private model's owner gets it rendered)
+        return page_not_found(request, Http404(f"No model {key!r}."))
     if _wants_csv(request):
         return _csv_response(
             f"model-{detail.model.key.replace('/', '_')}-per-paper.csv",

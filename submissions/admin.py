@@ -43,6 +43,12 @@ def unmark_verified(modeladmin, request, queryset):
     _moderate(modeladmin, request, queryset, label="verified mark removed", verified=False)
 
 
+@admin.action(description="Clear the engine's flags (reviewed: may be ranked)")
+def clear_flags(modeladmin, request, queryset):
+    n = sum(services.submission_flags_clear(submission=s, user=request.user) for s in queryset.select_related("evaluation"))
+    modeladmin.message_user(request, f"{n} submission(s): flags cleared", messages.SUCCESS)
+
+
 @admin.action(description="Cancel")
 def cancel(modeladmin, request, queryset):
     n = sum(services.submission_cancel(submission=s, user=request.user) for s in queryset)
@@ -57,13 +63,14 @@ def rerun(modeladmin, request, queryset):
 
 @admin.register(PredictionSubmission)
 class PredictionSubmissionAdmin(admin.ModelAdmin):
-    list_display = ("id", "model_name", "user", "release", "status", "published_at", "hidden", "verified", "identical_share", "created_at")
+    list_display = ("id", "model_name", "user", "release", "status", "published_at", "hidden", "verified", "engine_flags",
+                    "identical_share", "created_at")
     list_filter = ("status", "release", "evaluation__hidden", "evaluation__verified")
     search_fields = ("model_name", "user__username", "content_hash")
     readonly_fields = ("content_hash", "file_size", "predictions_count", "sample_ids", "flags", "evaluation", "model",
                        "status", "failure_reason", "started_at", "finished_at", "published_at", "notified_at")
     inlines = [ScoringJobInline]
-    actions = [hide, unhide, mark_verified, unmark_verified, cancel, rerun]
+    actions = [hide, unhide, mark_verified, unmark_verified, clear_flags, cancel, rerun]
 
     @admin.display(boolean=True, description="hidden")
     def hidden(self, obj):
@@ -72,6 +79,13 @@ class PredictionSubmissionAdmin(admin.ModelAdmin):
     @admin.display(boolean=True, description="verified")
     def verified(self, obj):
         return bool(obj.evaluation and obj.evaluation.verified)
+
+    @admin.display(description="engine flags")
+    def engine_flags(self, obj):
+        ev = obj.evaluation
+        if ev is None or not ev.flagged_results:
+            return "-"
+        return f"{ev.flagged_results} (cleared by {ev.flags_cleared_by})" if ev.flags_cleared_at else f"{ev.flagged_results}: awaiting review"
 
     @admin.display(description="identical to reference")
     def identical_share(self, obj):

@@ -1,15 +1,19 @@
-"""The upload form: model metadata, settings, release and the predictions file."""
+"""The upload form: model metadata, settings, release and the predictions file.
+
+``SubmissionMetaForm`` holds every metadata field with its limits; the web form adds the release
+and the file, and the API validates its query-string or multipart fields with the same class, so
+both refuse the same input with the same messages.
+"""
 from __future__ import annotations
 
 from django import forms
 
 from .selectors import releases_open
 
-__all__ = ["SubmissionForm"]
+__all__ = ["SubmissionMetaForm", "SubmissionForm"]
 
 
-class SubmissionForm(forms.Form):
-    release = forms.ModelChoiceField(queryset=releases_open(), empty_label=None)
+class SubmissionMetaForm(forms.Form):
     model_name = forms.CharField(max_length=200, label="Model name", help_text="as it should appear on the leaderboard")
     organisation = forms.CharField(max_length=200, required=False)
     open_weights = forms.BooleanField(required=False, label="Open weights")
@@ -18,10 +22,19 @@ class SubmissionForm(forms.Form):
     )
     link = forms.URLField(max_length=500, required=False, assume_scheme="https", help_text="model card or paper")
     without_paper = forms.BooleanField(required=False, label="Prompts without the paper text (ablation)")
+    # FloatField refuses nan and inf
     temperature = forms.FloatField(required=False, min_value=0)
     top_p = forms.FloatField(required=False, min_value=0, max_value=1)
-    max_tokens = forms.IntegerField(required=False, min_value=1)
+    max_tokens = forms.IntegerField(required=False, min_value=1, max_value=1_000_000_000)
     notes = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False, max_length=5000)
+
+    def decoding(self) -> dict:
+        data = self.cleaned_data
+        return {k: data[k] for k in ("temperature", "top_p", "max_tokens") if data.get(k) is not None}
+
+
+class SubmissionForm(SubmissionMetaForm):
+    release = forms.ModelChoiceField(queryset=releases_open(), empty_label=None)
     file = forms.FileField(
         label="Predictions (JSON lines)",
         help_text='one object per line: {"paper", "snippet", "completion"} and optional "file", "sample"',
@@ -31,6 +44,3 @@ class SubmissionForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.fields["release"].queryset = releases_open()  # evaluated per request, not at import
 
-    def decoding(self) -> dict:
-        data = self.cleaned_data
-        return {k: data[k] for k in ("temperature", "top_p", "max_tokens") if data.get(k) is not None}

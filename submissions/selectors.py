@@ -21,6 +21,7 @@ __all__ = [
     "submissions_for_review",
     "submission_progress",
     "submission_results",
+    "submission_engine_flags",
     "submission_quota",
     "releases_open",
 ]
@@ -113,8 +114,20 @@ def submission_results(*, submission: PredictionSubmission) -> list[dict]:
         .order_by("snippet__paper__paper_id", "snippet__position", "sample")
         .values(
             "snippet__paper__paper_id", "snippet__file", "snippet__name", "snippet__weight", "sample", "passed",
-            "category", "exit_code", "seconds", "output_tail", "completion",
+            "category", "exit_code", "seconds", "output_tail", "completion", "flags",
         )
+    )
+
+
+def submission_engine_flags(*, submission: PredictionSubmission) -> list[dict]:
+    """The results the engine flagged (paper, snippet, sample, flags), for the owner and reviewers."""
+    if not submission.evaluation_id:
+        return []
+    return list(
+        SnippetResult.objects.filter(evaluation_id=submission.evaluation_id)
+        .exclude(flags=[])
+        .order_by("snippet__paper__paper_id", "snippet__position", "sample")
+        .values("snippet__paper__paper_id", "snippet__file", "snippet__name", "sample", "flags")
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import logging
+import math
 import os
 import secrets
 import socket
@@ -30,7 +31,7 @@ from django.utils.text import slugify
 from redis.exceptions import RedisError
 
 from benchmark_core.masking import PROMPT_VERSION
-from benchmark_core.predictions import LineProblem, parse_predictions
+from benchmark_core.predictions import LineProblem, parse_predictions, text_problem
 from benchmark_core.problemset import Paper as CorePaper
 from benchmark_core.problemset import load_problemset
 from benchmark_core.runner import HARNESS_VERSION, Task, TestRun, answer_code, missing_run, run_task
@@ -65,6 +66,7 @@ __all__ = [
     "submission_publish",
     "submission_unpublish",
     "evaluation_moderate",
+    "submission_flags_clear",
     "scoring_jobs_watchdog",
     "scoring_queue_reconcile",
     "scoring_sandbox",
@@ -226,6 +228,27 @@ def _quota_used(user: Any) -> int:
     )
 
 
+def _quota_check(user: Any) -> None:
+    quota = settings.RCB_SUBMISSIONS_PER_DAY
+    if not user.is_staff and _quota_used(user) >= quota:
+        raise QuotaExceeded(
+            f"you have {quota} submissions in the last 24 hours, the daily quota; failed and cancelled ones do not count"
+        )
+
+
+def _metadata_check(*, texts: dict[str, str], limits: dict[str, int], decoding: dict) -> None:
+    """Refuse text no column can hold (NUL, lone surrogates, past its length) and non-finite settings."""
+    for name, value in texts.items():
+        why = text_problem(name, value)
+        if why:
+            raise SubmissionError(why)
+        if name in limits and len(value) > limits[name]:
+            raise SubmissionError(f"'{name}' has {len(value)} characters; at most {limits[name]} are allowed")
+    for name, value in decoding.items():
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            raise SubmissionError(f"decoding setting '{name}' must be a finite number, got {str(value)[:40]!r}")
+
+
 def prediction_submission_create(
     *,
     user: Any,
@@ -255,6 +278,12 @@ def prediction_submission_create(
         raise FileTooLarge(
             f"the file has {len(data) / 1048576:.1f} MB; the limit is {limit / 1048576:.0f} MB per submission"
         )
+    _metadata_check(
+        texts={"model_name": model_name, "organisation": organisation, "knowledge_cutoff": knowledge_cutoff,
+               "link": link, "notes": notes, "file_name": file_name},
+        limits={"organisation": 200, "knowledge_cutoff": 20, "link": 500, "notes": 5000},
+        decoding=decoding or {},
+    )
     model_name = " ".join(model_name.split())
     if not model_name:
         raise SubmissionError("a model name is required")
@@ -290,11 +319,7 @@ def prediction_submission_create(
     )
     if coverage["missing"] and not allow_partial:
         raise PartialCoverage(coverage)
-    quota = settings.RCB_SUBMISSIONS_PER_DAY
-    if not user.is_staff and _quota_used(user) >= quota:
-        raise QuotaExceeded(
-            f"you have {quota} submissions in the last 24 hours, the daily quota; failed and cancelled ones do not count"
-        )
+    _quota_check(user)  # early, so an upload over quota is not flagged for nothing; again under the lock below
 
     by_key = {(r["paper__paper_id"], r["file"], r["name"]): r for r in snippet_rows}
     sample_ids = sorted({p.sample for p in predictions})
@@ -303,6 +328,13 @@ def prediction_submission_create(
         for p in predictions
     )
     with transaction.atomic():
+        # the user's row lock serialises this user's uploads (SQLite: the IMMEDIATE transaction
+        # does), so the count below and the insert cannot interleave with a concurrent upload
+        User.objects.select_for_update().filter(pk=user.pk).first()
+        existing = PredictionSubmission.objects.filter(user=user, release=release, content_hash=content_hash).first()
+        if existing is not None:
+            return existing, False
+        _quota_check(user)
         model, _ = LLMModel.objects.update_or_create(
             key=f"u{user.pk}-{slugify(model_name)[:150] or 'model'}",
             defaults=dict(
@@ -490,8 +522,16 @@ def snippet_result_store(*, evaluation_id: int, snippet_id: int, run: TestRun, c
             seconds=round(run.seconds, 3),
             output_tail=run.output_tail,
             completion=completion,
+            # the engine's tampering flags (PEP 578 audit, AST): a flagged row keeps its evaluation unranked
+            flags=list(getattr(run, "flags", None) or []),
         ),
     )
+    flagged = SnippetResult.objects.filter(evaluation_id=evaluation_id).exclude(flags=[]).count()
+    # more flags than a reviewer saw undo the clearing: the new ones need a look of their own
+    Evaluation.objects.filter(pk=evaluation_id, flagged_results__lt=flagged).update(
+        flagged_results=flagged, flags_cleared_at=None, flags_cleared_by=""
+    )
+    Evaluation.objects.filter(pk=evaluation_id, flagged_results__gt=flagged).update(flagged_results=flagged)
 
 
 def _paper_score(job: ScoringJob, beat: _Heartbeat) -> str:
@@ -751,6 +791,20 @@ def evaluation_moderate(*, evaluation: Evaluation, hidden: bool | None = None, v
         fields.append("verified")
     if fields:
         evaluation.save(update_fields=fields)  # save (not update) so cached pages see the change
+
+
+def submission_flags_clear(*, submission: PredictionSubmission, user: Any) -> bool:
+    """A reviewer looked at the engine's flags of this submission and found them harmless: rank it."""
+    from .selectors import user_is_reviewer
+
+    if not user_is_reviewer(user):
+        raise PermissionError("only reviewers can clear the flags of a submission")
+    evaluation = submission.evaluation
+    if evaluation is None or not evaluation.flagged_results or evaluation.flags_cleared_at is not None:
+        return False
+    evaluation.flags_cleared_at, evaluation.flags_cleared_by = _now(), user.get_username()[:150]
+    evaluation.save(update_fields=["flags_cleared_at", "flags_cleared_by"])  # save: cached pages see the change
+    return True
 
 
 # --------------------------------------------------------------------------------------------

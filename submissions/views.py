@@ -9,6 +9,8 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from leaderboard.selectors import evaluation_flags_pending
+
 from . import selectors, services
 from .forms import SubmissionForm
 from .models import ACTIVE_STATUSES
@@ -110,6 +112,11 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "progress": selectors.submission_progress(submission=submission),
             "owner": owner,
             "reviewer": selectors.user_is_reviewer(request.user),
+            # the engine's flags: the owner and reviewers see what kept the evaluation off the board
+            "engine_flags": (
+                selectors.submission_engine_flags(submission=submission)
+                if owner or selectors.user_is_reviewer(request.user) else None
+            ),
             "results": results[:RESULTS_SHOWN],
             "results_total": len(results),
             "active": submission.status in ACTIVE_STATUSES,
@@ -123,6 +130,7 @@ ACTIONS = {
     "rerun": (services.submission_rerun, "Submission #{pk} is queued again."),
     "publish": (services.submission_publish, "Submission #{pk} is public: it appears on the leaderboard."),
     "unpublish": (services.submission_unpublish, "Submission #{pk} is private again."),
+    "clear-flags": (services.submission_flags_clear, "The flags of submission #{pk} are cleared: it may be ranked."),
 }
 
 
@@ -157,6 +165,10 @@ def review_queue(request: HttpRequest) -> HttpResponse:
     for sub in selectors.submissions_for_review()[:200]:
         flags = sub.flags or {}
         flagged = sum(len(flags.get(k, [])) for k in ("exits", "signals", "monkeypatch"))
-        rows.append({"submission": sub, "flagged": flagged, "identical_share": flags.get("identical_share", 0.0)})
-    rows.sort(key=lambda r: (-r["flagged"], -r["identical_share"]))
+        ev = sub.evaluation
+        engine = ev.flagged_results if ev is not None else 0
+        pending = ev is not None and evaluation_flags_pending(ev)
+        rows.append({"submission": sub, "flagged": flagged, "identical_share": flags.get("identical_share", 0.0),
+                     "engine_flagged": engine, "pending": pending})
+    rows.sort(key=lambda r: (not r["pending"], -r["engine_flagged"], -r["flagged"], -r["identical_share"]))
     return render(request, "submissions/review.html", {"nav": "submit", "rows": rows})

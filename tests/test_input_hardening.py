@@ -1,0 +1,295 @@
+"""Hostile input to the site and the CLI: every case that was a 500 (or stored past a limit) before.
+
+Each bad input gets a 4xx with a message that names the field (or the file's line), and nothing is
+stored; private models are a 404 to everyone but their owner and staff; an evaluation with results
+the engine flagged is not ranked until a reviewer clears it.
+"""
+from __future__ import annotations
+
+import io
+import json
+import urllib.parse
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.urls import reverse
+
+from benchmark_core.cli import main as core_main
+from benchmark_core.predictions import MAX_DEPTH
+from benchmark_core.runner import TestRun
+from leaderboard import selectors as lb_selectors
+from leaderboard.models import Evaluation, LLMModel, Snippet
+from submissions import services
+from submissions.models import PredictionSubmission, ScoringJob, Status, SubmissionPrediction
+from submissions.selectors import REVIEWERS_GROUP
+
+from submissions_support import DEMO, demo_release_create, predictions_bytes
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _settings(settings):
+    settings.RQ_QUEUES = {name: {"URL": "redis://127.0.0.1:1/0"} for name in ("default", "scoring", "contributions")}
+    settings.RCB_HEARTBEAT_SECONDS = 3600
+
+
+@pytest.fixture
+def release():
+    return demo_release_create(papers=["rope"])
+
+
+@pytest.fixture
+def user():
+    return User.objects.create_user("mallory", "m@example.org", "pw-mallory-123!")
+
+
+@pytest.fixture
+def token(user):
+    return services.api_token_create(user=user, name="t")[1]
+
+
+def _post(client, token: str, data: bytes, **params: str):
+    query = urllib.parse.urlencode({"model_name": "Hostile", "allow_partial": "1", **params})
+    return client.post(f"/api/v1/submissions?{query}", data=data, content_type="application/x-ndjson",
+                       HTTP_AUTHORIZATION=f"Token {token}")
+
+
+def _stored() -> tuple[int, int, int, int]:
+    return (PredictionSubmission.objects.count(), SubmissionPrediction.objects.count(), Evaluation.objects.count(),
+            LLMModel.objects.count())
+
+
+def _line(completion: str = "pass", **extra) -> dict:
+    return {"paper": "rope", "snippet": "inverse frequencies", "completion": completion, **extra}
+
+
+# -- metadata fields: the API checks what the form checks ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    "params, field, words",
+    [
+        ({"link": "https://example.org/" + "a" * 9994}, "link", "at most 500 characters"),
+        ({"model_name": "M" * 201}, "model_name", "at most 200 characters"),
+        ({"organisation": "O" * 201}, "organisation", "at most 200 characters"),
+        ({"notes": "n" * 5001}, "notes", "at most 5000 characters"),
+        ({"knowledge_cutoff": "9" * 1000}, "knowledge_cutoff", "at most 20 characters"),
+        ({"temperature": "nan"}, "temperature", "number"),
+        ({"temperature": "inf"}, "temperature", "number"),
+        ({"top_p": "-infinity"}, "top_p", "number"),
+        ({"max_tokens": "9" * 5000}, "max_tokens", "whole number"),
+        ({"link": "javascript:alert(1)"}, "link", "valid URL"),
+        ({"model_name": "Evil\x00Model"}, "model_name", "Null characters"),
+        ({"organisation": "a\x00"}, "organisation", "Null characters"),
+        ({"notes": "\x00"}, "notes", "Null characters"),
+        ({"link": "https://example.org/\x00"}, "link", "Null characters"),
+        ({"release": "demo\x00"}, "release", "NUL byte"),
+        ({"file_name": "p\x00.jsonl"}, "file_name", "NUL byte"),
+    ],
+)
+def test_api_refuses_bad_metadata_with_a_400_naming_the_field(client, release, token, params, field, words):
+    before = _stored()
+    resp = _post(client, token, json.dumps(_line()).encode(), **params)
+    assert resp.status_code == 400, resp.content
+    body = resp.json()
+    assert field in body["fields"] and words in " ".join(body["fields"][field]), body
+    assert field in body["error"] and "nothing was stored" in body["error"]
+    assert _stored() == before
+
+
+def test_a_link_of_ten_thousand_characters_is_not_stored_by_any_path(client, release, token, user):
+    long_link = "https://example.org/" + "a" * 9994
+    assert len(long_link) == 10_014
+    assert _post(client, token, json.dumps(_line()).encode(), link=long_link).status_code == 400
+    client.force_login(user)
+    upload = io.BytesIO(json.dumps(_line()).encode())
+    upload.name = "p.jsonl"
+    page = client.post(reverse("submissions:submission_create"),
+                       {"release": release.pk, "model_name": "W", "link": long_link, "file": upload, "allow_partial": "1"})
+    assert page.status_code == 400 and "at most 500 characters" in page.content.decode()
+    # the service itself refuses what no caller checked
+    with pytest.raises(services.SubmissionError, match="'link' has 10014 characters; at most 500"):
+        services.prediction_submission_create(user=user, release=release, data=json.dumps(_line()).encode(),
+                                              model_name="S", link=long_link, allow_partial=True)
+    with pytest.raises(services.SubmissionError, match="finite number"):
+        services.prediction_submission_create(user=user, release=release, data=json.dumps(_line()).encode(),
+                                              model_name="S", decoding={"temperature": float("nan")}, allow_partial=True)
+    assert PredictionSubmission.objects.count() == 0
+
+
+def test_web_form_refuses_nan_temperature_and_a_huge_cutoff(client, release, user):
+    client.force_login(user)
+    for extra, words in (({"temperature": "nan"}, "Enter a number"),
+                         ({"knowledge_cutoff": "9" * 1000}, "at most 20 characters"),
+                         ({"knowledge_cutoff": "9" * 20}, "not a cutoff date")):
+        upload = io.BytesIO(json.dumps(_line()).encode())
+        upload.name = "p.jsonl"
+        page = client.post(reverse("submissions:submission_create"),
+                           {"release": release.pk, "model_name": "W", "file": upload, "allow_partial": "1", **extra})
+        assert page.status_code == 400 and words in page.content.decode(), extra
+    assert PredictionSubmission.objects.count() == 0
+
+
+def test_a_cutoff_of_valid_length_but_no_date_is_refused_with_a_message(client, release, token):
+    resp = _post(client, token, json.dumps(_line()).encode(), knowledge_cutoff="9" * 20)
+    assert resp.status_code == 400 and "knowledge cutoff: not a cutoff date" in resp.json()["error"]
+    resp = _post(client, token, json.dumps(_line()).encode(), knowledge_cutoff="2024-13")
+    assert resp.status_code == 400 and "bad month number 13" in resp.json()["error"]
+
+
+# -- the predictions file ---------------------------------------------------------------------
+
+
+def _deep(n: int) -> bytes:
+    return b'{"paper": "rope", "snippet": "inverse frequencies", "completion": "x", "meta": ' + b"[" * n + b"]" * n + b"}"
+
+
+@pytest.mark.parametrize(
+    "line, words",
+    [
+        (b"[" * 100_000 + b"]" * 100_000, f"nested deeper than {MAX_DEPTH} levels"),
+        (_deep(MAX_DEPTH), f"nested deeper than {MAX_DEPTH} levels"),
+        (json.dumps(_line(temperature=float("nan"))).encode(), "NaN is not a number"),
+        (b'{"paper": "rope", "snippet": "inverse frequencies", "completion": "x", "t": 1e999}', "not finite"),
+        (b'{"paper": "rope", "snippet": "inverse frequencies", "completion": "x", "t": -Infinity}', "-Infinity"),
+        (json.dumps(_line("def f():\x00 pass")).encode(), "'completion' holds a NUL byte"),
+        (json.dumps(_line("x = '\ud800'")).encode(), "'completion' holds a lone surrogate (\\ud800)"),
+        (json.dumps({"paper": "rope\x00", "snippet": "s", "completion": "x"}).encode(), "'paper' holds a NUL byte"),
+        (b'{"paper": "rope", "snippet": "inverse frequencies", "completion": "x", "sample": ' + b"9" * 5000 + b"}",
+         "cannot read this JSON"),
+        (json.dumps(_line(sample=2**40)).encode(), "'sample' must be an integer from 0 to 9999"),
+    ],
+)
+def test_bad_prediction_lines_are_refused_with_their_line_number(client, release, token, line, words):
+    good = predictions_bytes(papers=["rope"]).splitlines()[0]
+    before = _stored()
+    resp = _post(client, token, good + b"\n" + line + b"\n")
+    assert resp.status_code == 400, resp.content
+    problems = resp.json()["problems"]
+    assert [p["line"] for p in problems] == [2] and words in problems[0]["message"], problems
+    assert _stored() == before
+
+
+def test_a_depth_within_the_limit_is_accepted(client, release, token):
+    assert _post(client, token, _deep(MAX_DEPTH - 1)).status_code == 201
+
+
+def test_the_cli_reports_the_same_problems_instead_of_crashing(tmp_path):
+    preds = tmp_path / "p.jsonl"
+    preds.write_bytes(b"[" * 100_000 + b"]" * 100_000 + b"\n"
+                      + json.dumps({"paper": "rope", "snippet": "inverse frequencies", "completion": "\ud800"}).encode()
+                      + b"\n" + b'{"paper": "rope", "snippet": "inverse frequencies", "completion": "x", "t": NaN}\n')
+    out, err = io.StringIO(), io.StringIO()
+    code = core_main(["score", str(DEMO), str(preds), "--papers", "rope", "--backend", "local", "--quiet"], out, err)
+    text = err.getvalue()
+    assert code != 0 and "Traceback" not in text
+    assert f"{preds}:1: JSON nested deeper than {MAX_DEPTH} levels" in text
+    assert f"{preds}:2: 'completion' holds a lone surrogate" in text and f"{preds}:3: NaN" in text
+
+
+# -- query parameters ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["cutoff", "from", "to"])
+def test_a_cutoff_of_53_nines_is_a_400_on_the_api_and_a_notice_on_the_pages(client, release, name):
+    nines = "9" * 53
+    for value in (nines, f"{nines}-01", f"{nines}-01-01"):
+        resp = client.get(f"/api/v1/leaderboard?view=contamination_safe&{name}={value}")
+        assert resp.status_code == 400, (value, resp.content)
+        assert any(f"{name}=" in m and "is not a date" in m for m in resp.json()["messages"])
+        for page in ("leaderboard:contamination", "leaderboard:leaderboard"):
+            html = client.get(reverse(page) + f"?{name}={value}")
+            # the pages keep their rule: the default view with a notice that names the parameter
+            assert html.status_code == 200 and "is not a date" in html.content.decode(), (page, value)
+
+
+# -- private models ---------------------------------------------------------------------------
+
+
+def test_a_private_model_is_a_404_to_everyone_but_its_owner_and_staff(client, release, token, user):
+    resp = _post(client, token, json.dumps(_line()).encode(), model_name="Secret Model")
+    assert resp.status_code == 201
+    sub = PredictionSubmission.objects.get(pk=resp.json()["id"])
+    key = sub.model.key
+    page, api = reverse("leaderboard:model", args=[key]), f"/api/v1/models/{key}"
+    unknown_page, unknown_api = reverse("leaderboard:model", args=["u999-nothing"]), "/api/v1/models/u999-nothing"
+    # anonymous and another user: exactly what an unknown key answers
+    other = User.objects.create_user("bob", "b@example.org", "pw-bob-123!")
+    for who in (None, other):
+        client.logout()
+        if who is not None:
+            client.force_login(who)
+        assert client.get(page).status_code == 404 == client.get(unknown_page).status_code
+        r, u = client.get(api), client.get(unknown_api)
+        assert r.status_code == 404 and r.json()["error"] == f"unknown model {key!r}"
+        assert u.status_code == 404
+    other_token = services.api_token_create(user=other)[1]
+    assert client.get(api, HTTP_AUTHORIZATION=f"Token {other_token}").status_code == 404
+    # the owner (session or token) and staff see it
+    client.logout()
+    assert client.get(api, HTTP_AUTHORIZATION=f"Token {token}").status_code == 200
+    client.force_login(user)
+    assert client.get(page).status_code == 200 and client.get(api).json()["name"] == "Secret Model"
+    staff = User.objects.create_user("admin", "a@example.org", "pw-admin-123!", is_staff=True)
+    client.force_login(staff)
+    assert client.get(page).status_code == 200 and client.get(api).status_code == 200
+    # once an evaluation of it is public, everyone sees it
+    Evaluation.objects.filter(pk=sub.evaluation_id).update(is_public=True)
+    client.logout()
+    assert client.get(page).status_code == 200 and client.get(api).status_code == 200
+
+
+# -- engine flags keep an evaluation off the ranked board until a reviewer clears it -----------
+
+
+def _flagged_run(snippet: Snippet, *, flags: list[str]) -> TestRun:
+    run = TestRun(paper=snippet.paper.paper_id, file=snippet.file, snippet=snippet.name, sample=0, weight=snippet.weight,
+                  passed=True, category=None, exit_code=0, seconds=0.1)
+    run.flags = flags  # the field B adds to TestRun; set here so this test does not depend on its landing order
+    return run
+
+
+def test_a_flagged_evaluation_is_not_ranked_until_a_reviewer_clears_it(client, release, token, user):
+    lines = [json.dumps({"paper": s.paper.paper_id, "file": s.file, "snippet": s.name, "completion": "pass"})
+             for s in Snippet.objects.filter(release=release)]
+    resp = _post(client, token, "\n".join(lines).encode(), model_name="Forger")
+    sub = PredictionSubmission.objects.get(pk=resp.json()["id"])
+    snippets = list(Snippet.objects.filter(release=release))
+    for n, snip in enumerate(snippets):
+        services.snippet_result_store(evaluation_id=sub.evaluation_id, snippet_id=snip.pk,
+                                      run=_flagged_run(snip, flags=["tampering:fd-write"] if n == 0 else []),
+                                      completion="pass")
+    ScoringJob.objects.filter(submission=sub).update(status=Status.FINISHED)
+    services.submission_status_refresh(submission_id=sub.pk)
+    sub.refresh_from_db()
+    assert sub.status == Status.FINISHED and sub.evaluation.flagged_results == 1
+    services.submission_publish(submission=sub, user=user)
+
+    def row():
+        table = lb_selectors.leaderboard_rows(release=release)
+        return next(r for r in table.rows if r.model_key == sub.model.key)
+
+    assert row().ranked is False and row().tier is None
+    # the owner sees why; a user who is not a reviewer cannot clear it
+    client.force_login(user)
+    page = client.get(reverse("submissions:submission_detail", args=[sub.pk])).content.decode()
+    assert 'id="engine-flags"' in page and "tampering:fd-write" in page and "not ranked" in page
+    assert 'id="clear-flags"' not in page
+    assert client.post(reverse("submissions:submission_action", args=[sub.pk, "clear-flags"])).status_code == 403
+    assert row().ranked is False
+    # a reviewer sees it first on the review page and clears it
+    reviewer = User.objects.create_user("rita", "r@example.org", "pw-rita-123!")
+    reviewer.groups.add(Group.objects.get_or_create(name=REVIEWERS_GROUP)[0])
+    client.force_login(reviewer)
+    review = client.get(reverse("submissions:review_queue")).content.decode()
+    assert 'data-engine-flags="1"' in review
+    assert client.post(reverse("submissions:submission_action", args=[sub.pk, "clear-flags"])).status_code == 302
+    sub.evaluation.refresh_from_db()
+    assert sub.evaluation.flags_cleared_by == "rita" and row().ranked is True
+    # a new flagged result after the clearing undoes it
+    services.snippet_result_store(evaluation_id=sub.evaluation_id, snippet_id=snippets[1].pk,
+                                  run=_flagged_run(snippets[1], flags=["ast:dynamic-getattr"]), completion="pass")
+    sub.evaluation.refresh_from_db()
+    assert sub.evaluation.flagged_results == 2 and sub.evaluation.flags_cleared_at is None
+    assert row().ranked is False
