@@ -30,7 +30,7 @@ from .problemset import ProblemSet
 
 __all__ = [
     "GenerateError", "GenerateOptions", "GenerateOutcome", "GenTask", "card_path", "generate",
-    "problemset_hash", "tasks_from_problemset", "tasks_from_site", "predictions_read",
+    "problemset_hash", "tasks_from_problemset", "tasks_from_site", "predictions_read", "card_public", "RunCardError",
 ]
 
 CARD_VERSION = 1
@@ -111,7 +111,8 @@ def tasks_from_site(*, url: str, release: str, with_paper: bool, papers: list[st
     """Download a release's tasks (JSON lines, as ``tasks`` writes them) and its description."""
     base = url.rstrip("/")
     query = urllib.parse.urlencode({"without_paper": "1"} if not with_paper else {})
-    endpoint = f"{base}/api/v1/releases/{urllib.parse.quote(release)}/tasks" + (f"?{query}" if query else "")
+    # the download the release page offers (the rows ``tasks`` writes, built by the site from its copies)
+    endpoint = f"{base}/releases/{urllib.parse.quote(release)}/tasks.jsonl" + (f"?{query}" if query else "")
     raw = _http_get(endpoint, timeout=timeout)
     tasks: list[GenTask] = []
     for number, line in enumerate(raw.decode("utf-8").splitlines(), start=1):
@@ -276,6 +277,68 @@ def card_build(*, rows: list[dict], tasks: list[GenTask], options: GenerateOptio
         "failed": failed[:200],
         "runs": runs,
     }
+
+
+#: the card as it travels with a submission: key -> expected type(s); nested dicts are listed below
+_PUBLIC: dict[str, tuple[type, ...]] = {
+    "card_version": (int,), "generator": (str,), "model": (str,), "endpoint_host": (str,), "protocol": (str,),
+    "samples": (int,), "prompt_version": (str,), "with_paper": (bool,), "complete": (bool,), "requests": (int,),
+    "cost_usd": (int, float), "cost_per_snippet_usd": (int, float), "wall_seconds": (int, float),
+}
+_PUBLIC_DICTS = {
+    "decoding": ("temperature", "top_p", "max_tokens", "seed"),
+    "tokens": ("input", "output"),
+    "prices_usd_per_million": ("input", "output"),
+    "counts": ("snippets", "expected", "answers", "answered", "snippets_answered", "failed"),
+    "source": ("kind", "release", "hash"),
+}
+
+
+class RunCardError(ValueError):
+    pass
+
+
+def card_public(card: Any) -> dict:
+    """The part of a run card a site keeps: known keys, checked types, short strings (never paths or keys)."""
+    if not isinstance(card, dict):
+        raise RunCardError("the run card must be a JSON object")
+    out: dict[str, Any] = {}
+    for key, types in _PUBLIC.items():
+        value = card.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) and bool not in types or not isinstance(value, types):
+            raise RunCardError(f"run card: {key!r} must be {'/'.join(t.__name__ for t in types)}, got {value!r:.80}")
+        out[key] = value[:200] if isinstance(value, str) else value
+    for key, names in _PUBLIC_DICTS.items():
+        value = card.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            raise RunCardError(f"run card: {key!r} must be an object")
+        kept = {}
+        for name in names:
+            v = value.get(name)
+            if v is None:
+                continue
+            if isinstance(v, str):
+                kept[name] = v[:200]
+            elif isinstance(v, (int, float)) and not isinstance(v, bool):
+                kept[name] = v
+            else:
+                raise RunCardError(f"run card: {key}.{name} must be a number or text, got {v!r:.80}")
+        out[key] = kept
+    for key in ("errors", "finish_reasons"):
+        value = card.get(key) if key == "errors" else (card.get("counts") or {}).get(key)
+        if isinstance(value, dict):
+            clean = {str(k)[:40]: v for k, v in list(value.items())[:30] if isinstance(v, int) and not isinstance(v, bool)}
+            if key == "errors":
+                out[key] = clean
+            else:
+                out.setdefault("counts", {})[key] = clean
+    if isinstance(card.get("runs"), list):
+        out["runs"] = len(card["runs"])
+    return out
 
 
 def _card_write(path: Path, card: dict) -> None:

@@ -48,6 +48,10 @@ def add_submit_parser(sub: Any) -> None:
     p.add_argument("--temperature", type=float)
     p.add_argument("--top-p", type=float)
     p.add_argument("--max-tokens", type=int)
+    p.add_argument("--run-card", metavar="PATH",
+                   help="run card written by 'generate' (default: the one beside FILE, when there is one); its "
+                        "decoding, samples, tokens and cost are shown on the site")
+    p.add_argument("--no-run-card", action="store_true", help="do not send the run card beside FILE")
     p.add_argument("--publish", action="store_true", help="publish on the leaderboard as soon as scoring finishes")
     p.add_argument("--complete-only", action="store_true",
                    help="refuse to send a file that leaves snippets of the release without a prediction")
@@ -152,6 +156,39 @@ def _wait(payload: dict, *, token: str, poll: float, timeout: float, out: TextIO
     return EXIT_FAILED
 
 
+def _run_card(args: argparse.Namespace, path: Path) -> dict | None:
+    """The public part of the run card to send with the file (None: no card)."""
+    from .generate import card_path, card_public
+
+    if args.no_run_card:
+        return None
+    card_file = Path(args.run_card) if args.run_card else card_path(path)
+    if not card_file.exists():
+        if args.run_card:
+            raise ValueError(f"cannot read the run card {card_file}")
+        return None
+    try:
+        return card_public(json.loads(card_file.read_text(encoding="utf-8")))
+    except ValueError as exc:  # RunCardError and JSON errors alike
+        raise ValueError(f"{card_file} is not a run card: {exc}") from None
+
+
+def _meta_from_card(meta: dict[str, Any], card: dict) -> None:
+    """Settings the card records fill what the command line left out; a contradiction is refused."""
+    decoding = card.get("decoding") or {}
+    for name in ("temperature", "top_p", "max_tokens"):
+        given, recorded = meta.get(name), decoding.get(name)
+        if given is not None and recorded is not None and float(given) != float(recorded):
+            raise ValueError(f"--{name.replace('_', '-')} {given} but the run card records {recorded}")
+        if given is None and recorded is not None:
+            meta[name] = recorded
+    if "with_paper" in card:
+        if meta.get("without_paper") and card["with_paper"]:
+            raise ValueError("--without-paper but the run card records prompts with the paper")
+        meta["without_paper"] = not card["with_paper"]
+    meta["run_card"] = json.dumps(card, separators=(",", ":"), sort_keys=True)
+
+
 def cmd_submit(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not args.token:
         print("error: give --token or set RCB_TOKEN (create a token on your profile page)", file=err)
@@ -175,6 +212,13 @@ def cmd_submit(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         "max_tokens": args.max_tokens,
         "publish": args.publish,
     }
+    try:
+        card = _run_card(args, path)
+        if card is not None:
+            _meta_from_card(meta, card)
+    except ValueError as exc:
+        print(f"error: {exc}", file=err)
+        return EXIT_USAGE
     try:
         try:
             payload = submission_upload(url=args.url, token=args.token, data=data, meta=meta, file_name=path.name)
