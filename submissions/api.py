@@ -13,9 +13,11 @@ from django.http import HttpRequest, JsonResponse
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 
+from benchmark_core.predictions import text_problem
 from leaderboard.models import Release
 
 from . import selectors, services
+from .forms import SubmissionMetaForm
 from .models import PredictionSubmission, Status
 
 __all__ = ["submissions_endpoint", "submission_endpoint", "submission_publish_endpoint", "submission_payload"]
@@ -100,27 +102,40 @@ def submission_payload(request: HttpRequest, submission: PredictionSubmission, *
     return payload
 
 
-def _meta(source: Any) -> dict[str, Any]:
-    def text(name: str) -> str:
-        return str(source.get(name, "") or "").strip()
+class _BadFields(Exception):
+    """Metadata fields the upload form would refuse: field -> messages."""
 
-    decoding: dict[str, Any] = {}
-    for name, cast in (("temperature", float), ("top_p", float), ("max_tokens", int)):
-        if text(name):
-            try:
-                decoding[name] = cast(text(name))
-            except ValueError:
-                raise services.SubmissionError(f"{name} must be a number, got {text(name)!r}") from None
+    def __init__(self, message: str, fields: dict[str, list[str]]):
+        super().__init__(message)
+        self.message, self.fields = message, fields
+
+
+def _meta(source: Any) -> dict[str, Any]:
+    """Validate the metadata with the upload form's own fields (same limits, same messages)."""
+    values: dict[str, Any] = {name: source.get(name, "") for name in SubmissionMetaForm.base_fields}
+    for name in ("open_weights", "without_paper"):
+        values[name] = str(values[name]).strip().lower() in _TRUE
+    form = SubmissionMetaForm(data=values)
+    fields: dict[str, list[str]] = {}
+    if not form.is_valid():
+        fields = {name: [str(m) for m in messages] for name, messages in form.errors.items()}
+    for name in ("release", "file_name"):  # not form fields, but stored or looked up all the same
+        why = text_problem(name, str(source.get(name, "")))
+        if why:
+            fields[name] = [why]
+    if fields:
+        text = "; ".join(f"{name}: {' '.join(messages)}" for name, messages in fields.items())
+        raise _BadFields(f"invalid field(s), nothing was stored: {text}", fields)
+    data = form.cleaned_data
     return {
-        "model_name": text("model_name"),
-        "organisation": text("organisation"),
-        "open_weights": text("open_weights").lower() in _TRUE,
-        "knowledge_cutoff": text("knowledge_cutoff"),
-        "link": text("link") if text("link").startswith(("http://", "https://")) else "",
-        "with_paper": text("without_paper").lower() not in _TRUE,
-        "decoding": decoding,
-        "notes": text("notes")[:5000],
-        "release": text("release"),
+        "model_name": data["model_name"],
+        "organisation": data["organisation"],
+        "open_weights": data["open_weights"],
+        "knowledge_cutoff": data["knowledge_cutoff"],
+        "link": data["link"],
+        "with_paper": not data["without_paper"],
+        "decoding": form.decoding(),
+        "notes": data["notes"],
     }
 
 
@@ -150,17 +165,17 @@ def submissions_endpoint(request: HttpRequest) -> JsonResponse:
         meta = _meta(source)
     except RequestDataTooBig:
         return _error(413, too_big)
-    except services.SubmissionError as exc:
-        return _error(exc.http_status, exc.message)
+    except _BadFields as exc:
+        return _error(400, exc.message, fields=exc.fields)
     releases = selectors.releases_open()
-    release = releases.filter(slug=meta.pop("release")).first() if source.get("release") else releases.first()
+    slug = str(source.get("release", "")).strip()
+    release = releases.filter(slug=slug).first() if slug else releases.first()
     if release is None:
         slugs = ", ".join(releases.values_list("slug", flat=True)) or "none"
         return _error(400, f"no such published release (known: {slugs})")
     try:
         submission, created = services.prediction_submission_create(
-            user=user, release=release, data=data, file_name=file_name,
-            **{k: v for k, v in meta.items() if k != "release"},
+            user=user, release=release, data=data, file_name=file_name, **meta,
             allow_partial=str(source.get("allow_partial", "")).strip().lower() in _TRUE,
             publish=str(source.get("publish", "")).strip().lower() in _TRUE,
         )
