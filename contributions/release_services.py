@@ -8,6 +8,7 @@ benchmark at one moment, not only what was added.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import shutil
@@ -23,7 +24,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from benchmark_core.problemset import Paper as CorePaper
-from benchmark_core.problemset import ProblemSetError, load_problemset
+from benchmark_core.problemset import ProblemSetError, load_problemset, paper_entry
 from benchmark_core.runner import HARNESS_VERSION, Task, reference_code, run_tasks
 from leaderboard.models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
 from leaderboard.services import evaluation_aggregates_refresh, release_touch, tree_hash
@@ -85,10 +86,12 @@ def _entry_for(rp: ReleasePaper) -> dict[str, Any]:
 
 
 def release_pset_write(*, release: Release) -> Path:
-    """(Re)write the release folder's papers.yaml from the database."""
+    """(Re)write the release folder's papers.yaml from the database: each paper's entry as its folder
+    was loaded (timeout, fresh_process, environment kept), else one rebuilt from the rows."""
     root = _release_root(release)
     root.mkdir(parents=True, exist_ok=True)
-    entries = [_entry_for(rp) for rp in release.release_papers.select_related("paper") if rp.folder]
+    entries = [{**_entry_for(rp), **(rp.entry or {})}
+               for rp in release.release_papers.select_related("paper") if rp.folder]
     tmp = root / f".papers.yaml.{uuid.uuid4().hex}"
     tmp.write_text(f"# release {release.name}: generated, do not edit\n" + yaml.safe_dump(entries, sort_keys=False),
                    encoding="utf-8")
@@ -153,6 +156,7 @@ def release_draft_get_or_create(*, by: Any = None) -> Release:
             ReleasePaper.objects.create(
                 release=draft, paper=rp.paper, folder=str(dest), content_hash=rp.content_hash,
                 snippet_count=rp.snippet_count, total_weight=rp.total_weight, deterministic=rp.deterministic,
+                entry=rp.entry, environment=rp.environment,
             )
             _snippets_copy(source=rp, release=draft)
         draft.description += f" Started from {previous.name}."
@@ -206,6 +210,8 @@ def release_draft_paper_add(*, contribution: PaperContribution, by: Any) -> Rele
                 defaults=dict(
                     folder=str(dest), content_hash=folder_content_hash(staging / pid),
                     snippet_count=len(core.snippets), total_weight=core.total_weight,
+                    entry=json.loads(json.dumps(paper_entry(core), default=str)),
+                    environment=str(core.environment or ""),
                     deterministic=any(c.get("key") == "repeatable" and c.get("status") == "ok"
                                       for c in contribution.report.get("checks", [])),
                 ),

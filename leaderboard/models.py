@@ -66,6 +66,15 @@ class ReleasePaper(models.Model):
     snippet_count = models.PositiveIntegerField(default=0)
     total_weight = models.PositiveIntegerField(default=0)
     deterministic = models.BooleanField(default=False, help_text="repeated reference runs agreed")
+    # the paper's papers.yaml entry as its folder was loaded (annotated files, timeout, environment, ...):
+    # every copy of the folder is written beside it, so no copy rediscovers or forgets it
+    entry = models.JSONField(default=dict, blank=True)
+    # the health of the paper's environment, as the last scoring job saw it (staff's environments page)
+    environment = models.CharField(max_length=100, blank=True, help_text="environment name; empty: inferred")
+    environment_ok = models.BooleanField(null=True, blank=True, help_text="reference code passed; None: not checked")
+    environment_error = models.TextField(blank=True)
+    reference_seconds = models.FloatField(null=True, blank=True)
+    environment_checked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         unique_together = [("release", "paper")]

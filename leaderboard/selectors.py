@@ -43,6 +43,9 @@ __all__ = [
     "SnippetNode",
     "SnippetDrilldown",
     "ReleaseInfo",
+    "Scorability",
+    "release_scorability",
+    "release_tasks",
     "release_get",
     "release_get_recent",
     "release_memo_clear",
@@ -971,3 +974,58 @@ def snippet_masked_view(*, release: Release, paper_id: str, snippet: str, file: 
     except KeyError:
         return None
     return masked_file(parsed.lines, core_snippet)
+
+
+# --------------------------------------------------------------------------- what can be scored here
+@dataclass(frozen=True)
+class Scorability:
+    """Which papers of a release this site can score now, and why the others cannot."""
+
+    scorable: list[str]  # paper ids, sorted
+    not_scorable: list[dict[str, str]]  # [{"paper", "reason"}], sorted by paper
+    snippets: int  # snippets of the scorable papers
+    total_weight: int
+
+    @property
+    def partial(self) -> bool:
+        """Some papers cannot be scored here (but at least one can)."""
+        return bool(self.scorable) and bool(self.not_scorable)
+
+
+def _scorability(release_papers: Iterable[ReleasePaper]) -> Scorability:
+    scorable, not_scorable, snippets, weight = [], [], 0, 0
+    for rp in sorted(release_papers, key=lambda r: r.paper.paper_id):
+        pid = rp.paper.paper_id
+        if not rp.folder:
+            not_scorable.append({"paper": pid, "reason": "its code is not attached on this site"})
+        elif rp.environment_ok is False:
+            not_scorable.append({"paper": pid, "reason": f"its reference code fails in environment "
+                                 f"{rp.environment or 'default'}: {rp.environment_error[:300]}"})
+        else:
+            scorable.append(pid)
+            snippets += rp.snippet_count
+            weight += rp.total_weight
+    return Scorability(scorable=scorable, not_scorable=not_scorable, snippets=snippets, total_weight=weight)
+
+
+def release_scorability(*, release: Release, release_papers: Iterable[ReleasePaper] | None = None) -> Scorability:
+    """Papers with their code here whose environment is not known to fail are scorable (1 query;
+    none when the caller passes the release's ReleasePaper rows, with their papers)."""
+    if release_papers is None:
+        release_papers = ReleasePaper.objects.filter(release=release).select_related("paper")
+    return _scorability(release_papers)
+
+
+def release_tasks(*, release: Release, with_paper: bool = True) -> Iterable[dict[str, Any]]:
+    """The tasks of the release's papers that have their code here, as ``python -m benchmark_core
+    tasks`` writes them (one dict per snippet, in the problem set's order)."""
+    from benchmark_core.masking import task_record
+    from benchmark_core.problemset import load_problemset
+
+    roots: dict[Path, list[str]] = {}
+    for folder in ReleasePaper.objects.filter(release=release).exclude(folder="").values_list("folder", flat=True):
+        roots.setdefault(Path(folder).parent, []).append(Path(folder).name)
+    for root, ids in roots.items():
+        # the release folder is a problem set: its papers.yaml gives the entries and the order
+        for paper, snip in load_problemset(root, papers=ids).snippets:
+            yield task_record(paper, snip, with_paper=with_paper)

@@ -16,7 +16,8 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from benchmark_core import scoring
-from benchmark_core.problemset import ProblemSet, validate_problemset
+from benchmark_core.problemset import Paper as CorePaper
+from benchmark_core.problemset import ProblemSet, paper_entry, paper_entry_write, validate_problemset
 from benchmark_core.scoring import SnippetOutcome, summarize
 
 from .models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
@@ -32,6 +33,8 @@ __all__ = [
     "published_import",
     "pset_import",
     "tree_hash",
+    "paper_summary_text",
+    "paper_copy_store",
 ]
 
 PUBLISHED_RELEASE_NAME = "v1.0 (published)"
@@ -410,6 +413,15 @@ def published_import(
 
 
 # --------------------------------------------------------------------------- problem sets
+def paper_summary_text(*, paper: CorePaper) -> str:
+    """The summary shown on a paper's page: its Markdown paper text (the demo's, a contribution's
+    paper2code_paper.md), else ''. A .tex file is the paper itself and is not shown as a summary."""
+    if not (paper.paper_text_file and paper.paper_text_file.endswith(".md")):
+        return ""
+    text = paper.paper_text()
+    return text if len(text) <= SUMMARY_MAX_CHARS else ""
+
+
 def tree_hash(folder: Path) -> str:
     """sha256 over a folder's files (relative paths and bytes), ignoring caches."""
     h = hashlib.sha256()
@@ -445,29 +457,45 @@ def _pset_names(pset: ProblemSet) -> set[tuple[str, str]]:
 
 
 def _matching_published(pset: ProblemSet) -> Release | None:
-    """The published release whose papers and snippet names are exactly the folder's, if any."""
+    """The published release that has every paper of the folder with exactly the folder's snippet
+    names, if any: the folder may hold only some of the release's papers (the others then stay
+    without code, so not scorable here)."""
     names = _pset_names(pset)
+    paper_ids = {paper.id for paper in pset.papers}
     for release in Release.objects.filter(status=Release.PUBLISHED).order_by("-created_at"):
-        have = set(Snippet.objects.filter(release=release).values_list("paper__paper_id", "name"))
+        have = set(
+            Snippet.objects.filter(release=release, paper__paper_id__in=paper_ids).values_list("paper__paper_id", "name")
+        )
         if have == names:
             return release
     return None
 
 
-def _copy_paper(src: Path, dst: Path) -> None:
+def paper_copy_store(*, paper: CorePaper, root: Path, entry: dict[str, Any] | None = None) -> Path:
+    """Copy a paper's folder to ROOT/<id>/ and its papers.yaml entry into ROOT/papers.yaml; return the copy.
+
+    The entry keeps what decides the paper's scoring (annotated files, context files, timeout,
+    fresh_process, environment): the copy loads as the original did (benchmark_core.problemset.
+    paper_folder_load), and a tagged ``*_ref.py`` beside the annotated file is never a snippet.
+    """
+    dst = Path(root) / paper.id
     if dst.exists():
         shutil.rmtree(dst)
     dst.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(*IGNORED_PARTS))
+    shutil.copytree(paper.folder, dst, ignore=shutil.ignore_patterns(*IGNORED_PARTS))
+    paper_entry_write(root, entry or paper_entry(paper))
+    return dst
 
 
 def pset_import(*, path: str | Path, release_name: str | None = None, status: str | None = None) -> PsetImportResult:
     """Load a problem-set folder into a release; idempotent.
 
-    Attaches code, files, lines and the folder to the snippets of the published release whose
-    papers and snippet names are exactly the folder's (so new submissions are scored on the release
-    the published models are ranked on); otherwise loads a draft release named ``release_name``
-    (default: the folder's name). Paper folders are copied under settings.RCB_PSET_ROOT/<slug>/.
+    Attaches code, files, lines and the folder to the snippets of the published release that has
+    every paper of the folder with exactly its snippet names (so new submissions are scored on the
+    release the published models are ranked on; a folder with some of its papers makes those
+    scorable); otherwise loads a draft release named ``release_name`` (default: the folder's
+    name). Paper folders are copied under settings.RCB_PSET_ROOT/<slug>/ with their papers.yaml
+    entries (paper_copy_store).
     Raises ImportProblem with every validation problem (nothing is written then).
     """
     src = Path(path).resolve()
@@ -506,14 +534,9 @@ def pset_import(*, path: str | Path, release_name: str | None = None, status: st
             meta = dict(paper.metadata or {"id": paper.id})
             meta.setdefault("id", paper.id)
             fields = _paper_fields(meta)
-            if meta.get("summary"):
-                fields["summary"] = str(meta["summary"])
-            elif paper.paper_text_file and paper.paper_text_file.endswith(".md"):
-                # a Markdown paper text is a summary written for the set (the demo's are); a .tex
-                # file is the paper itself and is not shown as a summary
-                text = paper.paper_text()
-                if len(text) <= SUMMARY_MAX_CHARS:
-                    fields["summary"] = text
+            summary = str(meta["summary"]) if meta.get("summary") else paper_summary_text(paper=paper)
+            if summary:
+                fields["summary"] = summary
             db_paper = Paper.objects.filter(paper_id=paper.id).first()
             if db_paper is None:
                 db_paper = Paper.objects.create(paper_id=paper.id, **fields)
@@ -524,8 +547,8 @@ def pset_import(*, path: str | Path, release_name: str | None = None, status: st
                     setattr(db_paper, k, fields[k])
                 if changed:
                     db_paper.save(update_fields=changed)
-            dst = root / paper.id
-            _copy_paper(paper.folder, dst)
+            entry = paper_entry(paper)
+            dst = paper_copy_store(paper=paper, root=root, entry=entry)
             digest = tree_hash(dst)
             paper_hashes.append(f"{paper.id}:{digest}")
             snippets = paper.snippets
@@ -569,6 +592,8 @@ def pset_import(*, path: str | Path, release_name: str | None = None, status: st
                     "content_hash": digest,
                     "snippet_count": len(snippets),
                     "total_weight": sum(created[(c.file, c.name)].weight for c in snippets),
+                    "entry": json.loads(json.dumps(entry, default=str)),
+                    "environment": str(entry.get("environment") or ""),
                 },
             )
         if not attached:

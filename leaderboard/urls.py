@@ -14,6 +14,8 @@ urlpatterns = [
     path("leaderboard/paper-ablation/", views.ablation, name="ablation"),
     path("releases/", views.releases, name="releases"),
     path("releases/<slug:slug>/", views.release_detail, name="release_detail"),
+    # a download of files read at request time (not a page): not in the page cache
+    path("releases/<slug:slug>/tasks.jsonl", views.release_tasks, name="release_tasks"),
     path("releases/<slug:slug>/leaderboard/", views.leaderboard, name="release_leaderboard"),
     # model keys may contain dots and slashes (provider/name); the trailing slash ends them
     path("models/<path:key>/", views.model_page, name="model"),

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import json
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.views.defaults import page_not_found
 from django.urls import reverse
@@ -374,8 +375,27 @@ def release_detail(request: HttpRequest, slug: str) -> HttpResponse:
               rp.total_weight, rp.content_hash] for rp in papers),
         )
     permalink = request.build_absolute_uri(reverse("leaderboard:release_detail", args=[release.slug]))
-    return _page(request, "leaderboard/release_detail.html", {"info": info, "papers": papers, "permalink": permalink},
-                 nav="releases", release=release)
+    scorability = selectors.release_scorability(release=release, release_papers=papers)
+    reasons = {row["paper"]: row["reason"] for row in scorability.not_scorable}
+    return _page(request, "leaderboard/release_detail.html", {
+        "info": info, "papers": [(rp, reasons.get(rp.paper.paper_id, "")) for rp in papers], "permalink": permalink,
+        "scorability": scorability,
+    }, nav="releases", release=release)
+
+
+def release_tasks(request: HttpRequest, slug: str) -> StreamingHttpResponse:
+    """The release's tasks as JSON lines, the rows ``python -m benchmark_core tasks`` writes;
+    ``?without_paper=1`` for the prompts without the paper text."""
+    release = _release(request, slug)
+    with_paper = not _bool_param(request, "without_paper", [], default=False)
+    if not ReleasePaper.objects.filter(release=release).exclude(folder="").exists():
+        raise Http404(f"Release {release.name} has no paper with its code on this site: no task to download.")
+    rows = (json.dumps(row, ensure_ascii=False) + "\n" for row in selectors.release_tasks(release=release,
+                                                                                       with_paper=with_paper))
+    response = StreamingHttpResponse(rows, content_type="application/x-ndjson; charset=utf-8")
+    suffix = "" if with_paper else "-without-paper"
+    response["Content-Disposition"] = f'attachment; filename="tasks-{release.slug}{suffix}.jsonl"'
+    return response
 
 
 def model_page(request: HttpRequest, key: str) -> HttpResponse:

@@ -15,6 +15,10 @@ class Status(models.TextChoices):
     FINISHED = "finished", "finished"
     FAILED = "failed", "failed"
     CANCELLED = "cancelled", "cancelled"
+    # a job whose paper's reference code does not pass in its environment: the model is not to blame
+    ENVIRONMENT = "environment", "environment error"
+    # a submission with such a job: neither finished nor failed, it waits for the repair
+    WAITING = "waiting", "waiting (environment)"
 
 
 ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING)

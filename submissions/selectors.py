@@ -6,10 +6,10 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Count, Q, QuerySet
 
-from leaderboard.models import Release, SnippetResult
+from leaderboard.models import Release, ReleasePaper, SnippetResult
 from leaderboard.services import MISSING
 
-from .models import ACTIVE_STATUSES, PredictionSubmission, Status
+from .models import ACTIVE_STATUSES, PredictionSubmission, ScoringJob, Status
 
 __all__ = [
     "REVIEWERS_GROUP",
@@ -24,6 +24,7 @@ __all__ = [
     "submission_engine_flags",
     "submission_quota",
     "releases_open",
+    "environments_overview",
 ]
 
 REVIEWERS_GROUP = "reviewers"
@@ -138,11 +139,29 @@ def submission_quota(*, user: Any) -> dict:
 
 
 def releases_open() -> QuerySet[Release]:
-    """Releases one can submit to: published, every paper with its code (published figures alone
-    cannot score anything); the default first."""
+    """Releases one can submit to: published, with the code of at least one paper here (published
+    figures alone cannot score anything; papers without code are listed as not scorable); the
+    default first."""
     return (
-        Release.objects.filter(status=Release.PUBLISHED, release_papers__isnull=False)
-        .exclude(release_papers__folder="")
+        Release.objects.filter(status=Release.PUBLISHED, release_papers__folder__gt="")
         .distinct()
         .order_by("-is_default", "-published_at")
     )
+
+
+def environments_overview() -> list[dict[str, Any]]:
+    """Per paper with code, per release: its environment, the reference's status and time, the last
+    check and the jobs waiting for it (2 queries)."""
+    waiting = dict(
+        ScoringJob.objects.filter(status=Status.ENVIRONMENT)
+        .values("release_paper_id").annotate(n=Count("id")).values_list("release_paper_id", "n")
+    )
+    rows = []
+    for rp in (ReleasePaper.objects.exclude(folder="").select_related("release", "paper")
+               .order_by("environment_ok", "paper__paper_id", "release__name")):
+        status = {True: "passes", False: "fails", None: "not checked"}[rp.environment_ok]
+        rows.append({"release": rp.release, "paper": rp.paper.paper_id, "environment": rp.environment or "default",
+                     "status": status, "ok": rp.environment_ok, "error": rp.environment_error,
+                     "seconds": rp.reference_seconds, "checked_at": rp.environment_checked_at,
+                     "waiting": waiting.get(rp.pk, 0)})
+    return rows

@@ -1,7 +1,11 @@
 """Writes of the submissions app: upload, scoring jobs and their lifecycle, tokens, publication.
 
-Lifecycle of a submission: queued -> running -> finished | failed (with the reason) | cancelled.
-It is derived from its scoring jobs, one per paper of the release. A job belongs to the attempt
+Lifecycle of a submission: queued -> running -> finished | failed (with the reason) | cancelled,
+or waiting while a paper's environment is broken. It is derived from its scoring jobs, one per
+paper of the release that has its code here. A job whose paper's reference code does not pass in
+its environment ends as "environment error": the model is not to blame, the submission waits
+(its quota is not used) and ``environment_jobs_requeue`` runs it again once the environment is
+repaired. A job belongs to the attempt
 whose RQ id it holds: a worker may only claim a queued job with its own RQ id, so a stale copy
 of a job left in Redis (after a re-enqueue) does nothing. Results are written with
 update_or_create on (evaluation, snippet, sample): running a job twice never counts twice.
@@ -33,12 +37,20 @@ from redis.exceptions import RedisError
 from benchmark_core.masking import PROMPT_VERSION
 from benchmark_core.predictions import LineProblem, parse_predictions, text_problem
 from benchmark_core.problemset import Paper as CorePaper
-from benchmark_core.problemset import load_problemset
-from benchmark_core.runner import HARNESS_VERSION, Task, TestRun, answer_code, missing_run, run_task
-from benchmark_core.sandbox.base import PaperSpec, Sandbox, get_sandbox
+from benchmark_core.problemset import paper_folder_load
+from benchmark_core.runner import (
+    HARNESS_VERSION,
+    Task,
+    TestRun,
+    answer_code,
+    missing_run,
+    reference_run,
+    run_task,
+)
+from benchmark_core.sandbox.base import PaperSpec, Sandbox, SandboxUnavailable, get_sandbox
 from benchmark_core.scoring import parse_cutoff
-from leaderboard.models import Evaluation, LLMModel, Release, Snippet, SnippetResult
-from leaderboard.services import evaluation_aggregates_refresh
+from leaderboard.models import Evaluation, LLMModel, Release, ReleasePaper, Snippet, SnippetResult
+from leaderboard.services import evaluation_aggregates_refresh, release_touch
 
 from . import queue
 from .flags import CompletionInput, submission_flags_compute
@@ -70,6 +82,7 @@ __all__ = [
     "scoring_jobs_watchdog",
     "scoring_queue_reconcile",
     "scoring_sandbox",
+    "environment_jobs_requeue",
 ]
 
 logger = logging.getLogger(__name__)
@@ -223,7 +236,7 @@ def _quota_used(user: Any) -> int:
     since = _now() - dt.timedelta(days=1)
     return (
         PredictionSubmission.objects.filter(user=user, created_at__gte=since)
-        .exclude(status__in=[Status.FAILED, Status.CANCELLED])
+        .exclude(status__in=[Status.FAILED, Status.CANCELLED, Status.WAITING])
         .count()
     )
 
@@ -265,6 +278,7 @@ def prediction_submission_create(
     notes: str = "",
     allow_partial: bool = False,
     publish: bool = False,
+    run_card: dict | None = None,
 ) -> tuple[PredictionSubmission, bool]:
     """Validate and store an upload, and enqueue one scoring job per paper once it is committed.
 
@@ -291,11 +305,10 @@ def prediction_submission_create(
         raise SubmissionError("the model name is longer than 200 characters")
     if not release.frozen:
         raise SubmissionError(f"release {release.name} is not published yet; submit to a published release")
-    codeless = list(release.release_papers.filter(folder="").values_list("paper__paper_id", flat=True)[:5])
-    if codeless or not release.release_papers.exists():
+    if not release.release_papers.exclude(folder="").exists():
         raise SubmissionError(
-            f"release {release.name} cannot score submissions: it has no code for "
-            f"{', '.join(codeless) or 'any paper'} (it holds published figures only)"
+            f"release {release.name} cannot score submissions: no paper's code is attached here (it holds "
+            "published figures only; an operator attaches the code with `manage.py import_pset`)"
         )
     cutoff_date = None
     if knowledge_cutoff.strip():
@@ -356,6 +369,9 @@ def prediction_submission_create(
             harness_version=HARNESS_VERSION,
             source=Evaluation.SUBMISSION,
             is_public=False,
+            # already reduced to what the site keeps (benchmark_core.generate.card_public)
+            run_card=run_card or {},
+            cost_per_snippet=(run_card or {}).get("cost_per_snippet_usd"),
         )
         submission = PredictionSubmission.objects.create(
             user=user,
@@ -393,7 +409,8 @@ def prediction_submission_create(
         per_paper: dict[int, int] = {}
         for row in snippet_rows:
             per_paper[row["paper_id"]] = per_paper.get(row["paper_id"], 0) + 1
-        for release_paper in release.release_papers.select_related("paper"):
+        # papers without their code here cannot be scored: the release page lists them with the reason
+        for release_paper in release.release_papers.exclude(folder="").select_related("paper"):
             job = ScoringJob.objects.create(
                 submission=submission,
                 paper=release_paper.paper,
@@ -502,11 +519,11 @@ class _Heartbeat(threading.Thread):
 
 
 def _core_paper_load(folder: str, paper_id: str) -> CorePaper:
+    """The paper as stored with its papers.yaml entry (annotated files, timeout, environment...)."""
     path = Path(folder)
     if not folder or not path.is_dir():
         raise RuntimeError(f"the files of paper {paper_id} are not on this worker (expected at {folder or '?'})")
-    pset = load_problemset(path.parent, papers=[path.name])
-    return pset.papers[0]
+    return paper_folder_load(path)
 
 
 def snippet_result_store(*, evaluation_id: int, snippet_id: int, run: TestRun, completion: str) -> None:
@@ -532,6 +549,49 @@ def snippet_result_store(*, evaluation_id: int, snippet_id: int, run: TestRun, c
         flagged_results=flagged, flags_cleared_at=None, flags_cleared_by=""
     )
     Evaluation.objects.filter(pk=evaluation_id, flagged_results__gt=flagged).update(flagged_results=flagged)
+
+
+class _EnvironmentBroken(Exception):
+    """The paper's reference code does not pass in its environment: no completion can be judged."""
+
+    def __init__(self, environment: str, reason: str):
+        super().__init__(reason)
+        self.environment, self.reason = environment, reason
+
+
+def _environment_name(paper: CorePaper) -> str:
+    return str(getattr(paper, "environment", None) or "")
+
+
+def _environment_record(*, release_paper_id: int, environment: str, ok: bool, reason: str = "",
+                        seconds: float | None = None) -> bool:
+    """Store what a job saw of the paper's environment; True when it newly broke (or broke differently)."""
+    values: dict[str, Any] = dict(environment=environment[:100], environment_ok=ok, environment_error=reason,
+                                  environment_checked_at=_now())
+    if seconds is not None:
+        values["reference_seconds"] = round(seconds, 3)
+    rows = ReleasePaper.objects.filter(pk=release_paper_id)
+    # one conditional update: of two jobs that find the same breakage, one alerts
+    if not rows.exclude(environment_ok=ok, environment_error=reason).update(**values):
+        rows.update(**values)  # the same verdict again: only the time of the check moves
+        return False
+    # what the release's pages say about its scorable papers changed: cached pages go stale
+    release_touch(release_id=rows.values_list("release_id", flat=True).get())
+    return not ok
+
+
+def _environment_gate(job: ScoringJob, session: Any, paper: CorePaper, *, timeout: float) -> None:
+    """Run the paper's reference code (the run the proof needs anyway); raise _EnvironmentBroken if it fails."""
+    started = time.monotonic()
+    info = reference_run(session, paper, timeout=timeout)
+    seconds = time.monotonic() - started
+    environment = _environment_name(paper) or session.sandbox.describe()
+    if not info.get("passed"):
+        reason = str(info.get("environment_error") or info.get("reason") or "").strip() or (
+            "the paper's reference code does not pass its test in this environment"
+        )
+        raise _EnvironmentBroken(environment, reason)
+    _environment_record(release_paper_id=job.release_paper_id, environment=environment, ok=True, seconds=seconds)
 
 
 def _paper_score(job: ScoringJob, beat: _Heartbeat) -> str:
@@ -563,6 +623,7 @@ def _paper_score(job: ScoringJob, beat: _Heartbeat) -> str:
             code = answer_code(paper, snip, answer) if answer is not None else None
             todo.append((row.id, Task(paper, snip, code, sample), answer or ""))
     sandbox = session = None
+    timeout = paper.timeout or settings.RCB_RUN_TIMEOUT
     try:
         for snippet_id, task, answer in todo:
             if beat.lost:
@@ -572,8 +633,17 @@ def _paper_score(job: ScoringJob, beat: _Heartbeat) -> str:
             else:
                 if session is None:
                     sandbox = scoring_sandbox()
-                    session = sandbox.open(PaperSpec.from_paper(paper))
-                run = run_task(session, task, timeout=paper.timeout or settings.RCB_RUN_TIMEOUT)
+                    try:
+                        session = sandbox.open(PaperSpec.from_paper(paper))
+                    except SandboxUnavailable as exc:  # its environment cannot be built or opened here
+                        raise _EnvironmentBroken(_environment_name(paper) or sandbox.describe(), str(exc)) from exc
+                    _environment_gate(job, session, paper, timeout=timeout)
+                run = run_task(session, task, timeout=timeout)
+                if run.category == "environment":  # the engine's own health gate said so
+                    raise _EnvironmentBroken(
+                        str(run.extra.get("environment") or _environment_name(paper)),
+                        str(run.extra.get("environment_error") or run.output_tail[-500:] or "environment error"),
+                    )
             snippet_result_store(evaluation_id=submission.evaluation_id, snippet_id=snippet_id, run=run, completion=answer)
     finally:
         if session is not None:
@@ -591,7 +661,8 @@ def _reason(exc: BaseException) -> str:
 def scoring_job_run(*, job_id: int, rq_job_id: str) -> str:
     """Score one paper of one submission: claim the job, run every snippet left, record the end.
 
-    Returns 'done', 'failed', 'lost' (cancelled or re-assigned meanwhile) or 'skipped' (this RQ
+    Returns 'done', 'failed', 'environment' (the paper's reference code fails in its environment:
+    the job waits for a repair), 'lost' (cancelled or re-assigned meanwhile) or 'skipped' (this RQ
     job is not the job's current attempt, or the job is not queued).
     """
     now = _now()
@@ -608,6 +679,16 @@ def scoring_job_run(*, job_id: int, rq_job_id: str) -> str:
     beat.start()
     try:
         outcome = _paper_score(job, beat)
+    except _EnvironmentBroken as exc:
+        outcome = "environment"
+        reason = f"environment {exc.environment or '?'}: {exc.reason}"[:2000]
+        ScoringJob.objects.filter(pk=job_id, rq_job_id=rq_job_id, status=Status.RUNNING).update(
+            status=Status.ENVIRONMENT, error=reason, finished_at=_now()
+        )
+        _history_add(job_id, f"attempt {job.attempt}: environment error: {reason[:200]}")
+        if _environment_record(release_paper_id=job.release_paper_id, environment=exc.environment, ok=False,
+                               reason=exc.reason[:2000]):
+            _environment_alert(release_paper_id=job.release_paper_id, reason=reason)
     except Exception as exc:  # any failure ends the job as failed with its reason; never left running
         logger.exception("scoring job %s failed", job_id)
         outcome = "failed"
@@ -640,10 +721,12 @@ def submission_status_refresh(*, submission_id: int) -> PredictionSubmission:
         jobs = list(submission.jobs.values_list("status", "paper__paper_id", "error"))
         states = {s for s, _, _ in jobs}
         if states & {Status.QUEUED, Status.RUNNING}:
-            started = states & {Status.RUNNING, Status.FINISHED, Status.FAILED}
+            started = states & {Status.RUNNING, Status.FINISHED, Status.FAILED, Status.ENVIRONMENT}
             new = Status.RUNNING if started else Status.QUEUED
         elif Status.FAILED in states:
             new = Status.FAILED
+        elif Status.ENVIRONMENT in states:
+            new = Status.WAITING  # neither finished nor failed: environment_recheck runs it again
         elif Status.CANCELLED in states:
             new = Status.CANCELLED
         else:
@@ -654,6 +737,10 @@ def submission_status_refresh(*, submission_id: int) -> PredictionSubmission:
         submission.status = new
         if new == Status.RUNNING and submission.started_at is None:
             submission.started_at = now
+        if new == Status.WAITING:
+            submission.failure_reason = "; ".join(
+                f"{paper}: {error}" for status, paper, error in jobs if status == Status.ENVIRONMENT
+            )
         if new in (Status.FINISHED, Status.FAILED):
             submission.finished_at = now
             submission.failure_reason = "; ".join(
@@ -694,6 +781,47 @@ def _submission_notify(submission: PredictionSubmission) -> None:
         logger.exception("could not send the notification of submission %s", submission.pk)
 
 
+def _environment_alert(*, release_paper_id: int, reason: str) -> None:
+    """Tell the staff that a paper's environment broke (once per new reason, not once per job)."""
+    rp = ReleasePaper.objects.select_related("release", "paper").get(pk=release_paper_id)
+    emails = list(User.objects.filter(is_staff=True, is_active=True).exclude(email="").values_list("email", flat=True))
+    if not emails:
+        return
+    url = settings.RCB_SITE_URL.rstrip("/") + "/staff/environments/"
+    waiting = ScoringJob.objects.filter(release_paper_id=release_paper_id, status=Status.ENVIRONMENT).count()
+    subject = f"Environment error: {rp.paper.paper_id} ({rp.release.name})"
+    body = (
+        f"The reference code of paper {rp.paper.paper_id} does not pass in its environment, so its completions "
+        f"cannot be judged. No model is blamed: {waiting} scoring job(s) wait.\n\n{reason}\n\n"
+        f"Repair the environment, then run `python manage.py environment_recheck --paper {rp.paper.paper_id}`.\n"
+        f"Environments: {url}\n"
+    )
+    try:
+        send_mail(subject, body, None, emails)
+    except Exception:  # a mail server problem must not fail the job that found the error
+        logger.exception("could not send the environment alert of %s", rp.paper.paper_id)
+
+
+def environment_jobs_requeue(*, paper_id: str | None = None, release: Release | None = None) -> list[int]:
+    """Queue again the jobs that ended in an environment error (after a repair); return their ids."""
+    jobs = ScoringJob.objects.filter(status=Status.ENVIRONMENT).exclude(submission__status=Status.CANCELLED)
+    if paper_id:
+        jobs = jobs.filter(paper__paper_id=paper_id)
+    if release is not None:
+        jobs = jobs.filter(submission__release=release)
+    requeued: list[int] = []
+    submissions: set[int] = set()
+    for job in jobs:
+        with transaction.atomic():
+            if _job_requeue(job, expect=Q(status=Status.ENVIRONMENT), note="environment recheck"):
+                requeued.append(job.pk)
+                submissions.add(job.submission_id)
+    for submission_id in sorted(submissions):
+        PredictionSubmission.objects.filter(pk=submission_id, status=Status.WAITING).update(failure_reason="")
+        submission_status_refresh(submission_id=submission_id)
+    return requeued
+
+
 def _can_manage(submission: PredictionSubmission, user: Any) -> bool:
     return user.is_authenticated and (submission.user_id == user.pk or user.is_staff)
 
@@ -704,10 +832,12 @@ def submission_cancel(*, submission: PredictionSubmission, user: Any) -> bool:
         raise PermissionError("only the owner can cancel this submission")
     with transaction.atomic():
         sub = PredictionSubmission.objects.select_for_update().get(pk=submission.pk)
-        if sub.status not in ACTIVE_STATUSES:
+        if sub.status not in (*ACTIVE_STATUSES, Status.WAITING):
             return False
         rq_ids = list(sub.jobs.filter(status__in=ACTIVE_STATUSES).values_list("rq_job_id", flat=True))
-        sub.jobs.filter(status__in=ACTIVE_STATUSES).update(status=Status.CANCELLED, finished_at=_now())
+        sub.jobs.filter(status__in=(*ACTIVE_STATUSES, Status.ENVIRONMENT)).update(
+            status=Status.CANCELLED, finished_at=_now()
+        )
         sub.status, sub.finished_at = Status.CANCELLED, _now()
         sub.save(update_fields=["status", "finished_at"])
 

@@ -15,7 +15,10 @@ from . import selectors, services
 from .forms import SubmissionForm
 from .models import ACTIVE_STATUSES
 
-__all__ = ["submission_create", "submission_list", "submission_detail", "submission_action", "review_queue"]
+__all__ = [
+    "submission_create", "submission_list", "submission_detail", "submission_action", "review_queue",
+    "environments_page",
+]
 
 RESULTS_SHOWN = 2000  # a page with more rows gets slow; the API has them all
 
@@ -172,3 +175,14 @@ def review_queue(request: HttpRequest) -> HttpResponse:
                      "engine_flagged": engine, "pending": pending})
     rows.sort(key=lambda r: (not r["pending"], -r["engine_flagged"], -r["flagged"], -r["identical_share"]))
     return render(request, "submissions/review.html", {"nav": "submit", "rows": rows})
+
+
+@login_required
+def environments_page(request: HttpRequest) -> HttpResponse:
+    """Staff: each paper's environment and whether its reference code passes there."""
+    if not request.user.is_staff:
+        raise PermissionDenied("staff only")
+    rows = selectors.environments_overview()
+    return render(request, "submissions/environments.html", {
+        "nav": "submit", "rows": rows, "broken": sum(1 for r in rows if r["ok"] is False),
+    })

@@ -117,8 +117,8 @@ def test_published_folder_attaches_to_the_published_release(tmp_path, pset_root)
     # re-importing the published results keeps the attached code
     published_import(path=tmp_path / "overall_stats.json")
     assert Snippet.objects.filter(release=published).exclude(code="").count() == len(pset.snippets)
-    # a folder that is not the published one becomes its own draft
-    other = pset_import(path=_subset(tmp_path / "other", ["rope"]))
+    # a folder with a paper the published release does not have becomes its own draft
+    other = pset_import(path=_subset(tmp_path / "other", ["focal-loss"]))
     assert not other.attached and other.release.pk != published.pk
 
 

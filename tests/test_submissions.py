@@ -360,7 +360,7 @@ def test_a_release_without_code_takes_no_submission(client, release, user, token
     ReleasePaper.objects.create(release=figures_only, paper=Paper.objects.get(paper_id="rope"), folder="")
     resp = _api_post(client, token, predictions_bytes(papers=["rope"]), release="figures")
     assert resp.status_code == 400 and "no such published release" in resp.json()["error"]
-    with pytest.raises(services.SubmissionError, match="has no code for rope"):
+    with pytest.raises(services.SubmissionError, match="no paper.s code is attached here"):
         services.prediction_submission_create(user=user, release=figures_only, data=predictions_bytes(papers=["rope"]), allow_partial=True,
                                               model_name="X")
     assert PredictionSubmission.objects.count() == 0

@@ -18,5 +18,15 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         how = "attached to the published release" if result.attached else f"loaded into {result.release.status} release"
         self.stdout.write(f"{result.papers} papers, {result.snippets} snippets {how} {result.release.name!r}")
+        if result.attached:
+            from leaderboard.selectors import release_scorability
+
+            scorable = release_scorability(release=result.release)
+            if scorable.not_scorable:
+                self.stdout.write(
+                    f"{len(scorable.scorable)} papers of the release can be scored here; not the "
+                    f"{len(scorable.not_scorable)} without their code: "
+                    + ", ".join(row["paper"] for row in scorable.not_scorable)
+                )
         for line in result.warnings:
             self.stderr.write(f"warning: {line}")
