@@ -13,9 +13,11 @@ from typing import Any, Callable
 
 from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.http import quote_etag
 from django.views.decorators.http import require_GET
 
 from . import csv as lb_csv
+from . import page_cache
 from . import selectors
 from .models import Evaluation, LLMModel, Paper, Release, Snippet
 
@@ -118,6 +120,10 @@ def _respond(
     version = (selectors.release_version(release),) if release is not None else ("-",)
     raw_key = json.dumps([*key, *version, fmt], default=str)
     cache_key = "rcb:api:" + hashlib.sha256(raw_key.encode()).hexdigest()[:40]
+    # the key names the release's version and the parameters: it is the ETag (conditional GET, proxies)
+    etag = quote_etag(cache_key.rsplit(":", 1)[1][:32])
+    if (unchanged := page_cache.not_modified(request, etag=etag)) is not None:
+        return page_cache.public_response_headers(unchanged, etag=etag)
     hit = cache.get(cache_key)
     if hit is None:
         if fmt == "csv":
@@ -129,7 +135,7 @@ def _respond(
     response = HttpResponse(body, content_type=content_type)
     if fmt == "csv":
         response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response
+    return page_cache.public_response_headers(response, etag=etag)
 
 
 def api_view(func: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:

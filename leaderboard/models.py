@@ -199,7 +199,7 @@ class SnippetResult(models.Model):
 # API response has in its key. bulk_create/update do not send signals: the services that use them
 # call services.release_touch themselves.
 from django.db.models import F  # noqa: E402
-from django.db.models.signals import post_delete, post_save  # noqa: E402
+from django.db.models.signals import post_delete, post_save, pre_save  # noqa: E402
 from django.dispatch import receiver  # noqa: E402
 
 
@@ -216,8 +216,21 @@ def _shown_everywhere_changed(sender, instance, **kwargs) -> None:
     _memo_clear()
 
 
+@receiver(pre_save, sender=Release, dispatch_uid="rcb_release_version_keep")
+def _release_saving(sender, instance: Release, raw: bool = False, **kwargs) -> None:
+    # an instance read before another writer's bump must not write the older number back: a version
+    # that comes again could bring back pages cached under it (leaderboard.page_cache)
+    if instance.pk is not None and not raw:
+        current = Release.objects.filter(pk=instance.pk).values_list("data_version", flat=True).first()
+        instance.data_version = max(instance.data_version, current or 0)
+
+
 @receiver([post_save, post_delete], sender=Release, dispatch_uid="rcb_release_touch")
-def _release_changed(sender, instance, **kwargs) -> None:
+def _release_changed(sender, instance, created: bool = False, raw: bool = False, **kwargs) -> None:
+    # its name, description, dates and hash are on its pages: a saved release moves its own version
+    if kwargs.get("signal") is post_save and not created and not raw:
+        Release.objects.filter(pk=instance.pk).update(data_version=F("data_version") + 1)
+        instance.data_version += 1
     _memo_clear()
 
 

@@ -2,23 +2,24 @@
 from django.urls import path
 
 from . import views
+from .page_cache import public_page as cached  # public pages: shared cache + conditional GET
 
 app_name = "leaderboard"
 
 urlpatterns = [
-    path("", views.home, name="home"),
-    path("leaderboard/", views.leaderboard, name="leaderboard"),
-    path("leaderboard/papers/", views.per_paper, name="per_paper"),
-    path("leaderboard/contamination-safe/", views.contamination, name="contamination"),
-    path("leaderboard/errors/", views.errors, name="errors"),
-    path("leaderboard/paper-ablation/", views.ablation, name="ablation"),
-    path("releases/", views.releases, name="releases"),
-    path("releases/<slug:slug>/", views.release_detail, name="release_detail"),
+    path("", cached(views.home), name="home"),
+    path("leaderboard/", cached(views.leaderboard), name="leaderboard"),
+    path("leaderboard/papers/", cached(views.per_paper), name="per_paper"),
+    path("leaderboard/contamination-safe/", cached(views.contamination), name="contamination"),
+    path("leaderboard/errors/", cached(views.errors), name="errors"),
+    path("leaderboard/paper-ablation/", cached(views.ablation), name="ablation"),
+    path("releases/", cached(views.releases), name="releases"),
+    path("releases/<slug:slug>/", cached(views.release_detail), name="release_detail"),
     # a download of files read at request time (not a page): not in the page cache
     path("releases/<slug:slug>/tasks.jsonl", views.release_tasks, name="release_tasks"),
-    path("releases/<slug:slug>/leaderboard/", views.leaderboard, name="release_leaderboard"),
+    path("releases/<slug:slug>/leaderboard/", cached(views.leaderboard), name="release_leaderboard"),
     # model keys may contain dots and slashes (provider/name); the trailing slash ends them
-    path("models/<path:key>/", views.model_page, name="model"),
-    path("papers/<str:paper_id>/", views.paper_page, name="paper"),
-    path("papers/<str:paper_id>/snippet/", views.snippet_page, name="snippet"),
+    path("models/<path:key>/", cached(views.model_page), name="model"),
+    path("papers/<str:paper_id>/", cached(views.paper_page), name="paper"),
+    path("papers/<str:paper_id>/snippet/", cached(views.snippet_page), name="snippet"),
 ]

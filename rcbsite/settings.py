@@ -71,6 +71,8 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                # after Django's csrf processor: CSRF tokens of a page rendered for the page cache are a placeholder
+                "leaderboard.page_cache.page_render_context",
             ],
         },
     },
@@ -138,6 +140,31 @@ RQ_QUEUES = {
     name: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": int(os.environ.get("RCB_JOB_TIMEOUT", "3600"))}
     for name in ("default", "scoring", "contributions")
 }
+
+# Django's cache: the page cache (leaderboard.page_cache), the API's responses and selector figures.
+# redis (shared by every process; production), locmem (per process) or file (shared, no Redis).
+# Empty: redis when a Redis is configured (REDIS_URL, or scripts/run.sh's own) and DJANGO_DEBUG is off,
+# else locmem.
+RCB_CACHE = (os.environ.get("RCB_CACHE") or (
+    "redis" if not DEBUG and (os.environ.get("REDIS_URL") or REDIS_URL.startswith("unix://")) else "locmem"
+)).lower()
+if RCB_CACHE == "redis":
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+                          "KEY_PREFIX": "rcb-cache"}}
+elif RCB_CACHE == "file":
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+                          "LOCATION": str(VAR_DIR / "cache"), "OPTIONS": {"MAX_ENTRIES": 5000}}}
+elif RCB_CACHE == "locmem":
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "OPTIONS": {"MAX_ENTRIES": 1000}}}
+else:
+    raise ImproperlyConfigured(f"RCB_CACHE={RCB_CACHE!r}: use redis, locmem or file")
+# Page cache: seconds an entry is kept (keys change with every write anyway), and the Cache-Control
+# ages of public pages, CSV and the API's tables: browsers (max-age; 0 = revalidate each time with
+# the ETag) and shared proxies/CDNs (s-maxage). RCB_PAGE_CACHE=0 renders every page afresh.
+RCB_PAGE_CACHE = env_bool("RCB_PAGE_CACHE", True)
+RCB_PAGE_CACHE_SECONDS = int(os.environ.get("RCB_PAGE_CACHE_SECONDS", "3600"))
+RCB_PAGE_CACHE_MAX_AGE = int(os.environ.get("RCB_PAGE_CACHE_MAX_AGE", "0"))
+RCB_PAGE_CACHE_SHARED_MAX_AGE = int(os.environ.get("RCB_PAGE_CACHE_SHARED_MAX_AGE", "10"))
 
 # Scoring engine
 RCB_SANDBOX_BACKEND = os.environ.get("RCB_SANDBOX_BACKEND", "auto")
