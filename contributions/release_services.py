@@ -27,7 +27,7 @@ from benchmark_core.problemset import Paper as CorePaper
 from benchmark_core.problemset import ProblemSetError, load_problemset, paper_entry
 from benchmark_core.runner import HARNESS_VERSION, Task, reference_code, run_tasks
 from leaderboard.models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
-from leaderboard.services import evaluation_aggregates_refresh, release_touch, tree_hash
+from leaderboard.services import evaluation_aggregates_refresh, paper_summary_text, release_touch, tree_hash
 
 from .models import PaperContribution
 
@@ -203,7 +203,9 @@ def release_draft_paper_add(*, contribution: PaperContribution, by: Any) -> Rele
             )
             paper.metadata = {**(paper.metadata or {}), "context_file_paths": list(core.context_files),
                               "contribution": contribution.pk, "requirements": list(core.requirements)}
-            paper.save(update_fields=["metadata"])
+            # the zip's paper2code_paper.md is the paper's summary (a .tex paper is not shown)
+            paper.summary = paper_summary_text(paper=core) or paper.summary
+            paper.save(update_fields=["metadata", "summary"])
             dest = root / pid
             rp, _ = ReleasePaper.objects.update_or_create(
                 release=draft, paper=paper,

@@ -17,6 +17,8 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer, TextLexer, get_lexer_for_filename
 from pygments.util import ClassNotFound
 
+from leaderboard.mathml import math_protect, math_restore
+
 register = template.Library()
 
 # Markdown may carry links, emphasis, lists, code and tables; nothing that runs or styles.
@@ -57,8 +59,10 @@ def get_item(mapping: Any, key: Any) -> Any:
 
 
 def render_markdown(text: str) -> SafeString:
-    """Markdown -> HTML, then nh3 keeps only harmless tags (no scripts, styles, event handlers)."""
-    html = md.markdown(text or "", extensions=["fenced_code", "tables"], output_format="html")
+    """Markdown -> HTML, then nh3 keeps only harmless tags (no scripts, styles, event handlers);
+    LaTeX formulas become MathML (leaderboard.mathml, sanitized on its own)."""
+    text, formulas = math_protect(text or "")
+    html = md.markdown(text, extensions=["fenced_code", "tables"], output_format="html")
     # the page owns h1/h2: a summary's own headings move two levels down instead of vanishing
     html = re.sub(r"<(/?)h([1-6])\b", lambda m: f"<{m[1]}h{min(int(m[2]) + 2, 6)}", html)
     clean = nh3.clean(
@@ -68,7 +72,7 @@ def render_markdown(text: str) -> SafeString:
         url_schemes={"http", "https", "mailto"},
         link_rel="nofollow noopener noreferrer",
     )
-    return mark_safe(clean)  # noqa: S308 - sanitized by nh3 just above
+    return mark_safe(math_restore(clean, formulas))  # noqa: S308 - sanitized by nh3 (the MathML too)
 
 
 @register.filter(name="markdown")
