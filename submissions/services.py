@@ -586,6 +586,8 @@ def _environment_gate(job: ScoringJob, session: Any, paper: CorePaper, *, timeou
     info = reference_run(session, paper, timeout=timeout)
     seconds = time.monotonic() - started
     environment = _environment_name(paper) or session.sandbox.describe()
+    if info.get("sandbox_error"):  # the sandbox failed, not the code: an ordinary failure (re-run)
+        raise RuntimeError(f"the sandbox failed during the reference run: {info['sandbox_error']}")
     if not info.get("passed"):
         reason = str(info.get("environment_error") or info.get("reason") or "").strip() or (
             "the paper's reference code does not pass its test in this environment"
