@@ -336,8 +336,11 @@ def card_public(card: Any) -> dict:
                 out[key] = clean
             else:
                 out.setdefault("counts", {})[key] = clean
-    if isinstance(card.get("runs"), list):
-        out["runs"] = len(card["runs"])
+    runs = card.get("runs")  # the runs' list on disk; their number once public (so this is idempotent)
+    if isinstance(runs, list):
+        out["runs"] = len(runs)
+    elif isinstance(runs, int) and not isinstance(runs, bool):
+        out["runs"] = runs
     return out
 
 

@@ -181,6 +181,7 @@ def _row_json(r: selectors.LeaderboardRow) -> dict[str, Any]:
         "knowledge_cutoff": r.knowledge_cutoff,
         "input_cost": r.input_cost,
         "output_cost": r.output_cost,
+        "cost_per_snippet": r.cost_per_snippet,  # USD, measured by the run card (None: not measured)
         "samples": r.samples,
         "baseline": r.baseline or None,
         "verified": r.verified,
@@ -361,6 +362,7 @@ def model_detail(request: HttpRequest, key: str) -> HttpResponse:
                     "decoding": e.decoding,
                     "prompt_version": e.prompt_version,
                     "harness_version": e.harness_version,
+                    "run_card": e.run_card,
                     "source": e.source,
                     "verified": e.verified,
                     "scaled_pass_rate": _r2(e.scaled_pass_rate),

@@ -144,6 +144,9 @@ class Evaluation(models.Model):
     flags_cleared_at = models.DateTimeField(null=True, blank=True, help_text="a reviewer cleared the flags")
     flags_cleared_by = models.CharField(max_length=150, blank=True)
     input_hash = models.CharField(max_length=64, blank=True, help_text="hash of what was scored (re-imports skip it)")
+    # what `generate` recorded of the run (benchmark_core.generate.card_public): decoding, tokens, cost, ...
+    run_card = models.JSONField(default=dict, blank=True)
+    cost_per_snippet = models.FloatField(null=True, blank=True, help_text="USD per snippet, measured (run card)")
     run_date = models.DateField(null=True, blank=True, help_text="day of the run the results come from (imports)")
     # how it came to this release from the predecessor's: {"mode": "rescored"|"carried", "from_evaluation",
     # "from_release", "carried", "not_carried"}; empty for a result scored here first

@@ -130,6 +130,7 @@ class LeaderboardRow:
     evaluation_id: int
     with_paper: bool
     papers: int  # papers counted in this view
+    cost_per_snippet: float | None = None  # USD, measured by the run card of the evaluation
 
 
 @dataclass
@@ -222,6 +223,7 @@ class EvaluationCard:
     per_paper: dict[str, dict[str, float]]
     pass_at_k: dict
     computed_at: dt.datetime | None
+    run_card: dict = field(default_factory=dict)  # what `generate` recorded (benchmark_core.generate.card_public)
 
 
 @dataclass
@@ -288,7 +290,7 @@ def _rate(num: float, den: float) -> float | None:
 
 
 #: JSON fields a leaderboard table does not show; decoding them is most of a table's cost
-_HEAVY = ("per_paper", "categories", "pass_at_k", "decoding", "model__links", "model__metadata")
+_HEAVY = ("per_paper", "categories", "pass_at_k", "decoding", "run_card", "model__links", "model__metadata")
 
 
 def _public_evaluations(release: Release, *, with_paper: bool | None = True, light: bool = False,
@@ -354,6 +356,7 @@ def _row(ev: Evaluation, *, tier: int | None, ranked: bool, figures: Mapping[str
         knowledge_cutoff_date=m.knowledge_cutoff_date,
         input_cost=m.input_cost,
         output_cost=m.output_cost,
+        cost_per_snippet=ev.cost_per_snippet,
         samples=ev.samples,
         baseline=m.baseline,
         verified=ev.verified,
@@ -824,6 +827,7 @@ def _card(ev: Evaluation) -> EvaluationCard:
         per_paper=ev.per_paper or {},
         pass_at_k=ev.pass_at_k or {},
         computed_at=ev.computed_at,
+        run_card=ev.run_card or {},
     )
 
 

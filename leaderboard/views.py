@@ -88,9 +88,14 @@ class SortSpec:
 
 
 def _cost(row: selectors.LeaderboardRow) -> float | None:
+    """Measured USD per snippet (run card) first, then list prices per million tokens (another unit)."""
+    from .templatetags.leaderboard_tags import LIST_PRICE_OFFSET
+
+    if row.cost_per_snippet is not None:
+        return row.cost_per_snippet
     if row.input_cost is None and row.output_cost is None:
         return None
-    return (row.input_cost or 0.0) + (row.output_cost or 0.0)
+    return LIST_PRICE_OFFSET + (row.input_cost or 0.0) + (row.output_cost or 0.0)
 
 
 SORT_KEYS: dict[str, tuple[Callable[[selectors.LeaderboardRow], Any], str]] = {

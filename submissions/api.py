@@ -6,6 +6,7 @@ metadata in the query string (``model_name``, ``release``, ``organisation``, ``o
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
@@ -13,6 +14,7 @@ from django.http import HttpRequest, JsonResponse
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 
+from benchmark_core.generate import card_public
 from benchmark_core.predictions import text_problem
 from leaderboard.models import Release
 
@@ -110,6 +112,22 @@ class _BadFields(Exception):
         self.message, self.fields = message, fields
 
 
+_RUN_CARD_LIMIT = 20_000  # bytes of JSON; a card from `generate` is well under 2 kB
+
+
+def _run_card(source: Any) -> tuple[dict | None, str]:
+    """The run card sent with the upload (JSON text), reduced to what the site keeps; or the problem."""
+    raw = str(source.get("run_card", "") or "").strip()
+    if not raw:
+        return None, ""
+    if len(raw) > _RUN_CARD_LIMIT:
+        return None, f"the run card is larger than {_RUN_CARD_LIMIT // 1000} kB"
+    try:
+        return card_public(json.loads(raw)), ""
+    except ValueError as exc:  # JSON and RunCardError alike
+        return None, f"not a run card: {exc}"
+
+
 def _meta(source: Any) -> dict[str, Any]:
     """Validate the metadata with the upload form's own fields (same limits, same messages)."""
     values: dict[str, Any] = {name: source.get(name, "") for name in SubmissionMetaForm.base_fields}
@@ -123,6 +141,9 @@ def _meta(source: Any) -> dict[str, Any]:
         why = text_problem(name, str(source.get(name, "")))
         if why:
             fields[name] = [why]
+    run_card, card_problem = _run_card(source)
+    if card_problem:
+        fields["run_card"] = [card_problem]
     if fields:
         text = "; ".join(f"{name}: {' '.join(messages)}" for name, messages in fields.items())
         raise _BadFields(f"invalid field(s), nothing was stored: {text}", fields)
@@ -136,6 +157,7 @@ def _meta(source: Any) -> dict[str, Any]:
         "with_paper": not data["without_paper"],
         "decoding": form.decoding(),
         "notes": data["notes"],
+        "run_card": run_card,
     }
 
 

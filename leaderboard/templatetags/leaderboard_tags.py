@@ -41,6 +41,18 @@ def pct(value: Any, digits: int = 2) -> str:
 
 
 @register.filter
+def usd(value: Any) -> str:
+    """A measured cost: cents and above with 2 decimals, smaller amounts with 3 significant digits."""
+    if value is None or value == "":
+        return "—"
+    try:
+        amount = float(value)
+    except (TypeError, ValueError):
+        return "—"
+    return f"${amount:,.2f}" if amount >= 0.01 or amount == 0 else f"${amount:.3g}"
+
+
+@register.filter
 def money(value: Any) -> str:
     if value is None or value == "":
         return "—"
@@ -173,13 +185,20 @@ def json_data(value: Any, element_id: str, chart_target: str = "") -> SafeString
     return mark_safe(f'<script id="{escape(element_id)}" type="application/json"{target}>{payload}</script>')  # noqa: S308
 
 
+#: list prices (USD per million tokens) sort after measured costs (USD per snippet): not the same unit
+LIST_PRICE_OFFSET = 1e6
+
+
 @register.filter
 def row_cost(row: Any) -> str:
     """Input + output cost of a leaderboard row, for client-side sorting ('' when unknown)."""
+    measured = getattr(row, "cost_per_snippet", None)
+    if measured is not None:  # USD per snippet, measured: sorts before every list price
+        return f"{measured:.8f}"
     a, b = getattr(row, "input_cost", None), getattr(row, "output_cost", None)
     if a is None and b is None:
         return ""
-    return f"{(a or 0.0) + (b or 0.0):.4f}"
+    return f"{LIST_PRICE_OFFSET + (a or 0.0) + (b or 0.0):.4f}"
 
 
 @register.simple_tag
