@@ -679,7 +679,7 @@ def _add_generate_options(p: Any) -> None:
                                                      "http://127.0.0.1:11434/v1 (Ollama)")
     p.add_argument("--model", required=True, help="model name as the endpoint knows it")
     p.add_argument("--api-key-env", metavar="VAR",
-                   help="environment variable holding the API key (default: OPENAI_API_KEY if set; "
+                   help="environment variable holding the API key, e.g. OPENAI_API_KEY (default: none is sent; "
                         "local servers need none)")
     p.add_argument("--samples", type=int, default=1, help="answers per snippet (sample 0..N-1; default 1)")
     p.add_argument("--temperature", type=float)
@@ -721,12 +721,12 @@ def add_run_parser(sub: Any) -> None:
 
 
 def _options(args: Any, env: dict[str, str]) -> GenerateOptions:
+    # no key unless named: OPENAI_API_KEY is not sent to whatever --base-url points at by default
+    api_key = "EMPTY"
     if args.api_key_env:
         if not env.get(args.api_key_env):
             raise GenerateError(f"--api-key-env {args.api_key_env}: that variable is not set")
         api_key = env[args.api_key_env]
-    else:
-        api_key = env.get("OPENAI_API_KEY") or "EMPTY"
     return GenerateOptions(
         base_url=args.base_url, model=args.model, api_key=api_key, samples=args.samples,
         temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens, seed=args.seed,
@@ -784,6 +784,8 @@ def generate_command(args: Any, out: TextIO, err: TextIO, *, env: dict[str, str]
           f"{card['tokens']['output']} out{cost}; run card {card_path(args.output)}", file=out)
     if outcome.fatal:
         print(f"error: stopped: {outcome.fatal}", file=err)
+        if "HTTP 401" in outcome.fatal and not args.api_key_env:
+            print("hint: no API key was sent; name the variable that holds it with --api-key-env VAR", file=err)
         return EXIT_STOPPED
     if outcome.failed:
         for f in outcome.failed[:20]:
@@ -802,7 +804,7 @@ def run_command(args: Any, out: TextIO, err: TextIO, *, env: dict[str, str]) -> 
     args.url = None
     release, args.release = args.release, None
     code = generate_command(args, out, err, env=env)
-    if code == EXIT_STOPPED or code == 130:
+    if code not in (EXIT_OK, EXIT_INCOMPLETE):  # stopped, bad usage or interrupted: nothing to score
         return code
     results = args.results or str(card_path(args.output)).replace(".card.json", ".results.json")
     score = ["score", args.pset, args.output, "-o", results]

@@ -231,3 +231,34 @@ def test_a_bad_line_in_the_middle_stops_before_sending(server, tmp_path, demo):
     with pytest.raises(GenerateError, match=r"p.jsonl:1"):
         generate(tasks=tasks_from_problemset(demo, with_paper=True)[:2], options=options(srv), output=out, source={})
     assert srv.received == 0
+
+
+def test_progress_line_shows_answers_rate_tokens_and_cost(server, tmp_path, demo):
+    import io
+
+    srv = server()
+    stream = io.StringIO()
+    tasks = tasks_from_problemset(demo, with_paper=True)[:3]
+    generate(tasks=tasks, options=options(srv, price_in=1.0, price_out=2.0), output=tmp_path / "p.jsonl", source={},
+             progress_stream=stream, progress=True)
+    last = stream.getvalue().rstrip("\n").split("\r")[-1]
+    assert "3/3 answers" in last and "/s" in last and " in / " in last and "$0.00" in last and "0 retries" in last
+
+
+def test_ctrl_c_keeps_the_answers_and_says_how_to_go_on(server, tmp_path):
+    srv = server(delay=0.3)
+    out = tmp_path / "p.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "benchmark_core", "generate", "demo", "--base-url", srv.base_url,
+                             "--model", "oracle", "--concurrency", "2", "-o", str(out)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (not out.exists() or len(out.read_bytes().splitlines()) < 4):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130, stderr
+    assert "run the same command to go on" in stderr
+    rows = lines(out)
+    assert 4 <= len(rows) < 50 and len(set(keys(rows))) == len(rows)
+    card = json.loads(card_path(out).read_text())
+    assert card["counts"]["answers"] == len(rows) and card["complete"] is False
