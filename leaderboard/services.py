@@ -695,13 +695,19 @@ def _demo_models(path: Path) -> dict[str, dict[str, Any]]:
     return {str(k): v for k, v in data.items() if isinstance(v, dict)} if isinstance(data, dict) else {}
 
 
+#: demo/predictions/<model>.without-paper.jsonl: the model's answers to prompts without the paper
+DEMO_WITHOUT_PAPER_SUFFIX = ".without-paper"
+
+
 def demo_load(
     *, demo_dir: str | Path, backend: str | None = None, timeout: float = 20.0, workers: int | None = None
 ) -> DemoLoadResult:
     """Load our demo problem set as the published release "demo" and score its predictions; idempotent.
 
     Every demo/predictions/*.jsonl becomes a public evaluation of the model named by the file (its
-    metadata from models.yaml), plus the reference and empty-completion baselines. Inputs that were
+    metadata from models.yaml; ``<model>.without-paper.jsonl`` is that model's evaluation without
+    the paper in the prompt, for the paper-ablation page), plus the reference and empty-completion
+    baselines. Inputs that were
     already scored (same predictions, same release content, same harness) are skipped.
     """
     from benchmark_core.predictions import parse_predictions
@@ -721,8 +727,8 @@ def demo_load(
         paper.folder = Path(folders[paper.id])
     base_hash = f"{release.content_hash}:{HARNESS_VERSION}"
 
-    # what to score: (key, metadata, tasks, completions, input hash)
-    jobs: list[tuple[str, dict[str, Any], list[Task], dict, str]] = []
+    # what to score: (job name, model key, with paper, metadata, tasks, completions, input hash)
+    jobs: list[tuple[str, str, bool, dict[str, Any], list[Task], dict, str]] = []
     meta = _demo_models(demo_dir / "predictions" / "models.yaml")
     for path in sorted((demo_dir / "predictions").glob("*.jsonl")):
         raw = path.read_bytes()
@@ -740,7 +746,10 @@ def demo_load(
                 if pred:
                     completions[(paper.id, snip.file, snip.name, sample)] = pred.completion
         digest = hashlib.sha256(raw + base_hash.encode()).hexdigest()
-        jobs.append((path.stem, meta.get(path.stem, {}), tasks, completions, digest))
+        key, with_paper = path.stem, True
+        if key.endswith(DEMO_WITHOUT_PAPER_SUFFIX):
+            key, with_paper = key[: -len(DEMO_WITHOUT_PAPER_SUFFIX)], False
+        jobs.append((path.stem, key, with_paper, meta.get(key, {}), tasks, completions, digest))
     for kind, (key, _name) in BASELINES.items():
         tasks = [
             Task(paper, snip, reference_code(paper, snip) if kind == LLMModel.REFERENCE else ())
@@ -750,31 +759,33 @@ def demo_load(
             (paper.id, snip.file, snip.name, 0): "\n".join(reference_code(paper, snip)) if kind == LLMModel.REFERENCE else ""
             for paper, snip in pset.snippets
         }
-        jobs.append((key, {"baseline": kind}, tasks, completions, hashlib.sha256(f"{kind}:{base_hash}".encode()).hexdigest()))
+        jobs.append((key, key, True, {"baseline": kind}, tasks, completions,
+                     hashlib.sha256(f"{kind}:{base_hash}".encode()).hexdigest()))
 
     result = DemoLoadResult(release=release, backend="", warnings=warnings)
     evaluations: dict[str, Evaluation] = {}
     todo = []
-    for key, info, tasks, completions, digest in jobs:
+    for name, key, with_paper, info, tasks, completions, digest in jobs:
         model = _demo_model_upsert(key, info)
+        note = "synthetic demo answers" + ("" if with_paper else ", prompted without the paper")
         ev, _ = Evaluation.objects.get_or_create(
             model=model,
             release=release,
-            with_paper=True,
+            with_paper=with_paper,
             source=Evaluation.BASELINE if model.baseline else Evaluation.DEMO,
             defaults={
                 "is_public": True,
                 "verified": True,
-                "decoding": {"note": "synthetic demo answers"} if not model.baseline else {},
+                "decoding": {"note": note} if not model.baseline else {},
                 "prompt_version": PROMPT_VERSION,
                 "harness_version": HARNESS_VERSION,
             },
         )
-        evaluations[key] = ev
+        evaluations[name] = ev
         if ev.input_hash == digest and ev.computed_at is not None:
-            result.skipped.append(key)
+            result.skipped.append(name)
         else:
-            todo.append((key, tasks, completions, digest))
+            todo.append((name, tasks, completions, digest))
     if todo:
         sandbox = _demo_sandbox(backend if backend is not None else getattr(settings, "RCB_SANDBOX_BACKEND", "local"), warnings)
         result.backend = sandbox.describe()

@@ -136,7 +136,7 @@ def test_load_demo_scores_predictions_and_baselines(tmp_path):
     folder = _subset(tmp_path / "demo", ["minp-sampling"])
     (folder / "predictions").mkdir()
     shutil.copy(DEMO / "predictions" / "models.yaml", folder / "predictions" / "models.yaml")
-    for name in ("demo-perfect", "demo-imperfect"):
+    for name in ("demo-perfect", "demo-imperfect", "demo-imperfect.without-paper"):
         lines = (DEMO / "predictions" / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()
         kept = [line for line in lines if json.loads(line)["paper"] == "minp-sampling"]
         (folder / "predictions" / f"{name}.jsonl").write_text("\n".join(kept) + "\n", encoding="utf-8")
@@ -150,6 +150,11 @@ def test_load_demo_scores_predictions_and_baselines(tmp_path):
     assert rows["baseline-empty"].scaled_pass_rate == 0.0 and not rows["baseline-empty"].ranked
     assert 0 < rows["demo-imperfect"].scaled_pass_rate < 100
     assert LLMModel.objects.get(key="demo-imperfect").display_name == "Demo Imperfect"
+    # <model>.without-paper.jsonl is the same model without the paper: the ablation page has it
+    without = Evaluation.objects.get(release=release, model__key="demo-imperfect", with_paper=False)
+    assert without.is_public and without.scaled_pass_rate is not None
+    [ablation] = selectors.paper_ablation(release=release)
+    assert ablation.model_key == "demo-imperfect" and ablation.without_paper == without.scaled_pass_rate
     summary = (DEMO / "minp-sampling" / "paper2code_paper.md").read_text(encoding="utf-8")
     assert selectors.paper_detail(release=release, paper_id="minp-sampling").paper.summary == summary
     # completions and test output are kept for the drill-down
@@ -160,4 +165,4 @@ def test_load_demo_scores_predictions_and_baselines(tmp_path):
     assert drill.results[0]["diff"].startswith("--- reference")
     count = SnippetResult.objects.count()
     call_command("load_demo", "--path", str(folder), "--backend", "local")  # idempotent: nothing re-scored
-    assert SnippetResult.objects.count() == count and Evaluation.objects.filter(release=release).count() == 4
+    assert SnippetResult.objects.count() == count and Evaluation.objects.filter(release=release).count() == 5

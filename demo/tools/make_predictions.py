@@ -5,6 +5,9 @@
   demo-empty      an empty answer for every snippet
   demo-imperfect  reference code for most snippets, hand-written wrong answers
                   (IMPERFECT below) for the rest, covering every error category
+  demo-imperfect.without-paper
+                  the same model prompted without the paper: demo-imperfect's
+                  answers plus the guesses in WITHOUT_PAPER below
 
 Completions carry the exact indentation of the snippet; the extracted lines
 replace the lines between the two tags as given. Run from anywhere:
@@ -110,6 +113,35 @@ IMPERFECT = {
 }
 
 
+# The imperfect model prompted without the paper (`tasks --without-paper`): the same answers, plus
+# guesses where the paper's own choices matter (for the paper-ablation page).
+# (paper, snippet) -> (expected category, completion)
+WITHOUT_PAPER = {
+    ("rope", "inverse frequencies"): ("logic", (
+        "Standard sinusoidal frequencies:\n"
+        "```python\n"
+        "    exponents = np.arange(0, dim, 2, dtype=np.float64) / (dim - 2)\n"
+        "    inv_freq = 1.0 / (base ** exponents)\n"
+        "```")),
+    ("lion", "interpolation"): ("logic", (
+        "```python\n"
+        "            c = self.beta2 * m + (1.0 - self.beta2) * g\n"
+        "```")),
+    ("lion", "decoupled weight decay"): ("logic", (
+        "```python\n"
+        "            p *= 1.0 - self.weight_decay\n"
+        "```")),
+    ("focal-loss", "modulating factor"): ("logic", (
+        "```python\n"
+        "    loss = ce * (1.0 - p_t)\n"
+        "```")),
+    ("focal-loss", "alpha balancing"): ("logic", (
+        "```python\n"
+        "        loss = alpha * loss\n"
+        "```")),
+}
+
+
 def perfect_answer(snippet, index):
     code = "\n".join(snippet.code)
     style = index % 3
@@ -134,7 +166,7 @@ def record(paper_id, snip, completion):
 
 def main():
     OUT.mkdir(exist_ok=True)
-    perfect, empty, imperfect = [], [], []
+    perfect, empty, imperfect, without_paper = [], [], [], []
     seen = set()
     for index, (paper_id, snip) in enumerate(all_snippets()):
         perfect.append(record(paper_id, snip, perfect_answer(snip, index)))
@@ -145,10 +177,16 @@ def main():
             imperfect.append(record(paper_id, snip, IMPERFECT[key][1]))
         else:
             imperfect.append(record(paper_id, snip, perfect_answer(snip, index + 1)))
-    unknown = set(IMPERFECT) - seen
+        if key in WITHOUT_PAPER:
+            seen.add(key)
+            without_paper.append(record(paper_id, snip, WITHOUT_PAPER[key][1]))
+        else:
+            without_paper.append(imperfect[-1])
+    unknown = (set(IMPERFECT) | set(WITHOUT_PAPER)) - seen
     if unknown:
         raise SystemExit(f"IMPERFECT names unknown snippets: {sorted(unknown)}")
-    for key, rows in (("demo-perfect", perfect), ("demo-empty", empty), ("demo-imperfect", imperfect)):
+    for key, rows in (("demo-perfect", perfect), ("demo-empty", empty), ("demo-imperfect", imperfect),
+                      ("demo-imperfect.without-paper", without_paper)):
         with open(OUT / f"{key}.jsonl", "w", encoding="utf-8") as fh:
             for row in rows:
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
