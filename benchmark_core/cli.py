@@ -20,10 +20,13 @@ from .sandbox.base import Limits, SandboxUnavailable, get_sandbox
 from .scoring import summarize
 from .generate import add_generate_parser, add_run_parser, generate_command, run_command
 from .submit import add_submit_parser, cmd_submit
+from .env_command import add_env_parser, cmd_env, parse_env_pythons
 
 __all__ = ["main", "build_parser"]
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+#: scored, but some papers' environments failed (summary.complete is false)
+EXIT_INCOMPLETE = 3
 DEFAULT_TIMEOUT = 300.0  # tests that import torch and train a few steps need minutes on one thread
 
 
@@ -58,6 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "here, else local")
     p.add_argument("--cache", metavar="PATH", help="verdict cache (SQLite file): identical runs are not repeated")
     p.add_argument("--python", help="interpreter whose environment has the papers' dependencies")
+    p.add_argument("--envs-dir", metavar="DIR",
+                   help="bwrap/local: each paper runs in its environment's venv built here by 'env build' "
+                        "(a paper naming no environment uses --python)")
+    p.add_argument("--env-python", action="append", metavar="NAME=PY",
+                   help="bwrap/local: the interpreter of environment NAME (repeatable; wins over --envs-dir)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="parallel runs (default: cores)")
     p.add_argument("--timeout", type=float, default=None,
                    help=f"seconds per test run, for every paper (default: the paper's 'timeout', else {DEFAULT_TIMEOUT:.0f})")
@@ -73,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--summary", action="store_true", help="one line: the scaled and plain pass rates")
 
     add_submit_parser(sub)
+    add_env_parser(sub)
     add_generate_parser(sub)
     add_run_parser(sub)
     return parser
@@ -210,8 +219,14 @@ def cmd_score(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         if args.backend is None:
             args.backend = _default_backend(args.python, err)
-        sandbox = get_sandbox(args.backend, python=args.python, limits=Limits(memory_mb=args.memory_mb))
-    except SandboxUnavailable as exc:
+        env_options = {}
+        if args.envs_dir:
+            env_options["envs_dir"] = args.envs_dir
+        if args.env_python:
+            env_options["pythons"] = parse_env_pythons(args.env_python)
+        sandbox = get_sandbox(args.backend, python=args.python, limits=Limits(memory_mb=args.memory_mb),
+                              **env_options)
+    except (SandboxUnavailable, ValueError) as exc:
         print(f"error: {exc}", file=err)
         return EXIT_USAGE
     progress = Progress(len(tasks), err, enabled=not args.quiet and err.isatty())
@@ -243,11 +258,16 @@ def cmd_score(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print_report(results, out)
         if args.output:
             print(f"\nresults written to {args.output}", file=out)
-    return EXIT_OK
+    return EXIT_OK if results["summary"].get("complete", True) else EXIT_INCOMPLETE
 
 
 def print_report(results: dict, out: TextIO) -> None:
     summary = results["summary"]
+    errors = summary.get("environment_errors") or []
+    if errors:
+        print(f"INCOMPLETE: {len(errors)} paper(s) could not be scored here (environment errors); the rates "
+              f"cover the other {len(summary['papers'])} paper(s): "
+              + "; ".join(f"{e['paper']} [{e['environment']}]: {e['reason']}" for e in errors), file=out)
     print(f"Problem set: {results.get('problem_set', '?')}   source: {results.get('source', '?')}   "
           f"backend: {results.get('backend', '?')}   {results.get('seconds', 0)}s", file=out)
     header = f"{'paper':<28} {'snippets':>8} {'passed':>7} {'lines':>6} {'scaled %':>9} {'pass %':>7}"
@@ -269,7 +289,8 @@ def print_report(results: dict, out: TextIO) -> None:
     cats = summary["categories"]
     if cats:
         print("\nFailures by category: " + ", ".join(f"{c} {cats[c]}" for c in CATEGORIES if c in cats), file=out)
-    failed = [s for s in results["snippets"] if not s["passed"]]
+    # environment errors are named once, in the first line
+    failed = [s for s in results["snippets"] if not s["passed"] and s.get("category") != "environment"]
     if failed:
         print("\nFailed snippets:", file=out)
         for s in failed[:50]:
@@ -325,7 +346,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 COMMANDS = {"validate": cmd_validate, "tasks": cmd_tasks, "score": cmd_score, "report": cmd_report, "submit": cmd_submit,
-            "generate": cmd_generate, "run": cmd_run}
+            "env": cmd_env, "generate": cmd_generate, "run": cmd_run}
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:

@@ -19,6 +19,8 @@ CATEGORIES: tuple[str, ...] = (
     "crash",
     "other",
     "missing",
+    # the paper's environment failed (its reference code does not pass there): never the completion's fault
+    "environment",
 )
 
 _BY_EXCEPTION = {

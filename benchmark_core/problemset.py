@@ -9,6 +9,12 @@ from typing import Any
 import yaml
 
 from .annotation import FileAnnotations, Problem, Snippet, TAG_RE, parse_annotations
+from .environments import (
+    ENVIRONMENTS_FILE,
+    PUBLISHED_ENVIRONMENTS,
+    environment_get,
+    environment_mapping_read,
+)
 
 __all__ = [
     "Paper",
@@ -16,6 +22,9 @@ __all__ = [
     "ProblemSetError",
     "load_problemset",
     "validate_problemset",
+    "paper_entry",
+    "paper_entry_write",
+    "paper_folder_load",
     "TEST_SCRIPT",
 ]
 
@@ -52,6 +61,8 @@ class Paper:
     requirements: list[str] = field(default_factory=list)
     fresh_process: bool = False
     timeout: float | None = None
+    #: named environment (environments.py); None: the backend's inference
+    environment: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     files: dict[str, FileAnnotations] = field(default_factory=dict)
 
@@ -145,6 +156,8 @@ def _discover_annotated(folder: Path) -> list[str]:
             continue
         if path.name == TEST_SCRIPT:
             continue
+        if path.stem.endswith("_ref") and path.with_name(path.stem[: -len("_ref")] + ".py").exists():
+            continue  # a copy of the reference implementation that keeps the tags: not a task
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
@@ -179,7 +192,8 @@ def _read_entries(root: Path, problems: list[Problem]) -> list[dict[str, Any]]:
     return entries
 
 
-def _load_paper(root: Path, entry: dict[str, Any], problems: list[Problem]) -> Paper | None:
+def _load_paper(root: Path, entry: dict[str, Any], problems: list[Problem],
+                mapping: dict[str, str] | None = None) -> Paper | None:
     paper_id = str(entry["id"]).strip()
     folder = root / paper_id
     where = str(root / "papers.yaml")
@@ -203,6 +217,13 @@ def _load_paper(root: Path, entry: dict[str, Any], problems: list[Problem]) -> P
             dates[key] = None
     annotated = [_clean_rel(p) for p in _as_list(merged.get("annotated_file_paths"))] or _discover_annotated(folder)
     context = [_clean_rel(p) for p in _as_list(merged.get("context_file_paths"))]
+    environment = _as_str(merged.get("environment")) or (mapping or {}).get(paper_id) \
+        or (PUBLISHED_ENVIRONMENTS.get(paper_id) if mapping is None else None) or None
+    try:
+        environment_get(environment)
+    except KeyError as exc:
+        problems.append(Problem(where, 1, f"paper {paper_id!r}: {exc.args[0]}"))
+        environment = None
     paper = Paper(
         id=paper_id,
         folder=folder,
@@ -214,6 +235,7 @@ def _load_paper(root: Path, entry: dict[str, Any], problems: list[Problem]) -> P
         context_files=context,
         fresh_process=bool(merged.get("fresh_process", False)),
         timeout=float(merged["timeout"]) if merged.get("timeout") else None,
+        environment=environment,
         metadata={k: (v.isoformat() if isinstance(v, dt.date) else v) for k, v in entry.items()},
         **dates,
     )
@@ -256,6 +278,14 @@ def validate_problemset(path: str | Path) -> tuple[ProblemSet, list[Problem]]:
     if not root.is_dir():
         return ProblemSet(root, []), [Problem(str(root), 1, "not a folder")]
     entries = _read_entries(root, problems)
+    # a problem set's own mapping replaces the shipped one of the published papers
+    mapping: dict[str, str] | None = None
+    if (root / ENVIRONMENTS_FILE).exists():
+        try:
+            mapping = environment_mapping_read(root)
+        except ValueError as exc:
+            problems.append(Problem(str(root / ENVIRONMENTS_FILE), 1, str(exc)))
+            mapping = {}
     papers: list[Paper] = []
     seen: set[str] = set()
     for entry in entries:
@@ -264,7 +294,7 @@ def validate_problemset(path: str | Path) -> tuple[ProblemSet, list[Problem]]:
             problems.append(Problem(str(root / "papers.yaml"), 1, f"duplicate paper id {pid!r}"))
             continue
         seen.add(pid)
-        paper = _load_paper(root, entry, problems)
+        paper = _load_paper(root, entry, problems, mapping)
         if paper is not None:
             papers.append(paper)
     if not entries and not problems:
@@ -291,3 +321,62 @@ def load_problemset(path: str | Path, *, papers: list[str] | None = None) -> Pro
     if problems:
         raise ProblemSetError(problems)
     return pset
+
+
+# --------------------------------------------------------------------------- metadata of copies
+#: papers.yaml keys that decide how a paper is scored: a copy of its folder must keep them
+SCORING_KEYS = ("annotated_file_paths", "context_file_paths", "timeout", "fresh_process", "environment")
+
+
+def paper_entry(paper: Paper) -> dict[str, Any]:
+    """The paper's papers.yaml entry as loaded, with the keys that decide its scoring made explicit."""
+    entry = dict(paper.metadata)
+    entry["id"] = paper.id
+    entry["annotated_file_paths"] = list(paper.annotated_files)
+    entry["context_file_paths"] = list(paper.context_files)
+    for key in ("timeout", "environment"):
+        entry.pop(key, None)
+    if paper.timeout:
+        entry["timeout"] = paper.timeout
+    entry["fresh_process"] = bool(paper.fresh_process)
+    if paper.environment:
+        entry["environment"] = paper.environment
+    return entry
+
+
+def paper_entry_write(root: str | Path, entry: dict[str, Any]) -> Path:
+    """Put ``entry`` into ROOT/papers.yaml (replacing the entry of the same id); return the file.
+
+    With the paper's folder at ROOT/<id>/, ROOT is then a problem set that loads the paper with
+    its metadata (``paper_folder_load(ROOT / id)``): every copy of a paper keeps its entry.
+    """
+    import fcntl  # noqa: PLC0415
+    import os  # noqa: PLC0415
+
+    root = Path(root)
+    paper_id = str(entry.get("id") or "").strip()
+    if not paper_id:
+        raise ValueError("a papers.yaml entry needs an 'id'")
+    root.mkdir(parents=True, exist_ok=True)
+    meta = root / "papers.yaml"
+    with open(root / ".papers.yaml.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        entries: list[dict[str, Any]] = []
+        if meta.exists():
+            problems: list[Problem] = []
+            entries = _read_entries(root, problems)
+            if problems:
+                raise ValueError(f"{meta} cannot be updated: {problems[0].message}")
+        entries = [e for e in entries if str(e["id"]).strip() != paper_id] + [
+            {k: (v.isoformat() if isinstance(v, dt.date) else v) for k, v in entry.items()}
+        ]
+        tmp = meta.with_name(f".papers.yaml.{os.getpid()}.tmp")
+        tmp.write_text(yaml.safe_dump(entries, sort_keys=False, allow_unicode=True), encoding="utf-8")
+        os.replace(tmp, meta)
+    return meta
+
+
+def paper_folder_load(folder: str | Path) -> Paper:
+    """Load the paper in ``folder`` with its entry from the papers.yaml beside it (ProblemSetError otherwise)."""
+    folder = Path(folder)
+    return load_problemset(folder.parent, papers=[folder.name]).paper(folder.name)

@@ -15,6 +15,7 @@ from .completions import completion_lines, insert_completion
 from .errors import classify
 from .masking import snippet_base_indent
 from .problemset import Paper, ProblemSet
+from .environments import DEFAULT_ENVIRONMENT
 from .sandbox.base import PaperSpec, RunResult, Sandbox, SandboxSession
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ __all__ = [
     "build_file",
     "run_task",
     "run_tasks",
+    "environment_run",
     "HARNESS_VERSION",
 ]
 
@@ -170,8 +172,24 @@ def _content_hash(paper: Paper) -> str:
     return known[1]
 
 
-def environment_id(sandbox: Sandbox) -> str:
-    return str(getattr(sandbox, "environment_id", None) or sandbox.describe())
+def environment_id(sandbox: Sandbox, paper: PaperSpec | None = None) -> str:
+    """What decides a run's environment: the backend's id, per paper when papers name environments."""
+    base = str(getattr(sandbox, "environment_id", None) or sandbox.describe())
+    if paper is None or not paper.environment:
+        return base
+    per_paper = getattr(sandbox, "environment_id_for", None)
+    if per_paper is not None:
+        try:
+            return str(per_paper(paper))
+        except Exception:  # noqa: BLE001 - an environment that cannot be had: its name still tells it apart
+            pass
+    return f"{base}:{paper.environment}"
+
+
+def environment_name(paper: Paper | PaperSpec) -> str:
+    return getattr(paper, "environment", None) or DEFAULT_ENVIRONMENT
+
+
 
 
 def reference_outcome(result: RunResult) -> dict:
@@ -191,13 +209,14 @@ def reference_run(session: SandboxSession, paper: Paper, *, timeout: float, runs
     Returns ``{"completed", "tests_run", "deterministic"}``; ``deterministic`` is None until two runs
     were compared.
     """
-    key = (environment_id(session.sandbox), _content_hash(paper))
+    key = (environment_id(session.sandbox, session.paper), _content_hash(paper))
     with _PAPER_LOCKS[key]:
         with _REFERENCE_LOCK:
             known = _REFERENCE.get(key)
         if known is not None and (runs < 2 or known["deterministic"] is not None):
             return known
-        outcomes = [reference_outcome(session.run({}, timeout=timeout)) for _ in range(runs)]
+        results = [session.run({}, timeout=timeout) for _ in range(runs)]
+        outcomes = [reference_outcome(r) for r in results]
         first = outcomes[0]
         info = {
             "completed": first["completed"],
@@ -205,9 +224,44 @@ def reference_run(session: SandboxSession, paper: Paper, *, timeout: float, runs
             "deterministic": all(o == first for o in outcomes) if runs >= 2 else None,
             "passed": first["passed"],
         }
+        lost = next((r.extra["sandbox_error"] for r in results if r.extra.get("sandbox_error")), None)
+        if lost:
+            # the sandbox, not the code, failed (its runner died mid-run): not an outcome to remember
+            info["sandbox_error"] = str(lost)
+            return info
+        if not first["passed"] or (first["completed"] is False):
+            info["reason"] = _reference_failure(results[0])
         with _REFERENCE_LOCK:
             _REFERENCE[key] = info
         return info
+
+
+def _reference_failure(result: RunResult) -> str:
+    """Why the reference code did not pass: its timeout, its exception line, or its exit code."""
+    if result.timed_out:
+        return f"the reference code timed out after {result.seconds:.0f}s"
+    lines = [ln.strip() for ln in (result.stdout + "\n" + result.stderr).splitlines() if ln.strip()]
+    import re  # noqa: PLC0415
+
+    for line in reversed(lines):
+        if re.match(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit)\b", line):
+            return f"the reference code fails: {line[:300]}"
+    if published_verdict(result.exit_code, result.stdout, result.stderr):
+        return "the reference code does not run to completion (its proof of completion is missing)"
+    tail = lines[-1][:300] if lines else "no output"
+    return f"the reference code fails (exit code {result.exit_code}): {tail}"
+
+
+def environment_run(task: Task, *, environment: str, reason: str) -> TestRun:
+    """A run that could not count: the paper's environment is broken (never the completion's fault)."""
+    return TestRun(
+        paper=task.paper.id, file=task.snippet.file, snippet=task.snippet.name, sample=task.sample,
+        weight=task.snippet.weight, passed=False, category="environment", exit_code=None, seconds=0.0,
+        stderr=f"environment error ({environment}): {reason}",
+        extra={"environment": environment, "environment_error": reason},
+    )
+
+
 
 
 def apply_proof(result: RunResult, reference: dict | None) -> None:
@@ -264,12 +318,22 @@ class _Sessions:
         self.order = order  # papers in the order their tasks are queued
         self.timeout = timeout
         self.closed = False
+        #: paper id -> why its environment cannot score it (sandbox did not open, reference fails)
+        self.problems: dict[str, str] = {}
+        self.gates: dict[str, str | None] = {}
 
     def _open(self, paper: Paper) -> SandboxSession | None:
-        """The paper's session, opened if needed (hold its paper lock); None once it is not wanted."""
+        """The paper's session, opened if needed (hold its paper lock); None once it is not wanted
+        or when it cannot open (the reason is in ``problems``)."""
         if paper.id in self.sessions:
             return self.sessions[paper.id]
-        session = self.sandbox.open(PaperSpec.from_paper(paper))
+        if paper.id in self.problems:
+            return None
+        try:
+            session = self.sandbox.open(PaperSpec.from_paper(paper))
+        except Exception as exc:  # noqa: BLE001 - an environment that cannot open scores nothing of its paper
+            self.problems[paper.id] = _open_failure(exc)
+            return None
         with self.lock:
             if self.closed or self.left.get(paper.id, 0) <= 0:
                 session.close()
@@ -281,13 +345,45 @@ class _Sessions:
             _background(reference_run, session, paper, timeout=paper.timeout or self.timeout)
         return session
 
-    def get(self, paper: Paper) -> SandboxSession:
+    def get(self, paper: Paper) -> SandboxSession | None:
+        """The paper's open session; None when its environment cannot be used (see ``problem``)."""
         with self.paper_locks[paper.id]:
             session = self._open(paper)
-        if session is None:
-            raise RuntimeError("the scoring is over")
         self._prefetch_after(paper)
+        if session is None and paper.id not in self.problems:
+            raise RuntimeError("the scoring is over")
         return session
+
+    def problem(self, paper: Paper, session: SandboxSession | None) -> str | None:
+        """Why the paper's completions cannot count here (None: its reference passes in this environment).
+
+        The reference run is made once per paper; one whose sandbox died under it is made again
+        in a new session before the environment is blamed.
+        """
+        with self.paper_locks[paper.id]:
+            if paper.id in self.problems:
+                return self.problems[paper.id]
+            if paper.id in self.gates:
+                return self.gates[paper.id]
+            timeout = paper.timeout or self.timeout
+            assert session is not None
+            try:
+                info = reference_run(session, paper, timeout=timeout)
+                if info.get("sandbox_error"):
+                    retry = self.sandbox.open(PaperSpec.from_paper(paper))
+                    try:
+                        info = reference_run(retry, paper, timeout=timeout)
+                    finally:
+                        retry.close()
+            except Exception as exc:  # noqa: BLE001 - no reference outcome: never a pass
+                info = {"passed": False, "sandbox_error": _open_failure(exc)}
+            reason = None
+            if info.get("sandbox_error"):
+                reason = f"the sandbox failed while running the reference code: {info['sandbox_error']}"
+            elif not info.get("passed") or info.get("completed") is False:
+                reason = info.get("reason") or "the reference code does not pass in this environment"
+            self.gates[paper.id] = reason
+            return reason
 
     def _prefetch_after(self, paper: Paper) -> None:
         """Start the next paper's sandbox (its heavy imports) while this paper's runs go on."""
@@ -324,6 +420,11 @@ class _Sessions:
             session.close()
 
 
+def _open_failure(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text if type(exc).__name__ == "SandboxUnavailable" else f"{type(exc).__name__}: {text}"
+
+
 def _background(fn: Callable, *args, **kwargs) -> None:
     """Call ``fn`` in a daemon thread; its failure is left to whoever needs its result."""
 
@@ -340,12 +441,12 @@ def _cache_keys(tasks: list[Task], sandbox: Sandbox, timeout: float) -> tuple[li
     """Per task its verdict key (None for missing code), and per paper its (content, environment) key."""
     from .cache import verdict_key
 
-    env = environment_id(sandbox)
     limits = asdict(sandbox.limits) if is_dataclass(sandbox.limits) else repr(sandbox.limits)
     paper_keys: dict[str, str] = {}
     keys: list[str | None] = []
     for task in tasks:
         if task.paper.id not in paper_keys:
+            env = environment_id(sandbox, PaperSpec.from_paper(task.paper))
             paper_keys[task.paper.id] = verdict_key(HARNESS_VERSION, _content_hash(task.paper), env)
         if task.code is None:
             keys.append(None)
@@ -389,10 +490,10 @@ def run_tasks(
             else:
                 todo.append(i)
         # a reference run recorded by an earlier scoring in this environment need not be repeated
-        env = environment_id(sandbox)
         for paper in {task.paper.id: task.paper for task in tasks}.values():
             detail = cache.paper_detail(paper_keys[paper.id])
             if detail and "tests_run" in detail:
+                env = environment_id(sandbox, PaperSpec.from_paper(paper))
                 with _REFERENCE_LOCK:
                     _REFERENCE.setdefault((env, _content_hash(paper)), detail)
     counts: dict[str, int] = defaultdict(int)
@@ -418,7 +519,13 @@ def run_tasks(
                 return index, missing_run(task)
             paper_timeout = task.paper.timeout or timeout
             session = sessions.get(task.paper)
+            # health gate: a paper's completions count only where its reference code passes
+            problem = sessions.problem(task.paper, session)
+            if problem is not None:
+                return index, environment_run(task, environment=environment_name(task.paper), reason=problem)
+            assert session is not None
             run = run_task(session, task, timeout=paper_timeout)
+
             if cache is not None and keys[index] and deterministic(task, session, paper_timeout):
                 stored = asdict(run)
                 stored["extra"] = dict(run.extra)
@@ -437,4 +544,9 @@ def run_tasks(
                     progress(run)
     finally:
         sessions.close_all()
+    # every run of a paper whose environment failed is an environment error (missing and cached ones too)
+    broken = {pid: reason for pid, reason in {**sessions.gates, **sessions.problems}.items() if reason}
+    for i, run in enumerate(results):
+        if run is not None and run.paper in broken and run.category != "environment":
+            results[i] = environment_run(tasks[i], environment=environment_name(tasks[i].paper), reason=broken[run.paper])
     return [r for r in results if r is not None]

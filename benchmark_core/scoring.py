@@ -27,6 +27,7 @@ __all__ = [
     "paired_bootstrap",
     "significance_tiers",
     "category_counts",
+    "environment_errors",
     "summarize",
     "parse_cutoff",
     "is_contamination_safe",
@@ -287,8 +288,14 @@ def category_counts(outcomes: Iterable[Any]) -> dict[str, int]:
 
 
 def summarize(outcomes: Iterable[Any], *, n_boot: int = N_BOOT, seed: int = SEED) -> dict[str, Any]:
-    """All figures of one evaluation, as stored in results.json and on the site."""
-    items = list(outcomes)
+    """All figures of one evaluation, as stored in results.json and on the site.
+
+    Runs of category ``environment`` (the paper's environment failed) leave their paper out of
+    every rate: ``complete`` is then false and ``environment_errors`` names the papers.
+    """
+    everything = list(outcomes)
+    errors = environment_errors(everything)
+    items = [o for o in everything if o.paper not in errors]
     samples = per_sample(items)
     totals = paper_totals(items)
     lo, hi = bootstrap_ci(totals, n_boot=n_boot, seed=seed)
@@ -305,9 +312,22 @@ def summarize(outcomes: Iterable[Any], *, n_boot: int = N_BOOT, seed: int = SEED
         "passed": sum(1 for o in items if o.passed),
         "runs": len(items),
         "total_weight": sum(v[1] for v in totals.values()),
-        "categories": category_counts(items),
+        "categories": category_counts(everything),
         "papers": per_paper(items),
+        "complete": not errors,
+        "environment_errors": list(errors.values()),
     }
+
+
+def environment_errors(outcomes: Iterable[Any]) -> dict[str, dict[str, str]]:
+    """Per paper with an ``environment`` run: {paper, environment, reason} (from the run's ``extra``)."""
+    found: dict[str, dict[str, str]] = {}
+    for o in outcomes:
+        if getattr(o, "category", None) == "environment" and o.paper not in found:
+            extra = getattr(o, "extra", None) or {}
+            found[o.paper] = {"paper": o.paper, "environment": str(extra.get("environment") or "default"),
+                              "reason": str(extra.get("environment_error") or "")}
+    return dict(sorted(found.items()))
 
 
 def parse_cutoff(value: str | dt.date) -> dt.date:

@@ -47,6 +47,8 @@ class PaperSpec:
     test_script: str = "paper2code_test.py"
     requirements: tuple[str, ...] = ()
     fresh_process: bool = False
+    #: named environment (benchmark_core/environments.py); None: the backend infers one
+    environment: str | None = None
 
     @classmethod
     def from_paper(cls, paper: Any) -> "PaperSpec":
@@ -55,6 +57,7 @@ class PaperSpec:
             folder=Path(paper.folder),
             requirements=tuple(paper.requirements),
             fresh_process=bool(paper.fresh_process),
+            environment=getattr(paper, "environment", None) or None,
         )
 
 
@@ -108,6 +111,36 @@ class Sandbox(ABC):
 
     def describe(self) -> str:
         return self.name
+
+    def interpreter_for(self, paper: PaperSpec) -> str | None:
+        """The interpreter of the paper's environment (bwrap, local): option ``pythons`` (name -> path),
+        else the venv built in option ``envs_dir``, else ``python``; SandboxUnavailable with the reason
+        when the environment is unavailable or not built."""
+        from ..environments import environment_get, venv_path, venv_python  # noqa: PLC0415
+
+        name = paper.environment
+        pythons = self.options.get("pythons") or {}
+        if name and name in pythons:
+            return str(pythons[name])
+        try:
+            env = environment_get(name)
+        except KeyError as exc:
+            raise SandboxUnavailable(str(exc.args[0])) from None
+        if env is None:
+            return self.python
+        if env.unavailable:
+            raise SandboxUnavailable(f"environment {env.name!r} is unavailable: {env.unavailable}")
+        envs_dir = self.options.get("envs_dir")
+        if envs_dir:
+            built = venv_python(env, Path(envs_dir))
+            if built is not None:
+                return str(built)
+            if not pythons and not self.python:
+                raise SandboxUnavailable(
+                    f"environment {env.name!r} is not built in {envs_dir} (expected {venv_path(env, Path(envs_dir))}): "
+                    f"run python -m benchmark_core env build PSET --dir {envs_dir}"
+                )
+        return self.python
 
     def close(self) -> None:
         """Release backend-wide resources."""

@@ -66,6 +66,65 @@ def _interpreter_paths(python: str) -> dict[str, Any]:
         raise SandboxUnavailable(f"interpreter {python!r} cannot be used: {exc}") from exc
 
 
+def _absolute(python: str) -> str:
+    # the runner starts elsewhere: a relative path or a bare name must not change meaning
+    return os.path.abspath(python) if os.sep in python else (shutil.which(python) or python)
+
+
+# seccomp: classic BPF over struct seccomp_data {int nr; u32 arch; u64 ip; u64 args[6]}
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+#: (unshare, clone, clone3, setns) per architecture
+_SYSCALLS = {"x86_64": (272, 56, 435, 308), "aarch64": (97, 220, 435, 268)}
+_CLONE_NEWUSER = 0x10000000
+
+
+def seccomp_program(machine: str | None = None) -> bytes | None:
+    """A filter that refuses new user namespaces: unshare/clone with CLONE_NEWUSER and setns get
+    EPERM, clone3 (whose flags it cannot read) ENOSYS so that libc falls back to clone."""
+    import errno  # noqa: PLC0415
+    import platform  # noqa: PLC0415
+    import struct  # noqa: PLC0415
+
+    machine = machine or platform.machine()
+    if machine not in _SYSCALLS:
+        return None
+    unshare, clone, clone3, setns = _SYSCALLS[machine]
+    allow, eperm, enosys = 0x7FFF0000, 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS
+    ld, jeq, jset, ret = 0x20, 0x15, 0x45, 0x06
+
+    def op(code: int, jt: int, jf: int, k: int) -> bytes:
+        return struct.pack("=HBBI", code, jt, jf, k)
+
+    prog = [
+        op(ld, 0, 0, 4),  # arch
+        op(jeq, 1, 0, _AUDIT_ARCH[machine]),
+        op(ret, 0, 0, eperm),  # another ABI (x32, ia32): refused outright
+        op(ld, 0, 0, 0),  # syscall number
+        op(jeq, 4, 0, unshare),
+        op(jeq, 3, 0, clone),
+        op(jeq, 6, 0, clone3),
+        op(jeq, 4, 0, setns),
+        op(ret, 0, 0, allow),
+        op(ld, 0, 0, 16),  # args[0], low half: the flags of unshare and clone
+        op(jset, 1, 0, _CLONE_NEWUSER),
+        op(ret, 0, 0, allow),
+        op(ret, 0, 0, eperm),
+        op(ret, 0, 0, enosys),
+    ]
+    return b"".join(prog)
+
+
+def seccomp_filter_fd() -> int | None:
+    """A readable fd holding the filter for bwrap's --seccomp (None on an unknown architecture)."""
+    program = seccomp_program()
+    if program is None:
+        return None
+    fd = os.memfd_create("rcb-seccomp", 0)
+    os.write(fd, program)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
 def bwrap_available() -> str | None:
     """Why bwrap cannot run here, or None when it can (a real sandbox is started once)."""
     binary = shutil.which("bwrap")
@@ -94,22 +153,45 @@ class BwrapSandbox(Sandbox):
         if problem:
             raise SandboxUnavailable(problem)
         self.binary = shutil.which("bwrap") or "bwrap"
-        python = python or sys.executable
-        # the runner starts elsewhere: a relative path or a bare name must not change meaning
-        self.python = os.path.abspath(python) if os.sep in python else (shutil.which(python) or python)
-        self.info = _interpreter_paths(self.python)
+        self.python = _absolute(python or sys.executable)
+        self._infos: dict[str, dict[str, Any]] = {}
+        self._infos_lock = threading.Lock()
+        self.info = self.interpreter_info(self.python)
         self.is_root = os.geteuid() == 0
 
+    def interpreter_info(self, python: str) -> dict[str, Any]:
+        """Where ``python`` lives and what it has installed (asked once per interpreter)."""
+        with self._infos_lock:
+            if python not in self._infos:
+                self._infos[python] = _interpreter_paths(python)
+            return self._infos[python]
+
+    def paper_python(self, paper: PaperSpec) -> str:
+        """The interpreter of the paper's environment (see ``Sandbox.interpreter_for``)."""
+        return _absolute(self.interpreter_for(paper) or self.python)
+
     def describe(self) -> str:
-        return f"bwrap (python {self.info['version']})"
+        extra = len({p for p in (self.options.get("pythons") or {}).values()}) if self.options.get("pythons") else 0
+        more = f", {extra} environment interpreter(s)" if extra else ""
+        envs = f", environments in {self.options['envs_dir']}" if self.options.get("envs_dir") else ""
+        return f"bwrap (python {self.info['version']}{more}{envs})"
 
     @property
     def environment_id(self) -> str:
         # the installed packages are part of it: upgrading torch must not reuse cached verdicts
-        return f"bwrap:{self.info['executable']}:{self.info['version']}:{self.info['packages']}"
+        return self._environment_id(self.info)
+
+    def environment_id_for(self, paper: PaperSpec) -> str:
+        return self._environment_id(self.interpreter_info(self.paper_python(paper)))
+
+    @staticmethod
+    def _environment_id(info: dict[str, Any]) -> str:
+        return f"bwrap:{info['executable']}:{info['version']}:{info['packages']}"
 
     def command(self, paper: PaperSpec) -> list[str]:
         """The bwrap command line that starts the warm runner for ``paper``."""
+        python = self.paper_python(paper)
+        info = self.interpreter_info(python)
         args = [self.binary, "--die-with-parent", "--new-session"]
         if self.is_root:
             # no user namespace: the runner needs real uids to give each run its own
@@ -132,7 +214,7 @@ class BwrapSandbox(Sandbox):
         # /tmp (a CI clone, say) would be hidden by it
         bound: list[str] = ["/usr"]
         prefix_args: list[str] = []
-        for prefix in self.info["prefixes"]:
+        for prefix in info["prefixes"]:
             real = os.path.realpath(prefix)
             for p in dict.fromkeys((prefix, real)):
                 if not any(p == b or p.startswith(b + "/") for b in bound) and os.path.isdir(p):
@@ -158,13 +240,14 @@ class BwrapSandbox(Sandbox):
             "--size", str(limits.tmpfs_mb * 1024 * 1024), "--tmpfs", f"{INSIDE}/runs",
             "--chdir", INSIDE,
             "--",
-            self.python, f"{INSIDE}/warm.py", "--paper", f"{INSIDE}/paper", "--work", f"{INSIDE}/runs",
+            python, f"{INSIDE}/warm.py", "--paper", f"{INSIDE}/paper", "--work", f"{INSIDE}/runs",
         ]
         if self.is_root:
             base = RUN_UID_MIN + secrets.randbelow(RUN_UID_BLOCKS) * RUN_UID_BLOCK
             args += ["--run-uid-base", str(base)]
         if paper.fresh_process:
-            args += ["--fresh", "--python", self.python]
+            args += ["--fresh"]
+        args += ["--python", python]
         preload = self.options.get("preload")
         if preload:
             args += ["--preload", ",".join(preload)]

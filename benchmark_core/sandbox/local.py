@@ -15,6 +15,7 @@ from typing import Mapping
 
 from .base import PaperSpec, RunResult, Sandbox, SandboxSession
 from .process import run_process
+from .warm import run_home_env
 
 __all__ = ["LocalSandbox", "copy_paper", "child_env", "write_files"]
 
@@ -25,10 +26,10 @@ def child_env(home: str, extra: Mapping[str, str] | None = None) -> dict[str, st
     """A small, predictable environment: no secrets of the worker leak into the test."""
     env = {k: os.environ[k] for k in _PASS_THROUGH_ENV if k in os.environ}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    # HOME, TMPDIR and the cache variables (torch, matplotlib, XDG …) point into the run's own home
+    env.update(run_home_env(home))
     env.update(
         {
-            "HOME": home,
-            "TMPDIR": home,
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONUNBUFFERED": "1",
             "PYTHONHASHSEED": "0",
@@ -78,7 +79,7 @@ class LocalSession(SandboxSession):
             home = Path(tmp) / "home"
             home.mkdir()
             outcome = run_process(
-                [self.sandbox.python or sys.executable, self.paper.test_script],
+                [self.sandbox.interpreter_for(self.paper) or sys.executable, self.paper.test_script],
                 cwd=str(work),
                 env=child_env(str(home)),
                 timeout=timeout,

@@ -91,6 +91,9 @@ def own_names(paper: str) -> set[str]:
     return own
 
 
+#: frameworks that are unsafe to fork once imported (JAX warns that fork() may deadlock): a paper
+#: importing one, directly or through a preloaded module, gets a fresh interpreter per run
+UNSAFE_TO_FORK = ("jax", "jaxlib", "flax", "tensorflow")
 #: standard modules every run needs (imported once: unittest alone costs tens of milliseconds)
 ALWAYS_PRELOAD = ("unittest", "unittest.mock", "runpy", "atexit", "threading", "json", "io", "traceback")
 #: standard modules whose import has visible effects (prints, windows): never imported ahead
@@ -271,6 +274,53 @@ def _reset_signals() -> None:
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
 
 
+#: where a run's writes go, relative to its private home (owned by its uid, removed after the run):
+#: a preloaded or cached location of the server's (root's /tmp, /rcb/runs) must never be used
+HOME_ENV = {
+    "HOME": "", "TMPDIR": "", "XDG_CACHE_HOME": ".cache", "XDG_CONFIG_HOME": ".config",
+    "XDG_DATA_HOME": ".local/share", "XDG_STATE_HOME": ".local/state",
+    "TORCHINDUCTOR_CACHE_DIR": ".cache/torchinductor", "TRITON_CACHE_DIR": ".cache/triton",
+    "TORCH_HOME": ".cache/torch", "MPLCONFIGDIR": ".config/matplotlib", "HF_HOME": ".cache/huggingface",
+    "NUMBA_CACHE_DIR": ".cache/numba", "CUPY_CACHE_DIR": ".cache/cupy", "WANDB_DIR": ".cache/wandb",
+    "WANDB_CACHE_DIR": ".cache/wandb", "WANDB_CONFIG_DIR": ".config/wandb", "WANDB_DATA_DIR": ".cache/wandb",
+    "WANDB_MODE": None,
+}
+#: wandb never reaches a server from a sandbox: keep it from trying
+_FIXED_ENV = {"WANDB_MODE": "disabled"}
+
+
+def run_home_env(home: str) -> dict[str, str]:
+    """HOME, TMPDIR and the usual cache variables pointing into ``home``."""
+    env = {k: (os.path.join(home, sub) if sub else home) for k, sub in HOME_ENV.items() if sub is not None}
+    env.update(_FIXED_ENV)
+    return env
+
+
+def _run_env(run: "Run", server: "Server") -> str:
+    """Give the run its private home and undo what preloaded imports changed here; return the home.
+
+    A fresh interpreter would start from the server's environment and a temp dir of its own, with
+    no exit handler registered: os.environ is put back as it was before the preloads, the cached
+    ``tempfile.tempdir`` points at the home, and exit handlers the preloads registered (cleanups of
+    the server's own temp folders, which the run's uid may not remove) are dropped.
+    """
+    import atexit
+    import tempfile
+
+    home = os.path.join(run.folder, "home")
+    if server.environ is not None:
+        os.environ.clear()
+        os.environ.update(server.environ)
+    os.environ.update(run_home_env(home))
+    if run.uid is not None:
+        # the run's uid has no passwd entry: getpass.getuser() and friends read these first
+        os.environ.setdefault("USER", "rcb")
+        os.environ.setdefault("LOGNAME", "rcb")
+    tempfile.tempdir = home
+    atexit._clear()
+    return home
+
+
 def _child(run: "Run", server: "Server", fds: tuple[int, int, int]) -> None:
     """In the forked child: isolate, then run the test (never returns)."""
     code = 127
@@ -298,13 +348,7 @@ def _child(run: "Run", server: "Server", fds: tuple[int, int, int]) -> None:
             os.setresuid(run.uid, run.uid, run.uid)
         paper_dir = os.path.join(run.folder, "paper")
         os.chdir(paper_dir)
-        home = os.path.join(run.folder, "home")
-        os.environ["HOME"] = home
-        os.environ["TMPDIR"] = home
-        if run.uid is not None:
-            # the run's uid has no passwd entry: getpass.getuser() and friends read these first
-            os.environ.setdefault("USER", "rcb")
-            os.environ.setdefault("LOGNAME", "rcb")
+        _run_env(run, server)
         script = os.path.join(paper_dir, server.test_script)
         if server.fresh:
             os.set_inheritable(proof, True)
@@ -460,6 +504,8 @@ class Server:
         self.out_fd = -1
         self.statuses: dict[int, int] = {}
         self.import_output: tuple[bytes, bytes] = (b"", b"")
+        self.environ: dict[str, str] | None = None  # os.environ before the preloads
+        self.fresh_reason = "fresh_process" if self.fresh else ""
 
     # -- helpers
     def send(self, obj: dict) -> None:
@@ -746,11 +792,16 @@ class Server:
             os.chmod(self.work, 0o711)
         for var in _THREAD_ENV:
             os.environ.setdefault(var, "1")
-        if self.fresh:
-            preloaded, failed = [], {}
-        else:
-            wanted = scan_imports(self.paper) + [m for m in ARGS_PRELOAD if m]
-            wanted = list(dict.fromkeys(wanted))
+        preloaded, failed = [], {}
+        wanted = list(dict.fromkeys(scan_imports(self.paper) + [m for m in ARGS_PRELOAD if m]))
+        unsafe = [m for m in wanted if m in UNSAFE_TO_FORK]
+        if unsafe and not self.fresh:
+            self.fresh, self.fresh_reason = True, f"{', '.join(unsafe)} is unsafe to fork: a fresh interpreter per run"
+        if not self.fresh:
+            import threading
+
+            self.environ = dict(os.environ)
+            threads = set(threading.enumerate())
             # what imports print (warnings, banners) a fresh run would print too: keep it to replay
             with _Capture() as captured:
                 preloaded, failed = preload(wanted, self.paper)
@@ -759,9 +810,17 @@ class Server:
                          if m not in sys.modules], self.paper)
             self.import_output = captured.output
             os.write(2, self.import_output[1])
+            # a fork copies only the forking thread (others' locks stay held) and unsafe frameworks
+            # may arrive indirectly: then a fresh interpreter per run, as a fresh process would be
+            extra = sorted(t.name for t in set(threading.enumerate()) - threads if t.is_alive())
+            unsafe = [m for m in UNSAFE_TO_FORK if m in sys.modules]
+            if unsafe:
+                self.fresh, self.fresh_reason = True, f"{', '.join(unsafe)} is unsafe to fork: a fresh interpreter per run"
+            elif extra:
+                self.fresh, self.fresh_reason = True, f"preloaded imports left threads running ({', '.join(extra)})"
         # a preloaded module may have installed handlers; the server's own are set after
         self.send({"ready": True, "protocol": PROTOCOL, "preloaded": preloaded, "failed": failed,
-                   "fresh": self.fresh, "uid_mode": self.uid_base is not None})
+                   "fresh": self.fresh, "fresh_reason": self.fresh_reason, "uid_mode": self.uid_base is not None})
         os.set_blocking(0, False)
         self.sel.register(0, selectors.EVENT_READ, (None, "stdin"))
         try:
