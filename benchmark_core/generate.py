@@ -554,8 +554,15 @@ class _Run:
                                 "samples": samples, "error": str(exc)[:300]})
             return
         choices = sorted(response.choices or [], key=lambda c: c.index)
+        if not choices:  # nothing to keep: say so rather than lose the sample silently
+            self.failed.append({"paper": task.paper, "file": task.file, "snippet": task.snippet,
+                                "samples": samples, "error": "the answer held no choices"})
+            return
         if n > 1:
-            self.n_supported = len(choices) >= n if self.n_supported is None else self.n_supported
+            honoured = len(choices) >= n
+            if not honoured and self.n_supported is not False:  # the server ignores n: one request per sample
+                self.log(f"the server answered {len(choices)} of n={n} choices; asking for each sample separately")
+            self.n_supported = honoured if self.n_supported is None else self.n_supported and honoured
         usage = response.usage.model_dump(exclude_none=True) if response.usage is not None else None
         if usage is None:
             self._count("no_usage")
@@ -576,11 +583,7 @@ class _Run:
                                   + self.progress.tokens_out * (self.options.price_out or 0)) / 1e6
         self.progress.update()
         self.card_save()
-        rest = samples[len(choices[:n]):] if n > 1 else samples[1:]
-        if n > 1 and rest:  # fewer choices than asked: the server ignores n
-            if self.n_supported is not False:
-                self.log(f"the server answered {len(choices)} of n={n} choices; asking for each sample separately")
-            self.n_supported = False
+        rest = samples[len(choices[:n]):]  # asked for separately
         for s in rest:
             queue.put_nowait((task, [s]))
 
