@@ -94,6 +94,13 @@ def test_generate_from_the_site_release_submit_score_and_show_the_card(release, 
     assert ev.cost_per_snippet == pytest.approx(expected_cost / snippets)
     assert "site" not in ev.run_card["source"] and ev.run_card["runs"] == 1  # no URL or path kept, runs counted
 
+    own = client.get(f"/submissions/{sub.pk}/")  # the owner sees the card before anything is public
+    assert own.status_code == 302  # (signed out: to the login page)
+    client.force_login(sub.user)
+    detail = client.get(f"/submissions/{sub.pk}/").content.decode()
+    assert f"{snippets} answers · {tin} tokens in / {tout} out · ${expected_cost:.4f}" in detail
+    client.logout()
+
     for job in sub.jobs.all():
         jobs.score_paper(job.pk, job.rq_job_id)
     sub.refresh_from_db()
