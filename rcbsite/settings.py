@@ -108,16 +108,11 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+    # names with a content hash (css/site.3f2a1c.css), served compressed and cached for a year
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
 # production serves the collected, compressed copies (collectstatic); finders are for development
 WHITENOISE_USE_FINDERS = DEBUG
-# plotly.min.js comes from the installed plotly package (see leaderboard.staticfinders)
-STATICFILES_FINDERS = [
-    "django.contrib.staticfiles.finders.FileSystemFinder",
-    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
-    "leaderboard.staticfinders.PlotlyFinder",
-]
 MEDIA_ROOT = Path(os.environ.get("RCB_MEDIA_ROOT", VAR_DIR / "media"))
 
 # Security headers (CSP is set by leaderboard.middleware: no inline scripts anywhere)

@@ -11,6 +11,16 @@ SHARED = ROOT.parent / "shared"
 DEMO = ROOT / "demo"
 
 
+def pytest_configure(config):
+    # The site's manifest storage needs `collectstatic` first and hashed names that the live
+    # server's static handler (finders) cannot serve; tests render the plain names.
+    # tests/test_static_files.py collects with the real storage and checks the hashed, cached files.
+    from django.conf import settings
+
+    settings.STORAGES = {**settings.STORAGES,
+                         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
+
+
 @pytest.fixture
 def shared_upstream() -> Path:
     path = SHARED / "upstream"

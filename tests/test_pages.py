@@ -340,20 +340,14 @@ def test_ablation_empty_state(client, tmp_path):
 def test_plotly_is_served_from_our_static_files():
     from django.contrib.staticfiles import finders
 
-    from leaderboard.staticfinders import plotly_css_text
-
-    found = finders.find("vendor/plotly.min.js")
-    assert found and found.endswith("plotly.min.js")
-    from pathlib import Path
-
-    committed = (Path(__file__).resolve().parent.parent / "static" / "css" / "plotly.css").read_text(encoding="utf-8")
-    assert committed == plotly_css_text(), "static/css/plotly.css is stale: regenerate it with plotly_css_text()"
+    found = finders.find("vendor/plotly-cartesian.min.js")
+    assert found and found.endswith("plotly-cartesian.min.js")  # versions and CSS: tests/test_static_files.py
 
 
 def test_chart_pages_reference_local_plotly_only(client, demo):
     html = client.get(reverse("leaderboard:leaderboard")).content.decode()
     srcs = re.findall(r'<script[^>]* src="([^"]+)"', html)
-    assert any(s.endswith("vendor/plotly.min.js") for s in srcs)
+    assert any(s.endswith("vendor/plotly-cartesian.min.js") for s in srcs)
     assert all(s.startswith("/static/") for s in srcs), srcs
     assert 'id="plotly.js-style-global" class="no-inline-styles"' in html
 

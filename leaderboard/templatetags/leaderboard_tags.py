@@ -203,8 +203,8 @@ def row_cost(row: Any) -> str:
 
 @register.simple_tag
 def plotly_css_markers() -> SafeString:
-    """Hidden elements whose ids stop plotly.min.js from injecting inline <style> (see staticfinders)."""
-    from leaderboard.staticfinders import plotly_inline_css_ids
+    """Hidden elements whose ids stop plotly.js from injecting inline <style> (see leaderboard.plotly_bundle)."""
+    from leaderboard.plotly_bundle import plotly_inline_css_ids
 
     return mark_safe("".join(f'<span hidden id="{escape(i)}"></span>' for i in plotly_inline_css_ids()))  # noqa: S308
 
