@@ -441,6 +441,7 @@ class _Run:
         self.fatal: str | None = None
         self.written = 0
         self.attempts = 0  # HTTP requests sent, failed ones included
+        self.answered = 0  # requests that got an answer
         self.n_supported: bool | None = None if options.samples > 1 else False
         self.started_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         self.started = time.monotonic()
@@ -505,9 +506,9 @@ class _Run:
             except (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError) as exc:
                 raise _Fatal(f"HTTP {exc.status_code} from {_host(o.base_url)}: {_server_message(exc)}") from None
             except openai.APITimeoutError:
-                kind = "timeout"
-            except openai.APIConnectionError:
-                kind = "connection"
+                kind, detail = "timeout", f"no answer within {o.timeout:g}s"
+            except openai.APIConnectionError as exc:
+                kind, detail = "connection", str(exc.__cause__ or exc)
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 if status == 429:
@@ -521,10 +522,12 @@ class _Run:
                 else:
                     self._count(f"http_{status}")
                     raise RuntimeError(f"HTTP {status}: {_server_message(exc)}") from None
-                wait = _retry_after(exc)
+                wait, detail = _retry_after(exc), f"HTTP {status}: {_server_message(exc)}"
             self._count(kind)
             if attempt >= o.max_retries:
-                raise RuntimeError(f"gave up after {attempt + 1} attempts (last: {kind})")
+                if not self.answered:  # not one answer yet, anywhere: the endpoint is down or wrong
+                    raise _Fatal(f"{_host(o.base_url)} gave no answer after {attempt + 1} attempts ({detail})")
+                raise RuntimeError(f"gave up after {attempt + 1} attempts (last: {kind}: {detail})")
             if wait is None:  # exponential back-off with full jitter
                 wait = random.uniform(0, min(o.backoff_cap, o.backoff_base * 2**attempt))
             else:  # the server said when: honour it, with a little jitter so the pool does not return at once
@@ -566,6 +569,7 @@ class _Run:
         usage = response.usage.model_dump(exclude_none=True) if response.usage is not None else None
         if usage is None:
             self._count("no_usage")
+        self.answered += 1
         rid = uuid.uuid4().hex[:16]
         seconds = round(time.monotonic() - began, 3)
         for sample, choice in zip(samples[: n], choices):
@@ -748,7 +752,7 @@ def generate_command(args: Any, out: TextIO, err: TextIO, *, env: dict[str, str]
 
     try:
         options = _options(args, env)
-        if getattr(args, "url", None) or (getattr(args, "release", None) and not args.pset):
+        if getattr(args, "url", None) or getattr(args, "release", None):
             if args.pset or not (args.url and args.release):
                 print("error: give either PSET_DIR, or --url SITE with --release SLUG", file=err)
                 return EXIT_USAGE

@@ -262,3 +262,17 @@ def test_ctrl_c_keeps_the_answers_and_says_how_to_go_on(server, tmp_path):
     assert 4 <= len(rows) < 50 and len(set(keys(rows))) == len(rows)
     card = json.loads(card_path(out).read_text())
     assert card["counts"]["answers"] == len(rows) and card["complete"] is False
+
+
+def test_an_endpoint_that_never_answers_stops_with_exit_1(tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    started = time.monotonic()
+    done = cli("generate", "demo", "--base-url", f"http://127.0.0.1:{port}/v1", "--model", "m", "--max-retries", "2",
+               "-o", str(tmp_path / "p.jsonl"))
+    assert done.returncode == 1
+    assert f"127.0.0.1:{port} gave no answer after 3 attempts" in done.stderr
+    assert time.monotonic() - started < 60  # not 50 snippets times every retry
