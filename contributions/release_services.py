@@ -22,6 +22,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
+from django.utils.text import slugify
 
 from benchmark_core.problemset import Paper as CorePaper
 from benchmark_core.problemset import ProblemSetError, load_problemset, paper_entry
@@ -34,6 +35,8 @@ from .models import PaperContribution
 __all__ = [
     "folder_content_hash",
     "release_draft_get_or_create",
+    "release_draft_create",
+    "release_draft_rename",
     "release_draft_paper_add",
     "release_publish",
     "release_baselines_enqueue",
@@ -130,40 +133,84 @@ def _unique_slug(base: str) -> str:
     return slug
 
 
+def _release_paper_copy(rp: ReleasePaper, *, release: Release, folder: str) -> ReleasePaper:
+    """The same paper in another release: every field of the row (hash, counts, environment) but the folder."""
+    values = {f.attname: getattr(rp, f.attname) for f in ReleasePaper._meta.concrete_fields
+              if f.attname not in ("id", "release_id", "folder")}
+    return ReleasePaper.objects.create(release=release, folder=folder, **values)
+
+
+def release_draft_create(*, source: Release | None, name: str = "", description: str = _DRAFT_NOTE,
+                         by: Any = None) -> Release:
+    """A new draft holding ``source``'s papers and snippets (their code copied when attached here).
+
+    The draft remembers ``source`` as its predecessor: publishing it carries every public
+    evaluation of the predecessor over (release_successor_populate).
+    """
+    name = " ".join((name or "").split())[:100]
+    if name and Release.objects.filter(name=name).exists():
+        raise ValidationError(f"a release is already named {name!r}")
+    today = timezone.now().date()
+    slug = _unique_slug(slugify(name)[:90] if name else f"release-{today:%Y-%m-%d}")
+    draft = Release.objects.create(
+        name=name or f"Release {slug.removeprefix('release-')}", slug=slug, status=Release.DRAFT,
+        description=description, predecessor=source,
+    )
+    root = _release_root(draft)
+    try:
+        if source is not None:
+            for rp in source.release_papers.select_related("paper"):
+                folder = ""
+                if rp.folder and Path(rp.folder).is_dir():
+                    dest = root / rp.paper.paper_id
+                    if dest.exists():  # left by a failed attempt of the same slug: never trust it
+                        shutil.rmtree(dest)
+                    shutil.copytree(rp.folder, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+                    folder = str(dest)
+                # a paper without code here (published figures) comes too: its snippets and results carry over
+                _release_paper_copy(rp, release=draft, folder=folder)
+                _snippets_copy(source=rp, release=draft)
+            draft.description += f" Started from {source.name}."
+            draft.save(update_fields=["description"])
+        release_pset_write(release=draft)
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)  # the rows roll back with the caller's transaction
+        raise
+    _touch(draft)
+    return draft
+
+
+def release_draft_rename(*, release: Release, name: str) -> Release:
+    """Name a draft (its slug, the folder on the workers, stays)."""
+    name = " ".join((name or "").split())[:100]
+    if not name:
+        raise ValidationError("give the release a name")
+    if release.frozen:
+        raise ValidationError(f"release {release.name} is published: its name is part of its citation")
+    if Release.objects.filter(name=name).exclude(pk=release.pk).exists():
+        raise ValidationError(f"a release is already named {name!r}")
+    release.name = name
+    release.save(update_fields=["name"])
+    release_pset_write(release=release)
+    return release
+
+
+def _succession_source() -> Release | None:
+    """What a new draft starts from: the default release if published, else the latest published one."""
+    published = Release.objects.filter(status=Release.PUBLISHED)
+    return (published.filter(is_default=True).first()
+            or published.order_by("-published_at", "-created_at").first())
+
+
 @transaction.atomic
-def release_draft_get_or_create(*, by: Any = None) -> Release:
-    """The draft of the next release; a new one carries the latest published release's papers forward."""
+def release_draft_get_or_create(*, by: Any = None, name: str = "") -> Release:
+    """The draft of the next release; a new one starts from the default release (all its papers)."""
     # only a draft made here: a draft loaded with import_pset follows its folder and would drop our papers
     draft = (Release.objects.select_for_update().filter(status=Release.DRAFT, description__startswith=_DRAFT_NOTE)
              .order_by("created_at").first())
     if draft is not None:
         return draft
-    today = timezone.now().date()
-    slug = _unique_slug(f"release-{today:%Y-%m-%d}")
-    draft = Release.objects.create(
-        name=f"Release {slug.removeprefix('release-')}", slug=slug, status=Release.DRAFT,
-        description=_DRAFT_NOTE,
-    )
-    previous = Release.objects.filter(status=Release.PUBLISHED).order_by("-published_at", "-created_at").first()
-    if previous is not None:
-        root = _release_root(draft)
-        for rp in previous.release_papers.select_related("paper"):
-            if not rp.folder or not Path(rp.folder).is_dir():
-                continue  # published figures without code cannot be re-scored
-            dest = root / rp.paper.paper_id
-            if not dest.exists():
-                shutil.copytree(rp.folder, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-            ReleasePaper.objects.create(
-                release=draft, paper=rp.paper, folder=str(dest), content_hash=rp.content_hash,
-                snippet_count=rp.snippet_count, total_weight=rp.total_weight, deterministic=rp.deterministic,
-                entry=rp.entry, environment=rp.environment,
-            )
-            _snippets_copy(source=rp, release=draft)
-        draft.description += f" Started from {previous.name}."
-        draft.save(update_fields=["description"])
-    release_pset_write(release=draft)
-    _touch(draft)
-    return draft
+    return release_draft_create(source=_succession_source(), name=name, by=by)
 
 
 def release_draft_paper_add(*, contribution: PaperContribution, by: Any) -> ReleasePaper:
@@ -257,7 +304,8 @@ def baseline_model_get_or_create(*, kind: str) -> LLMModel:
 
 
 def release_publish(*, release: Release, by: Any, make_default: bool = False) -> Release:
-    """Freeze a draft: hash its papers' files, mark it published, and queue the baselines."""
+    """Freeze a draft: hash its papers' files, mark it published, queue the baselines, and carry the
+    predecessor's public evaluations over (re-scored in the normal queue, or carried per snippet)."""
     with transaction.atomic():
         row = Release.objects.select_for_update().get(pk=release.pk)
         if row.frozen:
@@ -295,6 +343,11 @@ def release_publish(*, release: Release, by: Any, make_default: bool = False) ->
             evaluations.append(evaluation)
         paper_ids = [rp.paper.paper_id for rp in papers if rp.folder]
         transaction.on_commit(lambda: release_baselines_enqueue(evaluations=evaluations, paper_ids=paper_ids))
+        if row.predecessor_id:
+            # every public result of the predecessor comes along: re-scored (jobs queued on commit) or carried
+            from .succession import release_successor_populate
+
+            release_successor_populate(release=row, by=by)
     release.refresh_from_db()
     return release
 

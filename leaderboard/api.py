@@ -164,7 +164,8 @@ def api_view(func: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     return wrapper
 
 
-def _row_json(r: selectors.LeaderboardRow) -> dict[str, Any]:
+def _row_json(r: selectors.LeaderboardRow, *, previous: Release | None = None) -> dict[str, Any]:
+    """One row; with ``previous`` (the release's predecessor) the model's figure there too."""
     return {
         "tier": r.tier,
         "model": r.model_key,
@@ -187,6 +188,9 @@ def _row_json(r: selectors.LeaderboardRow) -> dict[str, Any]:
         "verified": r.verified,
         "source": r.source,
         "with_paper": r.with_paper,
+        "previous_release": previous.slug if previous is not None else None,
+        "previous_scaled_pass_rate": _r2(r.previous_scaled_pass_rate),
+        "succession": r.succession or None,  # "rescored" / "carried" from the previous release
     }
 
 
@@ -249,7 +253,8 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
             "total_weight": t.total_weight,
             "warning": t.warning or None,
             "messages": [],
-            "rows": [_row_json(r) for r in t.rows],
+            "previous_release": _release_json(t.previous_release) if t.previous_release else None,
+            "rows": [_row_json(r, previous=t.previous_release) for r in t.rows],
         }
 
     return _respond(

@@ -51,6 +51,8 @@ __all__ = [
     "release_memo_clear",
     "releases_list",
     "release_citation",
+    "release_succession",
+    "ReleaseSuccession",
     "leaderboard_params_parse",
     "leaderboard_rows",
     "paper_leaderboard",
@@ -130,6 +132,9 @@ class LeaderboardRow:
     evaluation_id: int
     with_paper: bool
     papers: int  # papers counted in this view
+    # the model's figure in the release this one succeeds (None: not there, or no predecessor)
+    previous_scaled_pass_rate: float | None = None
+    succession: str = ""  # "rescored" / "carried" from the predecessor, "" when scored here first
     cost_per_snippet: float | None = None  # USD, measured by the run card of the evaluation
 
 
@@ -149,6 +154,7 @@ class LeaderboardTable:
     messages: list[str] = field(default_factory=list)  # set by callers from leaderboard_params_parse
     organisations: list[str] = field(default_factory=list)  # every organisation (for filters)
     paper_dates: dict[str, dt.date | None] = field(default_factory=dict)  # first commit per paper of the release
+    previous_release: Release | None = None  # the predecessor whose figures the rows carry
 
 
 @dataclass
@@ -434,6 +440,42 @@ def release_get_recent(*, slug: str | None = None, max_age: float = RELEASE_MEMO
     return release
 
 
+@dataclass
+class ReleaseSuccession:
+    predecessor: Release | None
+    successors: list[Release]
+    changelog: list[dict[str, Any]]  # newest first
+    rescoring: list[dict[str, Any]]  # {"model", "name", "from_release", "status", "public"}
+    carried: list[dict[str, Any]]  # {"model", "name", "carried", "not_carried", "from_release"}
+    active: int  # re-scorings still queued or running
+
+
+def release_succession(*, release: Release) -> ReleaseSuccession:
+    """Where a release comes from and what came along: changelog, re-scoring progress, carried results."""
+    evaluations = list(
+        Evaluation.objects.filter(release=release).exclude(succession={}).select_related("model", "submission")
+        .defer(*_HEAVY).order_by("model__display_name", "id")
+    )
+    rescoring, carried = [], []
+    for ev in evaluations:
+        base = {"model": ev.model.key, "name": ev.model.display_name, "from_release": ev.succession.get("from_release")}
+        if ev.succession.get("mode") == "rescored":
+            # the page is cached until the evaluation changes: live counts are on the (uncached) queue page
+            submission = getattr(ev, "submission", None)
+            rescoring.append({**base, "status": submission.status if submission else "?", "public": ev.is_public})
+        else:
+            carried.append({**base, "carried": ev.succession.get("carried", 0),
+                            "not_carried": ev.succession.get("not_carried", 0)})
+    return ReleaseSuccession(
+        predecessor=release.predecessor if release.predecessor_id else None,
+        successors=list(release.successors.filter(status=Release.PUBLISHED).order_by("published_at")),
+        changelog=sorted(release.changelog or [], key=lambda e: e.get("at", ""), reverse=True),
+        rescoring=rescoring,
+        carried=carried,
+        active=sum(1 for r in rescoring if not r["public"] and r["status"] in ("queued", "running")),
+    )
+
+
 def release_citation(release: Release) -> str:
     """Citation text (BibTeX) for results of a release."""
     year = (release.release_date or (release.published_at or release.created_at).date()).year
@@ -645,9 +687,15 @@ def leaderboard_rows(
             continue
         ranked = _is_ranked(ev)
         rows.append(_row(ev, tier=tiers.get(m.key) if ranked else None, ranked=ranked, figures=figures.get(ev.id)))
+    previous = _previous_figures(release, with_paper=with_paper) if overall else {}
+    succession = {ev.model.key: (ev.succession or {}).get("mode", "") for ev in evaluations}
+    for row in rows:
+        row.previous_scaled_pass_rate = previous.get(row.model_key)
+        row.succession = succession[row.model_key]
     snippets = sum(release_papers[p].snippet_count for p in papers)
     total_weight = sum(release_papers[p].total_weight for p in papers)
     return LeaderboardTable(
+        previous_release=release.predecessor if release.predecessor_id else None,
         release=release,
         view=view,
         rows=_sort_rows(rows),
@@ -662,6 +710,16 @@ def leaderboard_rows(
         organisations=organisations,
         paper_dates=dict(sorted(paper_dates.items())),
     )
+
+
+def _previous_figures(release: Release, *, with_paper: bool) -> dict[str, float | None]:
+    """Each model's scaled pass rate in the release's predecessor (one query; none without one)."""
+    if not release.predecessor_id:
+        return {}
+    rows = (Evaluation.objects.filter(release_id=release.predecessor_id, is_public=True, hidden=False,
+                                      with_paper=with_paper)
+            .order_by("created_at", "id").values_list("model__key", "scaled_pass_rate"))
+    return dict(rows)  # the latest per model wins, as on the leaderboard
 
 
 def _release_paper(release: Release, paper_id: str) -> ReleasePaper:

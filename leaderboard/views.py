@@ -384,7 +384,7 @@ def release_detail(request: HttpRequest, slug: str) -> HttpResponse:
     reasons = {row["paper"]: row["reason"] for row in scorability.not_scorable}
     return _page(request, "leaderboard/release_detail.html", {
         "info": info, "papers": [(rp, reasons.get(rp.paper.paper_id, "")) for rp in papers], "permalink": permalink,
-        "scorability": scorability,
+        "scorability": scorability, "succession": selectors.release_succession(release=release),
     }, nav="releases", release=release)
 
 

@@ -22,7 +22,8 @@ from . import selectors, services
 from .forms import SubmissionMetaForm
 from .models import PredictionSubmission, Status
 
-__all__ = ["submissions_endpoint", "submission_endpoint", "submission_publish_endpoint", "submission_payload"]
+__all__ = ["submissions_endpoint", "submission_endpoint", "submission_publish_endpoint", "queue_endpoint",
+           "submission_payload"]
 
 _CHUNK = 1 << 20
 _TRUE = ("1", "true", "yes", "on")
@@ -226,6 +227,19 @@ def submission_endpoint(request: HttpRequest, pk: int) -> JsonResponse:
         submission=submission, user=user
     )
     return JsonResponse(submission_payload(request, submission, with_results=with_results))
+
+
+def queue_endpoint(request: HttpRequest) -> JsonResponse:
+    """GET /api/v1/queue: the queue page's rows (others' submissions anonymous)."""
+    if request.method != "GET":
+        return _error(405, "GET only")
+    user = _token_user(request) or request.user
+    overview = selectors.scoring_queue_overview(user=user)
+    for row in overview["rows"]:
+        row["queued_at"] = row["queued_at"].isoformat()
+    response = JsonResponse(overview)
+    response["Cache-Control"] = "no-cache"
+    return response
 
 
 @csrf_exempt  # token authentication only, as for uploads

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Q, QuerySet, Sum
 
 from leaderboard.models import Release, ReleasePaper, SnippetResult
 from leaderboard.services import MISSING
@@ -21,6 +21,7 @@ __all__ = [
     "submissions_for_review",
     "submission_progress",
     "submission_results",
+    "scoring_queue_overview",
     "submission_engine_flags",
     "submission_quota",
     "releases_open",
@@ -105,6 +106,68 @@ def submission_progress(*, submission: PredictionSubmission) -> dict:
         "active": submission.status in ACTIVE_STATUSES,
         "papers": papers,
     }
+
+
+#: finished jobs whose durations estimate the wait
+RECENT_JOBS = 50
+
+
+def scoring_queue_overview(*, user: Any = None) -> dict[str, Any]:
+    """Submissions waiting and running, in queue order, each with its position and an estimated wait.
+
+    The wait is the scoring jobs ahead of (and left in) a submission times the mean duration of
+    the last RECENT_JOBS finished jobs, divided by the jobs running now (the busy workers).
+    Submissions of others are anonymous; ``user``'s own carry their model name and id.
+    """
+    recent = list(
+        ScoringJob.objects.filter(status=Status.FINISHED, started_at__isnull=False, finished_at__isnull=False)
+        .order_by("-finished_at").values_list("started_at", "finished_at")[:RECENT_JOBS]
+    )
+    mean = (sum((end - start).total_seconds() for start, end in recent) / len(recent)) if recent else None
+    active_jobs = list(
+        ScoringJob.objects.filter(status__in=ACTIVE_STATUSES).exclude(submission__status=Status.CANCELLED)
+        .order_by("enqueued_at", "id").values_list("submission_id", "status")
+    )
+    running = sum(1 for _, status in active_jobs if status == Status.RUNNING)
+    workers = max(running, 1)
+    left: dict[int, int] = {}
+    last_index: dict[int, int] = {}
+    for index, (sub_id, _) in enumerate(active_jobs):
+        left[sub_id] = left.get(sub_id, 0) + 1
+        last_index[sub_id] = index
+    subs = {s.pk: s for s in PredictionSubmission.objects.filter(pk__in=left).select_related("release", "evaluation")}
+    done = dict(
+        SnippetResult.objects.filter(evaluation__submission__in=list(left)).values("evaluation__submission")
+        .annotate(n=Count("id")).values_list("evaluation__submission", "n")
+    )
+    totals = dict(
+        ScoringJob.objects.filter(submission__in=list(left)).values("submission")
+        .annotate(n=Sum("tasks_total")).values_list("submission", "n")
+    )
+    rows = []
+    for position, sub_id in enumerate(sorted(left, key=lambda s: last_index[s]), start=1):
+        sub = subs[sub_id]
+        jobs_until_done = last_index[sub_id] + 1  # every active job up to its own last one
+        mine = user is not None and user.is_authenticated and sub.user_id == user.pk
+        # re-scoring a public evaluation onto a new release is public; anybody else's upload is not
+        rescoring = bool(sub.evaluation and (sub.evaluation.succession or {}).get("mode") == "rescored")
+        rows.append({
+            "position": position,
+            "status": sub.status,
+            "release": sub.release.slug,
+            "jobs_left": left[sub_id],
+            "jobs_ahead": jobs_until_done - left[sub_id],
+            "wait_seconds": round(jobs_until_done * mean / workers) if mean is not None else None,
+            "queued_at": sub.created_at,
+            "done": done.get(sub_id, 0),
+            "total": totals.get(sub_id) or 0,
+            "mine": mine,
+            "rescoring": rescoring,
+            "id": sub.pk if mine else None,
+            "model_name": sub.model_name if mine or rescoring else "",
+        })
+    return {"rows": rows, "mean_job_seconds": round(mean, 1) if mean is not None else None,
+            "recent_jobs": len(recent), "running_jobs": running, "queued_jobs": len(active_jobs) - running}
 
 
 def submission_results(*, submission: PredictionSubmission) -> list[dict]:

@@ -71,6 +71,7 @@ __all__ = [
     "user_get_or_create",
     "prediction_submission_create",
     "scoring_job_run",
+    "scoring_jobs_create",
     "snippet_result_store",
     "submission_status_refresh",
     "submission_cancel",
@@ -236,6 +237,9 @@ def _quota_used(user: Any) -> int:
     since = _now() - dt.timedelta(days=1)
     return (
         PredictionSubmission.objects.filter(user=user, created_at__gte=since)
+        # re-scoring onto a new release is ours, not theirs (a subquery: a negated JSON key lookup
+        # would also drop every row whose succession has no "mode", i.e. all uploads)
+        .exclude(evaluation__in=Evaluation.objects.filter(succession__mode="rescored").values("pk"))
         .exclude(status__in=[Status.FAILED, Status.CANCELLED, Status.WAITING])
         .count()
     )
@@ -406,19 +410,28 @@ def prediction_submission_create(
             ],
             batch_size=500,
         )
-        per_paper: dict[int, int] = {}
-        for row in snippet_rows:
-            per_paper[row["paper_id"]] = per_paper.get(row["paper_id"], 0) + 1
-        # papers without their code here cannot be scored: the release page lists them with the reason
-        for release_paper in release.release_papers.exclude(folder="").select_related("paper"):
-            job = ScoringJob.objects.create(
-                submission=submission,
-                paper=release_paper.paper,
-                release_paper=release_paper,
-                tasks_total=per_paper.get(release_paper.paper_id, 0) * len(sample_ids),
-            )
-            _job_requeue(job, expect=Q(status=Status.QUEUED), note="submitted")
+        scoring_jobs_create(submission=submission, note="submitted")
     return submission, True
+
+
+def scoring_jobs_create(*, submission: PredictionSubmission, note: str) -> list[ScoringJob]:
+    """One scoring job per paper of the submission's release, pushed to the queue after commit."""
+    per_paper: dict[int, int] = {}
+    for paper_id in Snippet.objects.filter(release_id=submission.release_id).values_list("paper_id", flat=True):
+        per_paper[paper_id] = per_paper.get(paper_id, 0) + 1
+    samples = len(submission.sample_ids or [0])
+    jobs = []
+    # papers without their code here cannot be scored: the release page lists them with the reason
+    for release_paper in submission.release.release_papers.exclude(folder="").select_related("paper"):
+        job = ScoringJob.objects.create(
+            submission=submission,
+            paper=release_paper.paper,
+            release_paper=release_paper,
+            tasks_total=per_paper.get(release_paper.paper_id, 0) * samples,
+        )
+        _job_requeue(job, expect=Q(status=Status.QUEUED), note=note)
+        jobs.append(job)
+    return jobs
 
 
 # --------------------------------------------------------------------------------------------

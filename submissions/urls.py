@@ -11,6 +11,8 @@ urlpatterns = [
     path("submissions/<int:pk>/<slug:action>/", views.submission_action, name="submission_action"),
     path("review/submissions/", views.review_queue, name="review_queue"),
     path("staff/environments/", views.environments_page, name="environments"),
+    path("queue/", views.queue_page, name="queue"),
+    path("api/v1/queue", api.queue_endpoint, name="api_queue"),
     path("api/v1/submissions", api.submissions_endpoint, name="api_submissions"),
     path("api/v1/submissions/", api.submissions_endpoint),
     path("api/v1/submissions/<int:pk>", api.submission_endpoint, name="api_submission"),

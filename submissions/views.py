@@ -7,6 +7,7 @@ from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from leaderboard.selectors import evaluation_flags_pending
@@ -158,6 +159,24 @@ def submission_action(request: HttpRequest, pk: int, action: str) -> HttpRespons
         else:
             messages.success(request, done.format(pk=submission.pk))
     return redirect("submissions:submission_detail", pk=submission.pk)
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "unknown (no job has finished yet)"
+    if seconds < 60:
+        return "under a minute"
+    minutes = round(seconds / 60)
+    return f"about {minutes} min" if minutes < 90 else f"about {minutes / 60:.1f} h"
+
+
+@never_cache  # live figures, and rows of one's own: never from the page cache
+def queue_page(request: HttpRequest) -> HttpResponse:
+    """Public: the submissions waiting and running, each one's position and estimated wait."""
+    overview = selectors.scoring_queue_overview(user=request.user)
+    for row in overview["rows"]:
+        row["wait"] = _duration(row["wait_seconds"])
+    return render(request, "submissions/queue.html", {"nav": "queue", **overview})
 
 
 @login_required
