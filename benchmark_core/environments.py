@@ -137,7 +137,7 @@ class EnvironmentBuildError(RuntimeError):
 
 
 def venv_path(env: Environment, envs_dir: Path) -> Path:
-    return Path(envs_dir) / f"{env.name}-{env.key}"
+    return Path(envs_dir).absolute() / f"{env.name}-{env.key}"
 
 
 def venv_python(env: Environment, envs_dir: Path) -> Path | None:

@@ -215,7 +215,22 @@ def requirements_infer(folder: Path, *, python: str | None = None) -> list[str]:
 
 
 def requirements_for_paper(paper: PaperSpec, *, python: str | None = None, fallback=None) -> tuple[str, ...]:
-    """The paper's own requirements, else its problem set's, else ``fallback`` or the configured ones, else inferred."""
+    """The paper's named environment's pins, else its own requirements, else its problem set's, else
+    ``fallback`` or the configured ones, else inferred.
+
+    A curated environment outranks a paper's requirements file (in published sets that is often the
+    upstream repository's full training requirements); an unavailable one is SandboxUnavailable.
+    """
+    from ..environments import environment_get  # noqa: PLC0415
+
+    try:
+        env = environment_get(paper.environment)
+    except KeyError as exc:
+        raise SandboxUnavailable(str(exc.args[0])) from None
+    if env is not None:
+        if env.unavailable:
+            raise SandboxUnavailable(f"environment {env.name!r} is unavailable: {env.unavailable}")
+        return tuple(env.requirements)
     if paper.requirements:
         return tuple(paper.requirements)
     folder = Path(paper.folder)
@@ -692,6 +707,13 @@ class DockerSandbox(Sandbox):
                   ",".join(default_requirements())]
         return f"docker:{self.base}:{hashlib.sha256(chr(10).join(inputs).encode()).hexdigest()[:12]}"
 
+    def environment_id_for(self, paper: PaperSpec) -> str:
+        """The environment id of a paper that names an environment: its pins decide the image."""
+        from ..environments import environment_get  # noqa: PLC0415
+
+        env = environment_get(paper.environment)
+        return self.environment_id if env is None else f"{self.environment_id}:{env.name}:{env.key}"
+
     def work_mb(self, paper: PaperSpec) -> int:
         """Size of the /rcb tmpfs: the runs' copies of the paper plus their output."""
         return self.limits.tmpfs_mb + max(SPARE_PAPER_MB, _folder_mb(Path(paper.folder)) * (self.parallel + 2))
@@ -856,16 +878,30 @@ def main(argv: list[str] | None = None) -> int:
         sets: dict[tuple[str, ...], list[str]] = {tuple(_normalize(default_requirements())): ["(default)"]}
         for spec in args.requirements:
             sets.setdefault(tuple(_normalize(spec.split(","))), []).append("--requirements")
+        failed = 0
         for folder in args.psets:
             pset = load_problemset(Path(folder))
             for paper in pset.papers:
-                reqs = tuple(_normalize(requirements_for_paper(PaperSpec.from_paper(paper), python=args.python)))
+                try:
+                    reqs = tuple(_normalize(requirements_for_paper(PaperSpec.from_paper(paper), python=args.python)))
+                except SandboxUnavailable as exc:  # an unavailable environment: its papers are environment errors
+                    print(f"{paper.id}: {exc}")
+                    continue
                 sets.setdefault(reqs, []).append(paper.id)
         for reqs, users in sets.items():
-            tag = env_image_ensure(client, reqs, base=base)
+            try:
+                tag = env_image_ensure(client, reqs, base=base)
+            except SandboxUnavailable as exc:
+                # the other images still get built; these papers will be environment errors
+                failed += 1
+                print(f"FAILED: {', '.join(reqs)}  <- {', '.join(users)}\n{exc}", file=sys.stderr)
+                continue
             print(f"{tag}: {', '.join(reqs) or '(nothing)'}  <- {', '.join(users)}")
     except SandboxUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if failed:
+        print(f"{failed} image(s) could not be built", file=sys.stderr)
         return 1
     print(f"images ready in {time.monotonic() - started:.0f}s")
     return 0

@@ -299,18 +299,16 @@ def run_home_env(home: str) -> dict[str, str]:
 def _run_env(run: "Run", server: "Server") -> str:
     """Give the run its private home and undo what preloaded imports changed here; return the home.
 
-    A fresh interpreter would start from the server's environment and a temp dir of its own, with
-    no exit handler registered: os.environ is put back as it was before the preloads, the cached
-    ``tempfile.tempdir`` points at the home, and exit handlers the preloads registered (cleanups of
-    the server's own temp folders, which the run's uid may not remove) are dropped.
+    A fresh interpreter that imports the same modules gets a temp dir of its own and exit handlers
+    that clean up after *its* imports: here the cached ``tempfile.tempdir`` points at the home, and
+    exit handlers the preloads registered (cleanups of the server's own temp folders, which the
+    run's uid may not remove, as wandb's) are dropped. What the preloads put into os.environ stays:
+    the same imports in a fresh interpreter would put it there too.
     """
     import atexit
     import tempfile
 
     home = os.path.join(run.folder, "home")
-    if server.environ is not None:
-        os.environ.clear()
-        os.environ.update(server.environ)
     os.environ.update(run_home_env(home))
     if run.uid is not None:
         # the run's uid has no passwd entry: getpass.getuser() and friends read these first
@@ -504,7 +502,6 @@ class Server:
         self.out_fd = -1
         self.statuses: dict[int, int] = {}
         self.import_output: tuple[bytes, bytes] = (b"", b"")
-        self.environ: dict[str, str] | None = None  # os.environ before the preloads
         self.fresh_reason = "fresh_process" if self.fresh else ""
 
     # -- helpers
@@ -800,7 +797,6 @@ class Server:
         if not self.fresh:
             import threading
 
-            self.environ = dict(os.environ)
             threads = set(threading.enumerate())
             # what imports print (warnings, banners) a fresh run would print too: keep it to replay
             with _Capture() as captured:
