@@ -7,7 +7,8 @@ urlpatterns = [
     path("api/v1/", include("leaderboard.api_urls")),
     path("accounts/", include("accounts.urls")),
     path("accounts/", include("django.contrib.auth.urls")),  # login, logout, password reset
+    # the public pages first: they take the crowds, and Django tries patterns in order
+    path("", include("leaderboard.urls")),
     path("", include("submissions.urls")),
     path("", include("contributions.urls")),
-    path("", include("leaderboard.urls")),
 ]
