@@ -12,9 +12,10 @@ import json
 from typing import Any, Callable
 
 from django.core.cache import cache
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.utils.http import quote_etag
 from django.views.decorators.http import require_GET
+from django.views.defaults import page_not_found
 
 from . import csv as lb_csv
 from . import page_cache
@@ -22,6 +23,7 @@ from . import selectors
 from .models import Evaluation, LLMModel, Paper, Release, Snippet
 
 __all__ = [
+    "not_found",
     "ping",
     "releases",
     "leaderboard",
@@ -32,6 +34,7 @@ __all__ = [
     "error_categories",
     "paper_ablation",
     "contamination",
+    "evaluation_outputs",
 ]
 
 FORMATS = ("json", "csv")
@@ -57,6 +60,13 @@ def _error(status: int, message: str, messages: list[str] | None = None) -> Json
     if messages is not None:
         body["messages"] = messages
     return JsonResponse(body, status=status)
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """The site's 404: JSON under /api/ (a URL no route matches), the 404 page elsewhere."""
+    if request.path.startswith("/api/"):
+        return _error(404, f"no such API endpoint or object: {request.path[:200]}")
+    return page_not_found(request, exception)
 
 
 def _release_json(release: Release) -> dict[str, Any]:
@@ -191,6 +201,9 @@ def _row_json(r: selectors.LeaderboardRow, *, previous: Release | None = None) -
         "previous_release": previous.slug if previous is not None else None,
         "previous_scaled_pass_rate": _r2(r.previous_scaled_pass_rate),
         "succession": r.succession or None,  # "rescored" / "carried" from the previous release
+        # ranked on the release's scorable subset: the figures over the whole release (else None)
+        "full_scaled_pass_rate": _r2(r.full_scaled_pass_rate),
+        "full_pass_rate": _r2(r.full_pass_rate),
     }
 
 
@@ -253,6 +266,11 @@ def leaderboard(request: HttpRequest) -> HttpResponse:
             "total_weight": t.total_weight,
             "warning": t.warning or None,
             "messages": [],
+            # only part of the release can be scored here: "papers" is that subset, rows rank on it
+            "scorable_subset": t.scorable_subset,
+            "not_scorable": t.not_scorable,
+            "release_papers": t.release_papers,
+            "release_snippets": t.release_snippets,
             "previous_release": _release_json(t.previous_release) if t.previous_release else None,
             "rows": [_row_json(r, previous=t.previous_release) for r in t.rows],
         }
@@ -447,6 +465,22 @@ def paper_ablation(request: HttpRequest) -> HttpResponse:
         build_csv=lambda: lb_csv.ablation_csv(selectors.paper_ablation(release=release)),
         filename=f"paper-ablation-{release.slug}.csv",
     )
+
+
+@api_view
+def evaluation_outputs(request: HttpRequest, evaluation_id: int) -> HttpResponse:
+    """Raw outputs of a public evaluation (the owner's private ones too), one JSON object per line:
+    paper, file, snippet, sample, verdict, category, test output and the completion."""
+    _json_only(request)
+    ev = selectors.evaluation_visible(evaluation_id=evaluation_id, user=request.user)
+    header = {"evaluation": ev.pk, "model": ev.model.key, "release": ev.release.slug,
+              "release_hash": ev.release.content_hash, "with_paper": ev.with_paper, "source": ev.source}
+    lines = (json.dumps({**header, **row}, ensure_ascii=False) + "\n" for row in selectors.evaluation_outputs(evaluation=ev))
+    response = StreamingHttpResponse(lines, content_type="application/x-ndjson; charset=utf-8")
+    name = f"outputs-{ev.release.slug}-{ev.model.key.replace('/', '_')}-{ev.pk}.jsonl"
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    response["Cache-Control"] = "private, no-cache" if not ev.is_public else "public, max-age=0"
+    return response
 
 
 @api_view

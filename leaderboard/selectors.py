@@ -64,6 +64,8 @@ __all__ = [
     "paper_detail",
     "snippet_drilldown",
     "snippet_masked_view",
+    "evaluation_visible",
+    "evaluation_outputs",
     "cached",
     "release_version",
     "tiers_fingerprint",
@@ -136,6 +138,9 @@ class LeaderboardRow:
     previous_scaled_pass_rate: float | None = None
     succession: str = ""  # "rescored" / "carried" from the predecessor, "" when scored here first
     cost_per_snippet: float | None = None  # USD, measured by the run card of the evaluation
+    # when the table ranks on the scorable subset of a release: the figures over the whole release
+    full_scaled_pass_rate: float | None = None
+    full_pass_rate: float | None = None
 
 
 @dataclass
@@ -155,6 +160,12 @@ class LeaderboardTable:
     organisations: list[str] = field(default_factory=list)  # every organisation (for filters)
     paper_dates: dict[str, dt.date | None] = field(default_factory=dict)  # first commit per paper of the release
     previous_release: Release | None = None  # the predecessor whose figures the rows carry
+    # set when only part of the release can be scored on this site: every row is ranked on the
+    # papers in ``papers`` (the scorable ones), its whole-release figure kept beside it
+    scorable_subset: bool = False
+    not_scorable: list[dict[str, str]] = field(default_factory=list)  # [{"paper", "reason"}]
+    release_papers: int = 0  # papers of the whole release
+    release_snippets: int = 0
 
 
 @dataclass
@@ -229,6 +240,8 @@ class EvaluationCard:
     per_paper: dict[str, dict[str, float]]
     pass_at_k: dict
     computed_at: dt.datetime | None
+    run_date: dt.date | None = None  # the day of the run the results come from (imported ones)
+    succession: dict = field(default_factory=dict)  # how it came from the previous release
     run_card: dict = field(default_factory=dict)  # what `generate` recorded (benchmark_core.generate.card_public)
 
 
@@ -634,6 +647,10 @@ def leaderboard_rows(
     knowledge cutoff among ranked models) and inside [date_from, date_to]; figures, intervals and
     tiers come from the stored per-paper totals. Filters (open_weights, organisation) hide rows
     but do not change tiers. Rows that are baselines or miss snippets are shown but not ranked.
+    When only part of the release can be scored on this site (papers without their code, or whose
+    environment fails: release_scorability), both views keep to the scorable papers: every model,
+    published ones from their per-paper totals, is ranked on that subset (complete when it covers
+    the subset) and keeps its whole-release figure beside it (``full_*``).
     Raises ValueError for an unknown view. Queries: 2, whatever the number of models.
     """
     if view not in VIEWS:
@@ -643,14 +660,32 @@ def leaderboard_rows(
     }
     paper_dates = {pid: rp.paper.first_commit_date for pid, rp in release_papers.items()}
     overall = view == "overall"
+    scorability = _scorability(release_papers.values())
+    subset = scorability.partial
     evaluations = _latest_per_model(
-        _public_evaluations(release, with_paper=with_paper, light=True, keep=() if overall else ("paper_totals",))
+        _public_evaluations(release, with_paper=with_paper, light=True,
+                            keep=() if overall and not subset else ("paper_totals",))
     )
     organisations = sorted({ev.model.organisation for ev in evaluations if ev.model.organisation})
-    ranked_evs = [ev for ev in evaluations if _is_ranked(ev)]
+
+    def is_ranked(ev: Evaluation) -> bool:
+        if not subset:
+            return _is_ranked(ev)
+        # complete on the subset: results for as many snippets as the scorable papers have
+        return (not ev.model.baseline and ev.scaled_pass_rate is not None and not evaluation_flags_pending(ev)
+                and ev.snippets_covered >= scorability.snippets)
+
+    ranked_evs = [ev for ev in evaluations if is_ranked(ev)]
     warning = ""
 
-    if overall:
+    if subset and overall:
+        papers = scorability.scorable
+        intervals, tiers = scoring.bootstrap_table(
+            {ev.model.key: _totals(ev, papers) for ev in evaluations}, papers,
+            ranked={ev.model.key for ev in ranked_evs},
+        )
+        figures = {ev.id: _window_figures(ev, papers, release_papers, intervals.get(ev.model.key)) for ev in evaluations}
+    elif overall:
         papers = sorted(release_papers)
         # missing snippets count as failed, so every row is over all the release's papers
         figures = {ev.id: {"papers": len(papers)} for ev in evaluations}
@@ -668,6 +703,8 @@ def leaderboard_rows(
             dates = [ev.model.knowledge_cutoff_date for ev in ranked_evs if ev.model.knowledge_cutoff_date]
             cutoff = max(dates) if dates else None
         papers = _window_papers(paper_dates, cutoff=cutoff, date_from=date_from, date_to=date_to)
+        if subset:
+            papers = [p for p in papers if p in set(scorability.scorable)]
         intervals, tiers = scoring.bootstrap_table(
             {ev.model.key: _totals(ev, papers) for ev in evaluations}, papers,
             ranked={ev.model.key for ev in ranked_evs},
@@ -685,8 +722,10 @@ def leaderboard_rows(
             continue
         if organisation and m.organisation.lower() != organisation.lower():
             continue
-        ranked = _is_ranked(ev)
+        ranked = is_ranked(ev)
         rows.append(_row(ev, tier=tiers.get(m.key) if ranked else None, ranked=ranked, figures=figures.get(ev.id)))
+        if subset:
+            rows[-1].full_scaled_pass_rate, rows[-1].full_pass_rate = ev.scaled_pass_rate, ev.pass_rate
     previous = _previous_figures(release, with_paper=with_paper) if overall else {}
     succession = {ev.model.key: (ev.succession or {}).get("mode", "") for ev in evaluations}
     for row in rows:
@@ -709,6 +748,10 @@ def leaderboard_rows(
         warning=warning,
         organisations=organisations,
         paper_dates=dict(sorted(paper_dates.items())),
+        scorable_subset=subset,
+        not_scorable=scorability.not_scorable if subset else [],
+        release_papers=len(release_papers),
+        release_snippets=sum(rp.snippet_count for rp in release_papers.values()),
     )
 
 
@@ -885,6 +928,8 @@ def _card(ev: Evaluation) -> EvaluationCard:
         per_paper=ev.per_paper or {},
         pass_at_k=ev.pass_at_k or {},
         computed_at=ev.computed_at,
+        run_date=ev.run_date,
+        succession=ev.succession or {},
         run_card=ev.run_card or {},
     )
 
@@ -978,18 +1023,27 @@ def _snippet(release: Release, paper_id: str, snippet: str, file: str | None) ->
 
 
 def snippet_drilldown(
-    *, release: Release, paper_id: str, snippet: str, model_key: str, file: str | None = None, with_paper: bool = True
+    *, release: Release, paper_id: str, snippet: str, model_key: str, file: str | None = None, with_paper: bool = True,
+    evaluation: Evaluation | None = None,
 ) -> SnippetDrilldown:
     """One model's results on one snippet: per sample verdict, category, test output, completion and
     a unified diff against the reference code. Raises Snippet.DoesNotExist / LLMModel.DoesNotExist /
-    Evaluation.DoesNotExist (no public evaluation of that model on the release)."""
+    Evaluation.DoesNotExist (no public evaluation of that model on the release).
+
+    ``evaluation`` (one the caller may see, e.g. from evaluation_visible: an owner's private one)
+    replaces the model's latest public evaluation."""
     snip = _snippet(release, paper_id, snippet, file)
-    model = LLMModel.objects.get(key=model_key)
-    evs = _latest_per_model(
-        Evaluation.objects.filter(release=release, model=model, is_public=True, hidden=False, with_paper=with_paper)
-        .select_related("model")
-        .order_by("created_at", "id")
-    )
+    if evaluation is not None:
+        if evaluation.release_id != release.pk:
+            raise Evaluation.DoesNotExist(f"evaluation {evaluation.pk} is not on {release.name}")
+        model, evs = evaluation.model, [evaluation]
+    else:
+        model = LLMModel.objects.get(key=model_key)
+        evs = _latest_per_model(
+            Evaluation.objects.filter(release=release, model=model, is_public=True, hidden=False, with_paper=with_paper)
+            .select_related("model")
+            .order_by("created_at", "id")
+        )
     if not evs:
         raise Evaluation.DoesNotExist(f"no public evaluation of {model_key} on {release.name}")
     ev = evs[0]
@@ -1014,6 +1068,33 @@ def snippet_drilldown(
             }
         )
     return SnippetDrilldown(release=release, paper=snip.paper, snippet=snip, model=model, evaluation=ev, results=results)
+
+
+def evaluation_visible(*, evaluation_id: int, user: Any = None) -> Evaluation:
+    """A public, not hidden evaluation, or one of ``user``'s own (staff: any). Raises Evaluation.DoesNotExist."""
+    ev = Evaluation.objects.select_related("model", "release").defer(*_HEAVY).get(pk=evaluation_id)
+    if ev.is_public and not ev.hidden:
+        return ev
+    owner = getattr(getattr(ev, "submission", None), "user_id", None)
+    if user is not None and user.is_authenticated and (user.is_staff or (owner is not None and owner == user.pk)):
+        return ev
+    raise Evaluation.DoesNotExist(f"no public evaluation {evaluation_id}")
+
+
+def evaluation_outputs(*, evaluation: Evaluation) -> Iterable[dict[str, Any]]:
+    """Every stored result of an evaluation, one dict per snippet and sample, in release order (streamed)."""
+    rows = (
+        SnippetResult.objects.filter(evaluation=evaluation)
+        .order_by("snippet__paper__paper_id", "snippet__position", "snippet_id", "sample")
+        .values_list("snippet__paper__paper_id", "snippet__file", "snippet__name", "snippet__weight", "sample",
+                     "passed", "category", "exit_code", "seconds", "completion", "output_tail")
+    )
+    for paper, file, name, weight, sample, passed, category, exit_code, seconds, completion, output in rows.iterator(
+        chunk_size=500
+    ):
+        yield {"paper": paper, "file": file, "snippet": name, "weight": weight, "sample": sample, "passed": passed,
+               "category": category or None, "exit_code": exit_code, "seconds": seconds, "completion": completion,
+               "test_output": output}
 
 
 def snippet_masked_view(*, release: Release, paper_id: str, snippet: str, file: str | None = None) -> str | None:

@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from benchmark_core import scoring
+from benchmark_core.environments import environment_get
 from benchmark_core.problemset import Paper as CorePaper
 from benchmark_core.problemset import ProblemSet, paper_entry, paper_entry_write, validate_problemset
 from benchmark_core.scoring import SnippetOutcome, summarize
@@ -41,6 +42,8 @@ PUBLISHED_RELEASE_NAME = "v1.0 (published)"
 PUBLISHED_RELEASE_SLUG = "v1-0-published"
 PUBLISHED_RELEASE_DATE = dt.date(2025, 6, 1)  # FORMAT.md: the public release of June 2025
 PUBLISHED_HARNESS = "researchcodebench-db3d16d9"
+#: the day of the published run (the upstream results folder is named after it)
+PUBLISHED_RUN_DATE = dt.date(2025, 5, 12)
 STORED_N_BOOT = scoring.N_BOOT  # the same resamples as the CLI, so their intervals agree
 SUMMARY_MAX_CHARS = 50_000
 #: the category of a snippet without a prediction (benchmark_core.runner.missing_run)
@@ -289,7 +292,8 @@ def _load_papers_yaml(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def published_import(
-    *, path: str | Path, papers_yaml: str | Path | None = None, make_default: bool = True
+    *, path: str | Path, papers_yaml: str | Path | None = None, make_default: bool = True,
+    run_date: dt.date = PUBLISHED_RUN_DATE,
 ) -> PublishedImportResult:
     """Import a published overall_stats.json as release "v1.0 (published)"; idempotent.
 
@@ -362,7 +366,6 @@ def published_import(
                 with_paper=True,
                 defaults={
                     "is_public": True,
-                    "verified": True,
                     "samples": 1,
                     "decoding": {"strategy": "greedy", "samples": 1},
                     "prompt_version": "published",
@@ -389,6 +392,10 @@ def published_import(
                 SnippetResult.objects.bulk_create(rows, batch_size=2000)
                 ev.input_hash = content_hash
                 evaluation_aggregates_refresh(evaluation=ev, refresh_release=False)
+            if ev.verified or ev.run_date != run_date:
+                # imported, not re-run here (no completions): never "verified"; dated by the published run
+                ev.verified, ev.run_date = False, run_date
+                ev.save(update_fields=["verified", "run_date"])
             evaluations.append(ev)
         release_tiers_refresh(release=release)
         if make_default:
@@ -469,6 +476,16 @@ def _matching_published(pset: ProblemSet) -> Release | None:
         if have == names:
             return release
     return None
+
+
+def _environment_known(name: Any) -> dict[str, Any]:
+    """ReleasePaper fields for an environment known to be unavailable here (its papers cannot be
+    scored, whatever a job would find); {} otherwise: the first scoring job checks it."""
+    env = environment_get(str(name)) if name else None
+    if env is None or not env.unavailable:
+        return {}
+    return {"environment_ok": False, "environment_error": f"environment {env.name!r} is unavailable: {env.unavailable}",
+            "environment_checked_at": timezone.now()}
 
 
 def paper_copy_store(*, paper: CorePaper, root: Path, entry: dict[str, Any] | None = None) -> Path:
@@ -594,6 +611,7 @@ def pset_import(*, path: str | Path, release_name: str | None = None, status: st
                     "total_weight": sum(created[(c.file, c.name)].weight for c in snippets),
                     "entry": json.loads(json.dumps(entry, default=str)),
                     "environment": str(entry.get("environment") or ""),
+                    **_environment_known(entry.get("environment")),
                 },
             )
         if not attached:
@@ -775,7 +793,6 @@ def demo_load(
             source=Evaluation.BASELINE if model.baseline else Evaluation.DEMO,
             defaults={
                 "is_public": True,
-                "verified": True,
                 "decoding": {"note": note} if not model.baseline else {},
                 "prompt_version": PROMPT_VERSION,
                 "harness_version": HARNESS_VERSION,

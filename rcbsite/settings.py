@@ -164,6 +164,12 @@ RCB_PAGE_CACHE_SHARED_MAX_AGE = int(os.environ.get("RCB_PAGE_CACHE_SHARED_MAX_AG
 # Scoring engine
 RCB_SANDBOX_BACKEND = os.environ.get("RCB_SANDBOX_BACKEND", "auto")
 RCB_PYTHON = os.environ.get("RCB_PYTHON", "")
+# Named environments (benchmark_core/environments.py) for bwrap/local: the venvs built by
+# `python -m benchmark_core env build PSET --dir DIR`, and/or explicit NAME=PYTHON pairs (comma-separated).
+# A paper whose environment is neither runs in RCB_PYTHON; if its reference code fails there, its jobs wait
+# as environment errors (/staff/environments/).
+RCB_ENVS_DIR = os.environ.get("RCB_ENVS_DIR", str(VAR_DIR / "envs"))
+RCB_ENV_PYTHONS = os.environ.get("RCB_ENV_PYTHONS", "")
 RCB_PSET_ROOT = Path(os.environ.get("RCB_PSET_ROOT", VAR_DIR / "psets"))
 RCB_RUN_TIMEOUT = float(os.environ.get("RCB_RUN_TIMEOUT", "60"))
 

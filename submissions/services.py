@@ -484,9 +484,23 @@ def _job_requeue(job: ScoringJob, *, expect: Q, note: str) -> bool:
 # Running a job
 
 
+def sandbox_environment_options() -> dict[str, Any]:
+    """The sandbox options naming each environment's interpreter (settings RCB_ENVS_DIR, RCB_ENV_PYTHONS)."""
+    from benchmark_core.env_command import parse_env_pythons
+
+    options: dict[str, Any] = {}
+    if settings.RCB_ENVS_DIR:
+        options["envs_dir"] = str(settings.RCB_ENVS_DIR)
+    pairs = [p.strip() for p in str(settings.RCB_ENV_PYTHONS or "").split(",") if p.strip()]
+    if pairs:
+        options["pythons"] = parse_env_pythons(pairs)
+    return options
+
+
 def scoring_sandbox() -> Sandbox:
     """The configured sandbox; the local backend only when settings say the data is trusted."""
-    sandbox = get_sandbox(settings.RCB_SANDBOX_BACKEND, python=settings.RCB_PYTHON or None)
+    sandbox = get_sandbox(settings.RCB_SANDBOX_BACKEND, python=settings.RCB_PYTHON or None,
+                          **sandbox_environment_options())
     if sandbox.trusted_only and not settings.RCB_ALLOW_LOCAL_SANDBOX:
         sandbox.close()
         raise SandboxRefused(

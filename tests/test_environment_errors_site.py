@@ -153,3 +153,35 @@ def test_environment_error_waits_uses_no_quota_alerts_staff_and_recovers_after_r
     assert "passes" in client.get(reverse("submissions:environments")).content.decode()
     # now the quota counts the finished submissions
     assert submission_quota(user=user)["used"] == 2
+
+
+def test_a_named_environment_waits_until_the_site_is_given_its_interpreter(tmp_path, settings):
+    """RCB_ENV_PYTHONS (or RCB_ENVS_DIR): the interpreter of a paper's named environment. Without
+    it the paper runs in RCB_PYTHON, here a bare venv without NumPy: an environment error."""
+    root = _pset(tmp_path / "pset")
+    (root / "probe-env" / "paper2code_test.py").write_text(
+        TEST.replace(f"import {MODULE}", "import numpy").replace(f"{MODULE}.ANSWER", "int(numpy.int64(42))"),
+        encoding="utf-8")
+    entries = yaml.safe_load((root / "papers.yaml").read_text())
+    entries[0]["environment"] = "numpy"
+    (root / "papers.yaml").write_text(yaml.safe_dump(entries))
+    release = pset_import(path=root, release_name="Env named", status="published").release
+    assert ReleasePaper.objects.get(release=release).environment == "numpy"
+    settings.RCB_ENVS_DIR = str(tmp_path / "envs")  # nothing built there
+    settings.RCB_ENV_PYTHONS = ""
+    user = User.objects.create_user("ned", "ned@example.org", "pw-ned-123456!")
+    code = Snippet.objects.get(release=release).code
+    data = json.dumps({"paper": "probe-env", "snippet": "double it", "completion": f"```python\n{code}\n```"}).encode()
+    sub, _ = services.prediction_submission_create(user=user, release=release, data=data, model_name="Model N")
+    job = sub.jobs.get()
+    assert jobs.score_paper(job.pk, job.rq_job_id) == "environment"
+    job.refresh_from_db()
+    assert job.status == Status.ENVIRONMENT and "environment numpy" in job.error and "numpy" in job.error
+    # the operator names the environment's interpreter, then re-runs the waiting jobs
+    settings.RCB_ENV_PYTHONS = f"numpy={sys.executable}"
+    runner._REFERENCE.clear()
+    assert services.environment_jobs_requeue(paper_id="probe-env") == [job.pk]
+    job.refresh_from_db()
+    assert jobs.score_paper(job.pk, job.rq_job_id) == "done"
+    sub.refresh_from_db()
+    assert sub.status == Status.FINISHED and sub.evaluation.scaled_pass_rate == 100.0

@@ -167,3 +167,22 @@ def test_cli_submit_to_the_published_release_is_scored_by_a_worker_to_100_percen
         if worker is not None:
             process_group_kill(worker)
         redis.stop()
+
+
+@pytest.mark.django_db
+def test_a_paper_in_an_unavailable_environment_is_not_scorable_from_the_import(tmp_path):
+    pset = tmp_path / "pset"
+    shutil.copytree(SUBSET, pset)
+    import yaml
+
+    entries = yaml.safe_load((pset / "papers.yaml").read_text())
+    entries[0]["environment"] = "network"  # the test downloads a checkpoint: sandboxes have no network
+    (pset / "papers.yaml").write_text(yaml.safe_dump(entries))
+    call_command("import_published", str(UPSTREAM), stdout=io.StringIO())
+    call_command("import_pset", str(pset), stdout=io.StringIO())
+    from leaderboard.selectors import release_scorability
+
+    scorability = release_scorability(release=Release.objects.get(slug=PUBLISHED_RELEASE_SLUG))
+    assert scorability.scorable == ["Tanh-Init", "minp"]
+    reason = next(r["reason"] for r in scorability.not_scorable if r["paper"] == entries[0]["id"])
+    assert "network" in reason and "unavailable" in reason
