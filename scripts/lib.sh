@@ -45,6 +45,15 @@ ensure_venv() {
 # The settings every process of the site reads (rcbsite/envfile.py): .env's entries that are not
 # exported apply to the calling script too, and a generated DJANGO_SECRET_KEY is added to .env
 # unless one is set, so manage.py commands typed later in a shell need nothing exported.
+# Environments the tests score papers in (tests/data/env_pset names 'jax': jax, jaxlib, flax,
+# about 600 MB): built once as venvs under var/envs (RCB_TEST_ENVS_DIR), then reused by the hash of
+# their requirements. The tests would build them on first use; doing it here keeps that out of pytest.
+ensure_test_envs() {
+  local dir="${RCB_TEST_ENVS_DIR:-$ROOT/var/envs}"
+  log "building the tests' environments in $dir (reused when built)"
+  "$PY" -m benchmark_core env build "$ROOT/tests/data/env_pset" --dir "$dir" >/dev/null
+}
+
 prepare_settings() {
   eval "$("$PY" "$ROOT/rcbsite/envfile.py" shell)"
   export RCB_VAR_DIR="${RCB_VAR_DIR:-$ROOT/var}"
