@@ -3,6 +3,7 @@ their parts (account menu, messages, CSRF tokens, owner-only content), condition
 headers, and the Redis backend of production."""
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 import uuid
@@ -309,3 +310,48 @@ def test_hole_markers_in_user_text_are_inert(client, demo):
 def test_an_unknown_hole_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown page hole"):
         page_cache.hole_render(request=None, name="nope")
+
+
+# --------------------------------------------------------------------------- a submission, end to end
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+def test_a_submission_finishing_and_published_shows_on_the_next_request_of_every_page(client, settings, alice):
+    from submissions import jobs, services
+    from submissions.models import PredictionSubmission, Status
+    from submissions_support import demo_release_create, predictions_bytes
+
+    settings.RCB_SANDBOX_BACKEND = "bwrap"
+    settings.RQ_QUEUES = {name: {"URL": "redis://127.0.0.1:1/0"} for name in ("default", "scoring", "contributions")}
+    settings.RCB_HEARTBEAT_SECONDS = 3600
+    release = demo_release_create(papers=["rope"])
+    q = f"?release={release.slug}"
+    pages = {
+        "leaderboard": f"/leaderboard/{q}", "release leaderboard": f"/releases/{release.slug}/leaderboard/",
+        "per paper": f"/leaderboard/papers/{q}", "errors": f"/leaderboard/errors/{q}", "paper": f"/papers/rope/{q}",
+        "home": f"/{q}", "contamination": f"/leaderboard/contamination-safe/{q}",
+    }
+    visitor = Client()
+    for name, url in pages.items():  # a crowd has every page in the cache
+        assert visitor.get(url).status_code == 200, name
+        assert visitor.get(url).status_code == 200, name
+    releases_before = visitor.get("/releases/").content.decode()
+
+    token = services.api_token_create(user=alice, name="test")[1]
+    response = client.post(f"/api/v1/submissions?model_name=Launch-Day-Model", data=predictions_bytes(papers=["rope"]),
+                           content_type="application/x-ndjson", HTTP_AUTHORIZATION=f"Token {token}")
+    assert response.status_code in (200, 201, 202), response.content
+    sub = PredictionSubmission.objects.get(pk=response.json()["id"])
+    for job in sub.jobs.all():
+        jobs.score_paper(job.pk, job.rq_job_id)
+    sub.refresh_from_db()
+    assert sub.status == Status.FINISHED
+    for name, url in pages.items():  # finished, not yet published: nowhere
+        assert "Launch-Day-Model" not in visitor.get(url).content.decode(), name
+    client.force_login(alice)
+    assert client.post(reverse("submissions:submission_action", args=[sub.pk, "publish"])).status_code == 302
+    for name, url in pages.items():
+        if name in ("home", "contamination"):
+            continue  # they show the top models and a date window; the new one need not be there
+        assert "Launch-Day-Model" in visitor.get(url).content.decode(), name
+    assert visitor.get("/releases/").content.decode() != releases_before  # its model count
+    model_key = sub.evaluation.model.key
+    assert "Launch-Day-Model" in visitor.get(reverse("leaderboard:model", args=[model_key])).content.decode()
