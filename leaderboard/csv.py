@@ -22,7 +22,7 @@ __all__ = [
 LEADERBOARD_HEADER = [
     "tier", "model", "name", "organisation", "open_weights", "scaled_pass_rate", "ci95_low", "ci95_high",
     "pass_rate", "coverage", "snippets", "papers", "ranked", "knowledge_cutoff", "input_cost", "output_cost",
-    "samples", "baseline", "verified", "source",
+    "samples", "baseline", "verified", "source", "cost_per_snippet",
 ]
 
 
@@ -64,6 +64,8 @@ def leaderboard_table_csv(rows: Iterable[LeaderboardRow]) -> str:
                 r.tier, r.model_key, r.name, r.organisation, r.open_weights, r.scaled_pass_rate, r.ci_low, r.ci_high,
                 r.pass_rate, r.coverage, r.snippets, r.papers, r.ranked, r.knowledge_cutoff, r.input_cost,
                 r.output_cost, r.samples, r.baseline, r.verified, r.source,
+                # USD per snippet is often below the 4 decimals of other cells
+                None if r.cost_per_snippet is None else f"{r.cost_per_snippet:.8f}",
             ]
             for r in rows
         ),

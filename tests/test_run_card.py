@@ -121,6 +121,10 @@ def test_generate_from_the_site_release_submit_score_and_show_the_card(release, 
     rows = client.get(f"/api/v1/leaderboard?release={release.slug}").json()
     row = next(r for r in rows["rows"] if r["name"] == "Oracle")
     assert row["cost_per_snippet"] == pytest.approx(expected_cost / snippets)
+    csv_text = client.get(f"/api/v1/leaderboard?release={release.slug}&format=csv").content.decode()
+    header, *lines = csv_text.splitlines()
+    oracle = dict(zip(header.split(","), next(line for line in lines if ",Oracle," in line).split(",")))
+    assert float(oracle["cost_per_snippet"]) == pytest.approx(expected_cost / snippets)
 
 
 def test_a_bad_run_card_is_refused_and_nothing_is_stored(release, token, client):
