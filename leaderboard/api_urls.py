@@ -1,11 +1,12 @@
 """URLs of the read API, included under /api/v1/ by rcbsite/urls.py."""
 from django.urls import path
 
-from . import api
+from . import api, openapi
 
 app_name = "leaderboard_api"
 
 urlpatterns = [
+    path("openapi.json", openapi.openapi_json, name="openapi"),
     path("ping", api.ping, name="ping"),
     path("releases", api.releases, name="releases"),
     path("leaderboard", api.leaderboard, name="leaderboard"),
@@ -15,5 +16,6 @@ urlpatterns = [
     path("contamination", api.contamination, name="contamination"),
     path("papers/<str:paper_id>", api.paper_detail, name="paper"),
     path("papers/<str:paper_id>/leaderboard", api.paper_leaderboard, name="paper_leaderboard"),
+    path("evaluations/<int:evaluation_id>/outputs.jsonl", api.evaluation_outputs, name="evaluation_outputs"),
     path("models/<path:key>", api.model_detail, name="model"),
 ]

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 
-__all__ = ["SecurityHeadersMiddleware", "CONTENT_SECURITY_POLICY", "PERMISSIONS_POLICY"]
+__all__ = ["SecurityHeadersMiddleware", "NulRefusingMiddleware", "CONTENT_SECURITY_POLICY", "PERMISSIONS_POLICY"]
 
 # Everything the site runs or styles is a static file of our own; data reaches scripts through
 # <script type="application/json"> blocks, which the browser never executes. Plotly only changes
@@ -42,3 +42,20 @@ class SecurityHeadersMiddleware:
         response.headers.setdefault("Referrer-Policy", "same-origin")
         response.headers.setdefault("Cross-Origin-Opener-Policy", "same-origin")
         return response
+
+
+class NulRefusingMiddleware:
+    """Answer 400 to a URL whose path or query holds a NUL byte: no text column (PostgreSQL) can
+    hold one, so every lookup with it would fail; one check here instead of one per view."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if "\x00" in request.path or any("\x00" in key or any("\x00" in v for v in values)
+                                          for key, values in request.GET.lists()):
+            message = "the URL holds a NUL byte (%00), which no parameter may contain"
+            if request.path.startswith("/api/"):
+                return JsonResponse({"error": message, "messages": [message]}, status=400)
+            return HttpResponseBadRequest(message, content_type="text/plain; charset=utf-8")
+        return self.get_response(request)

@@ -56,6 +56,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "leaderboard.middleware.SecurityHeadersMiddleware",
+    "leaderboard.middleware.NulRefusingMiddleware",
 ]
 
 ROOT_URLCONF = "rcbsite.urls"

@@ -12,3 +12,6 @@ urlpatterns = [
     path("", include("submissions.urls")),
     path("", include("contributions.urls")),
 ]
+
+# under /api/ a URL that matches no route is answered in JSON, as every API error is
+handler404 = "leaderboard.api.not_found"

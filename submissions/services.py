@@ -911,7 +911,10 @@ def submission_publish(*, submission: PredictionSubmission, user: Any) -> str:
     if not _can_manage(submission, user):
         raise PermissionError("only the owner can publish this submission")
     with transaction.atomic():
-        sub = PredictionSubmission.objects.select_for_update().select_related("evaluation").get(pk=submission.pk)
+        # of=self: PostgreSQL refuses FOR UPDATE on the nullable side of the evaluation's outer join
+        sub = PredictionSubmission.objects.select_for_update(of=("self",)).select_related("evaluation").get(
+            pk=submission.pk
+        )
         if sub.status in ACTIVE_STATUSES and sub.evaluation is not None:
             sub.publish_when_finished = True
             sub.save(update_fields=["publish_when_finished"])

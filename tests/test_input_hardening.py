@@ -80,12 +80,6 @@ def _line(completion: str = "pass", **extra) -> dict:
         ({"top_p": "-infinity"}, "top_p", "number"),
         ({"max_tokens": "9" * 5000}, "max_tokens", "whole number"),
         ({"link": "javascript:alert(1)"}, "link", "valid URL"),
-        ({"model_name": "Evil\x00Model"}, "model_name", "Null characters"),
-        ({"organisation": "a\x00"}, "organisation", "Null characters"),
-        ({"notes": "\x00"}, "notes", "Null characters"),
-        ({"link": "https://example.org/\x00"}, "link", "Null characters"),
-        ({"release": "demo\x00"}, "release", "NUL byte"),
-        ({"file_name": "p\x00.jsonl"}, "file_name", "NUL byte"),
     ],
 )
 def test_api_refuses_bad_metadata_with_a_400_naming_the_field(client, release, token, params, field, words):
@@ -96,6 +90,43 @@ def test_api_refuses_bad_metadata_with_a_400_naming_the_field(client, release, t
     assert field in body["fields"] and words in " ".join(body["fields"][field]), body
     assert field in body["error"] and "nothing was stored" in body["error"]
     assert _stored() == before
+
+
+@pytest.mark.parametrize(
+    "field, value, words",
+    [
+        ("model_name", "Evil\x00Model", "Null characters"),
+        ("organisation", "a\x00", "Null characters"),
+        ("notes", "\x00", "Null characters"),
+        ("link", "https://example.org/\x00", "Null characters"),
+        ("knowledge_cutoff", "2024\x00", "Null characters"),
+        ("release", "demo\x00", "NUL byte"),
+    ],
+)
+def test_multipart_fields_with_a_nul_byte_are_refused(client, release, token, field, value, words):
+    upload = io.BytesIO(json.dumps(_line()).encode())
+    upload.name = "p.jsonl"
+    before = _stored()
+    resp = client.post("/api/v1/submissions", {"file": upload, "model_name": "M", "allow_partial": "1", field: value},
+                       HTTP_AUTHORIZATION=f"Token {token}")
+    assert resp.status_code == 400 and words in " ".join(resp.json()["fields"][field]), resp.content
+    assert _stored() == before
+
+
+def test_a_nul_byte_anywhere_in_a_url_is_a_400_not_a_database_error(client, release, token):
+    """PostgreSQL refuses NUL in text: every lookup with one would be a 500; the URL is refused first."""
+    for url in ("/api/v1/papers/rope%00", "/api/v1/models/x%00y", "/api/v1/leaderboard?release=demo%00",
+                "/api/v1/leaderboard?organisation=%00", "/api/v1/submissions/1?results=%00"):
+        resp = client.get(url, HTTP_AUTHORIZATION=f"Token {token}")
+        assert resp.status_code == 400 and "NUL byte" in resp.json()["error"], url
+    before = _stored()
+    resp = _post(client, token, json.dumps(_line()).encode(), model_name="Evil\x00Model", file_name="p\x00.jsonl")
+    assert resp.status_code == 400 and "NUL byte" in resp.json()["error"] and _stored() == before
+    for url in ("/papers/rope%00/", "/models/x%00/", "/leaderboard/?organisation=%00"):
+        assert client.get(url).status_code == 400, url
+    # a URL no API route matches is answered in JSON too
+    missing = client.get("/api/v1/no-such-endpoint")
+    assert missing.status_code == 404 and missing["Content-Type"] == "application/json" and missing.json()["error"]
 
 
 def test_a_link_of_ten_thousand_characters_is_not_stored_by_any_path(client, release, token, user):
