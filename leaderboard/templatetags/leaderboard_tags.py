@@ -53,6 +53,17 @@ def usd(value: Any) -> str:
 
 
 @register.filter
+def cutoff(value: Any) -> str:
+    """A knowledge cutoff as YYYY-MM or YYYY-MM-DD ('2024-7' -> '2024-07'); other text unchanged, none -> ''."""
+    text = "" if value is None else str(value).strip()
+    match = re.fullmatch(r"(\d{4})-(\d{1,2})(?:-(\d{1,2}))?", text)
+    if not match:
+        return text
+    year, month, day = match.groups()
+    return f"{year}-{int(month):02d}" + (f"-{int(day):02d}" if day else "")
+
+
+@register.filter
 def money(value: Any) -> str:
     if value is None or value == "":
         return "—"

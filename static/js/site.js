@@ -58,6 +58,20 @@
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", scrollToTodo);
   else scrollToTodo();
 
+  // the phone menu: one button folds the main navigation (CSS hides it on narrow screens under .js)
+  function menuToggle() {
+    var button = document.querySelector("button.nav-toggle");
+    var header = document.querySelector("header.site-header");
+    if (!button || !header) return;
+    button.hidden = false;
+    button.addEventListener("click", function () {
+      var open = header.classList.toggle("nav-open");
+      button.setAttribute("aria-expanded", open ? "true" : "false");
+    });
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", menuToggle);
+  else menuToggle();
+
   document.addEventListener("click", function (event) {
     var link = event.target.closest("table.sortable thead th[data-sort] a");
     if (!link) return;
