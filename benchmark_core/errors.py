@@ -21,6 +21,8 @@ CATEGORIES: tuple[str, ...] = (
     "missing",
     # the paper's environment failed (its reference code does not pass there): never the completion's fault
     "environment",
+    # the run tampered with the harness or its proof of run (benchmark_core/tamper.py, docs/sandboxes.md)
+    "tampering",
 )
 
 _BY_EXCEPTION = {
@@ -47,6 +49,7 @@ _PRIORITY = ("syntax", "import", "name", "attribute", "type", "index", "crash", 
 
 _TRACEBACK = "Traceback (most recent call last):"
 _EXC_LINE = re.compile(r"^(?P<qual>(?:[A-Za-z_][\w]*\.)*(?P<name>[A-Za-z_]\w*))(?::|$)")
+_NUL_SOURCE = re.compile(r"(?m)^(?:SyntaxError|ValueError): source code (?:string )?cannot contain null bytes")
 _MISMATCH = re.compile(r"(?i)\b(failed|mismatch|not (?:all)?close|not equal|differs?|wrong)\b")
 
 
@@ -97,6 +100,9 @@ def classify(
         # a shell or container runtime reports death by signal N as 128+N
         if not exception_names(stderr + "\n" + stdout):
             return "crash"
+    if _NUL_SOURCE.search(stderr + "\n" + stdout):
+        # a NUL byte in source: SyntaxError in newer CPython 3.11 releases, ValueError in older ones
+        return "syntax"
     names = exception_names(stderr) + exception_names(stdout)
     if names:
         cats = {_category_of(n) for n in names}

@@ -33,7 +33,7 @@ __all__ = [
     "HARNESS_VERSION",
 ]
 
-HARNESS_VERSION = "rcbhub-harness-1"
+HARNESS_VERSION = "rcbhub-harness-2"  # 2: authenticated proof, audit trail compared with the reference
 #: the published harness fails a run whose output holds any of these
 FAIL_MARKERS = ("Error:", "Exception:", "Traceback", "failed")
 OUTPUT_TAIL_CHARS = 4000
@@ -64,6 +64,8 @@ class TestRun:
     stdout: str = ""
     stderr: str = ""
     extra: dict = field(default_factory=dict)
+    #: ``tampering:*`` (the run failed for it), ``audit:*`` and ``ast:*`` slugs (benchmark_core/tamper.py)
+    flags: list[str] = field(default_factory=list)
 
     @property
     def output_tail(self) -> str:
@@ -109,8 +111,12 @@ def judge(task: Task, result: RunResult) -> TestRun:
     if passed and result.extra.get("proof") is False:
         # the backend saw the test end early or run fewer cases than the reference did
         passed = False
+    flags = [str(f) for f in result.extra.get("flags") or []]
+    tampered = any(f.startswith("tampering:") for f in flags)
     category = None
-    if not passed:
+    if tampered:
+        passed, category = False, "tampering"
+    elif not passed:
         category = classify(
             exit_code=result.exit_code,
             stdout=result.stdout,
@@ -119,7 +125,8 @@ def judge(task: Task, result: RunResult) -> TestRun:
             signal=result.signal,
             oom=result.oom,
         )
-        if result.extra.get("proof") is False and category == "other":
+        if result.extra.get("proof") is False and (
+                category == "other" or result.extra.get("proof_category") == "environment"):
             category = result.extra.get("proof_category", "other")
     return TestRun(
         paper=task.paper.id,
@@ -135,6 +142,7 @@ def judge(task: Task, result: RunResult) -> TestRun:
         stdout=result.stdout,
         stderr=result.stderr,
         extra={k: v for k, v in result.extra.items() if isinstance(v, (str, int, float, bool, type(None)))},
+        flags=sorted(set(flags)),
     )
 
 
@@ -190,8 +198,6 @@ def environment_name(paper: Paper | PaperSpec) -> str:
     return getattr(paper, "environment", None) or DEFAULT_ENVIRONMENT
 
 
-
-
 def reference_outcome(result: RunResult) -> dict:
     """What must repeat for a paper's reference run to count as deterministic."""
     return {
@@ -223,6 +229,8 @@ def reference_run(session: SandboxSession, paper: Paper, *, timeout: float, runs
             "tests_run": first["tests_run"],
             "deterministic": all(o == first for o in outcomes) if runs >= 2 else None,
             "passed": first["passed"],
+            # what the reference code did that a completion's run may do too (apply_proof)
+            "audit": results[0].extra.get("audit"),
         }
         lost = next((r.extra["sandbox_error"] for r in results if r.extra.get("sandbox_error")), None)
         if lost:
@@ -262,31 +270,53 @@ def environment_run(task: Task, *, environment: str, reason: str) -> TestRun:
     )
 
 
-
-
 def apply_proof(result: RunResult, reference: dict | None) -> None:
-    """Set ``result.extra["proof"]`` from the run's and the reference's completion and case count."""
+    """Set ``result.extra["proof"]`` and ``["flags"]`` from the run's authenticated proof and audit
+    trail against the reference run's (benchmark_core/tamper.py).
+
+    Fail closed: a backend that reports a proof (the warm runner) with no completed reference run
+    to compare it with never passes (its paper is an environment error, see ``_Sessions.problem``).
+    """
+    from .tamper import audit_verdict  # noqa: PLC0415
+
     if "completed" not in result.extra or "proof" in result.extra:
         return
+    audit = result.extra.get("audit")
+    passed_rule = not result.timed_out and published_verdict(result.exit_code, result.stdout, result.stderr)
+    reason = None
     if reference is None or reference.get("completed") is not True:
-        return  # the reference itself never completes: there is nothing to compare with
-    expected = int(reference.get("tests_run") or 0)
-    completed = result.extra.get("completed") is True
-    ran = int(result.extra.get("tests_run") or 0)
-    result.extra["expected_tests"] = expected
-    if not completed:
         result.extra["proof"] = False
-        result.extra["proof_category"] = "crash"
-        reason = "the test script did not run to completion (it exited early or was cut short)"
-    elif ran < expected:
+        result.extra["proof_category"] = "environment"
+        reason = "the paper's reference run did not complete here, so no run of it can be proven"
+    tampering, flags, why = audit_verdict(audit, (reference or {}).get("audit")) if audit is not None else ([], [], {})
+    if audit is not None and passed_rule and not audit.get("authentic"):
+        # passed by its output, yet no authenticated final line: the run left the harness early
+        tampering.append("tampering:no-proof")
+        why["tampering:no-proof"] = ["the output says OK but the proof of completion is missing"]
+    result.extra["flags"] = sorted(set(result.extra.get("flags") or []) | set(tampering) | set(flags))
+    if tampering:
         result.extra["proof"] = False
-        result.extra["proof_category"] = "other"
-        reason = f"the test ran {ran} test case(s), the reference code runs {expected}"
-    else:
-        result.extra["proof"] = True
-        return
+        result.extra["proof_category"] = "tampering"
+        result.extra["tampering"] = "; ".join(f"{f} ({', '.join(why.get(f, []))})" for f in sorted(set(tampering)))
+        reason = f"tampering: {result.extra['tampering']}"
+    if reason is None:
+        expected = int(reference.get("tests_run") or 0)  # type: ignore[union-attr]
+        completed = result.extra.get("completed") is True
+        ran = int(result.extra.get("tests_run") or 0)
+        result.extra["expected_tests"] = expected
+        if not completed:
+            result.extra["proof"] = False
+            result.extra["proof_category"] = "crash"
+            reason = "the test script did not run to completion (it exited early or was cut short)"
+        elif ran < expected:
+            result.extra["proof"] = False
+            result.extra["proof_category"] = "other"
+            reason = f"the test ran {ran} test case(s), the reference code runs {expected}"
+        else:
+            result.extra["proof"] = True
+            return
     result.extra["proof_reason"] = reason
-    if not result.timed_out and published_verdict(result.exit_code, result.stdout, result.stderr):
+    if passed_rule or tampering:
         result.stderr = (result.stderr.rstrip("\n") + f"\n[harness] not passed: {reason}\n").lstrip("\n")
 
 
@@ -294,14 +324,21 @@ def run_task(session: SandboxSession, task: Task, *, timeout: float) -> TestRun:
     """Run one task in an open session of its paper."""
     if task.code is None:
         return missing_run(task)
+    from .tamper import completion_flags  # noqa: PLC0415
+
     text = build_file(task.paper, task.snippet, task.code)
     result = session.run({task.snippet.file: text}, timeout=timeout)
-    # the backend reported its proof (the warm runner does); it only matters for a run that passes
-    # the published rule, so only such a run waits for the paper's reference run
-    if "completed" in result.extra and not result.timed_out and published_verdict(
-        result.exit_code, result.stdout, result.stderr
-    ):
-        apply_proof(result, reference_run(session, task.paper, timeout=timeout))
+    result.extra["flags"] = completion_flags("\n".join(task.code))
+    # the backend reported its proof and audit trail (the warm runner does): every run is compared
+    # with the paper's reference run (a failing one too: tampering is named whatever the outcome)
+    if "completed" in result.extra:
+        try:
+            reference = reference_run(session, task.paper, timeout=timeout)
+        except Exception:  # noqa: BLE001 - no reference outcome: fail closed
+            reference = None
+        if reference is not None and reference.get("sandbox_error"):
+            reference = None
+        apply_proof(result, reference)
     return judge(task, result)
 
 
@@ -525,7 +562,6 @@ def run_tasks(
                 return index, environment_run(task, environment=environment_name(task.paper), reason=problem)
             assert session is not None
             run = run_task(session, task, timeout=paper_timeout)
-
             if cache is not None and keys[index] and deterministic(task, session, paper_timeout):
                 stored = asdict(run)
                 stored["extra"] = dict(run.extra)

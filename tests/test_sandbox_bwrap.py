@@ -82,7 +82,8 @@ def test_fresh_process_papers_use_a_fresh_interpreter(bwrap):
     with bwrap.open(spec) as session:
         assert session.ready["fresh"] is True
         result = session.run({}, timeout=60)
-        assert result.exit_code == 0 and result.extra == {"completed": True, "tests_run": 2}
+        assert result.exit_code == 0 and (result.extra["completed"], result.extra["tests_run"]) == (True, 2)
+        assert result.extra["audit"]["authentic"] is True
 
 
 def test_memory_limit_applies(bwrap):
@@ -125,4 +126,5 @@ def test_multiprocessing_works_like_in_a_fresh_process(bwrap, tmp_path):
     with bwrap.open(PaperSpec(id="mp", folder=paper)) as session:
         result = session.run({}, timeout=60)
     assert result.exit_code == 0, result.stderr
-    assert result.extra == {"completed": True, "tests_run": 2}
+    assert (result.extra["completed"], result.extra["tests_run"]) == (True, 2)
+    assert result.extra["audit"]["authentic"] is True and result.extra["audit"]["forged"] == 0

@@ -36,13 +36,75 @@ def test_fewer_cases_than_the_reference_fail():
     assert "ran 1 test case(s), the reference code runs 2" in result.stderr
 
 
-def test_no_comparison_when_the_reference_itself_never_completes():
-    result = _result(False, 0)
-    apply_proof(result, {"completed": False, "tests_run": 0})
-    assert "proof" not in result.extra
+def test_a_reference_that_never_completes_fails_closed():
+    for reference in ({"completed": False, "tests_run": 0}, None):
+        result = _result(True, 2)
+        apply_proof(result, reference)
+        assert result.extra["proof"] is False and result.extra["proof_category"] == "environment"
+        assert "[harness] not passed" in result.stderr
+
+
+AUDIT = {"authentic": True, "forged": 0, "skipped": 0, "snapshots": {"__main__": "aa"}, "events": [
+    {"event": "object.__getattr__", "detail": "tb_frame", "caller": "runner", "paper": False, "count": 7}]}
+
+
+def _audited(**changes) -> RunResult:
+    result = _result(True, 2)
+    result.extra["audit"] = {**AUDIT, **changes}
+    return result
+
+
+def test_an_audit_trail_like_the_reference_passes_unflagged():
+    result = _audited()
+    apply_proof(result, {**REFERENCE, "audit": AUDIT})
+    assert result.extra["proof"] is True and result.extra["flags"] == []
+
+
+def test_a_forged_line_is_tampering():
+    result = _audited(forged=1)
+    apply_proof(result, {**REFERENCE, "audit": AUDIT})
+    assert result.extra["proof"] is False and result.extra["proof_category"] == "tampering"
+    assert "tampering:forged-proof" in result.extra["flags"]
+
+
+def test_an_unauthenticated_pass_is_tampering():
+    result = _audited(authentic=False)
+    apply_proof(result, {**REFERENCE, "audit": AUDIT})
+    assert "tampering:no-proof" in result.extra["flags"]
+
+
+def test_new_events_fail_or_flag_by_kind():
+    gc_event = {"event": "gc.get_objects", "detail": "", "caller": "paper", "paper": True, "count": 1}
+    thread = {"event": "_thread.start_new_thread", "detail": "", "caller": "paper", "paper": True, "count": 1}
+    result = _audited(events=AUDIT["events"] + [thread])
+    apply_proof(result, {**REFERENCE, "audit": AUDIT})
+    assert result.extra["proof"] is True and result.extra["flags"] == ["audit:thread"]
+    result = _audited(events=AUDIT["events"] + [gc_event])
+    apply_proof(result, {**REFERENCE, "audit": AUDIT})
+    assert result.extra["proof"] is False and result.extra["flags"] == ["tampering:gc"]
+    # what the reference run did itself is allowed
+    result = _audited(events=AUDIT["events"] + [gc_event])
+    apply_proof(result, {**REFERENCE, "audit": {**AUDIT, "events": AUDIT["events"] + [gc_event]}})
+    assert result.extra["proof"] is True and result.extra["flags"] == []
+
+
+def test_a_ref_module_unlike_the_reference_is_tampering():
+    result = _audited(snapshots={"__main__": "bb"})
+    apply_proof(result, {**REFERENCE, "audit": AUDIT})
+    assert result.extra["flags"] == ["tampering:snapshot"]
 
 
 def test_backends_without_proof_are_left_alone():
     result = RunResult(exit_code=0, signal=None, timed_out=False, stdout="", stderr=OK, seconds=0.1)
     apply_proof(result, REFERENCE)
     assert result.extra == {}
+
+
+def test_ast_flags_see_through_built_names():
+    from benchmark_core.tamper import completion_flags
+
+    flags = completion_flags('m = __import__("unit" + "test")\nsetattr(m.TestCase, "run" + "", None)\n'
+                             'getattr(obj, name)\nf.__globals__["x"] = 1\nimport os\nos.dup2(1, 200)\nreturn 1')
+    assert {"ast:dynamic-import", "ast:dynamic-getattr", "ast:dynamic-setattr", "ast:dunder:__globals__",
+            "ast:import:os", "ast:os-call:dup2"} <= set(flags)
+    assert completion_flags("    out = np.exp(x)\n    return out / out.sum()") == []

@@ -260,7 +260,8 @@ class BwrapSandbox(Sandbox):
 class WarmClient:
     """Talks the warm runner's JSON-lines protocol over a process's stdin/stdout; thread-safe."""
 
-    def __init__(self, argv: list[str], *, env: Mapping[str, str], ready_timeout: float = READY_TIMEOUT):
+    def __init__(self, argv: list[str], *, env: Mapping[str, str], ready_timeout: float = READY_TIMEOUT,
+                 pass_fds: tuple[int, ...] = ()):
         self.argv = argv
         # bwrap's --die-with-parent fires when the *thread* that started it ends: start it from a
         # thread that lives exactly as long as the process (sessions are opened from pool threads)
@@ -271,7 +272,7 @@ class WarmClient:
             try:
                 box.append(subprocess.Popen(
                     argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env),
-                    start_new_session=True, close_fds=True,
+                    start_new_session=True, close_fds=True, pass_fds=pass_fds,
                 ))
             except OSError as exc:
                 box.append(exc)
@@ -387,6 +388,9 @@ def result_from_message(msg: dict[str, Any] | None, *, seconds: float, why: str)
     extra: dict[str, Any] = {
         "completed": bool(proof.get("completed")),
         "tests_run": int(proof.get("tests_run") or 0),
+        # what the run's audit hook reported (runner.apply_proof compares it with the reference run)
+        "audit": {k: proof.get(k) for k in ("authentic", "forged", "forged_sample", "skipped", "events",
+                                            "snapshots", "overflow", "channel_lost") if k in proof},
     }
     if msg.get("error"):
         extra["sandbox_error"] = str(msg["error"])[:500]
@@ -417,7 +421,17 @@ class BwrapSession(SandboxSession):
     def _start(self) -> WarmClient:
         sandbox: BwrapSandbox = self.sandbox  # type: ignore[assignment]
         env = child_env(f"{INSIDE}/runs")
-        self.client = WarmClient(sandbox.command(self.paper), env=env)
+        # no user namespaces inside (docker's seccomp profile refuses them too): a seccomp filter,
+        # since the root mode's runner has no user namespace of its own for --disable-userns
+        filter_fd = seccomp_filter_fd()
+        argv = sandbox.command(self.paper)
+        if filter_fd is not None:
+            argv[1:1] = ["--seccomp", str(filter_fd)]
+        try:
+            self.client = WarmClient(argv, env=env, pass_fds=() if filter_fd is None else (filter_fd,))
+        finally:
+            if filter_fd is not None:
+                os.close(filter_fd)
         return self.client
 
     @property

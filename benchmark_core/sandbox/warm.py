@@ -56,6 +56,8 @@ import traceback
 
 PROTOCOL = 1
 KEEP_RESULTS = 64
+RUN_NICE = 10  # niceness of every run (the runner stays at 0)
+PROOF_BYTES = 4 << 20  # what is kept of a run's proof pipe (stacks of a few hundred audited events)
 DRAIN_SECONDS = 2.0
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _IGNORED = ("__pycache__", ".git", ".ipynb_checkpoints")
@@ -168,37 +170,414 @@ def _exit_code(exc: SystemExit) -> int:
     return 1
 
 
-def _legit_exit(exc: SystemExit, script: str) -> bool:
-    """A SystemExit counts as completion only when raised by unittest or the test script itself."""
-    tb = exc.__traceback__
-    last = None
-    while tb is not None:
-        last = tb.tb_frame
-        tb = tb.tb_next
-    if last is None:
-        return False
-    filename = os.path.realpath(last.f_code.co_filename)
-    if filename == os.path.realpath(script):
-        return True
-    parts = filename.replace("\\", "/").split("/")
-    return len(parts) >= 2 and parts[-2] == "unittest" and parts[-1] == "main.py"
+# --------------------------------------------------------------------------- proof channel, audit hook
+# The test runs in this process together with the completion, so everything here is readable and
+# writable by hostile code. What it cannot do without an audited action (PEP 578 hooks cannot be
+# removed) is reach the per-run key: it lives only in launch()'s frame and in the hook's closure,
+# and frames, gc walks, ctypes and /proc/self/mem are all audited. The hook reports such actions
+# on the proof pipe *before* they proceed; every line it writes carries a MAC with that key, so the
+# supervisor tells the harness's lines from anything the completion writes there.
+# docs/sandboxes.md ("Proof of run") has the threat model.
+
+#: exit code of a run whose audit hook could not report (its proof pipe was closed or replaced)
+PROOF_EXIT = 86
+#: protected modules whose attributes a completion must not change (plus every ``*_ref`` module
+#: and the test script's ``__main__``)
+PROTECTED_MODULES = (
+    "builtins", "unittest", "unittest.case", "unittest.result", "unittest.runner", "unittest.main",
+    "unittest.suite", "unittest.loader", "unittest.util", "unittest.signals", "numpy", "numpy.testing",
+    "numpy.testing._private.utils", "torch", "torch.testing", "torch.testing._comparison", "threading", "_thread",
+)
+#: classes whose special attributes a completion must not write (their plain attributes are compared
+#: at every checkpoint); the libraries' own classes set theirs while importing
+_PROTECTED_PREFIXES = ("unittest", "numpy.testing", "torch.testing", "builtins", "__main__")
+#: audit events reported as they are, with the stack that raised them
+_AUDITED = frozenset((
+    "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty", "os.system", "subprocess.Popen",
+    "pty.spawn", "os.kill", "os.killpg", "signal.pthread_kill", "sys._getframe", "sys._current_frames",
+    "sys._current_exceptions", "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys.settrace",
+    "sys.setprofile", "sys.addaudithook", "_thread.start_new_thread", "object.__setattr__",
+    "object.__delattr__", "object.__getattr__", "open", "os.listdir", "os.scandir", "import",
+    "code.__new__", "compile", "rcb.thread", "rcb.test", "rcb.checkpoint", "rcb.modattr",
+))
+_FRAME_ATTRS = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame"))
+_WATCHED_IMPORTS = frozenset(("ctypes", "_ctypes", "_posixsubprocess", "pty"))
+_STACK_LIMIT = 20000  # distinct events remembered (so that each is reported once)
+
+
+def proof_mac(key: bytes, body: bytes) -> bytes:
+    """The MAC of one proof line (keyed BLAKE2b, C code the completion cannot patch)."""
+    import _blake2
+
+    return _blake2.blake2b(body, key=key, digest_size=16).hexdigest().encode()
+
+
+class _WatchedModule(__import__("types").ModuleType):
+    """A protected module's class during a run: attribute writes are reported before they happen."""
+
+    def __setattr__(self, name, value, _audit=sys.audit):
+        _audit("rcb.modattr", self.__name__, name)
+        super().__setattr__(name, value)
+
+    def __delattr__(self, name, _audit=sys.audit):
+        _audit("rcb.modattr", self.__name__, name)
+        super().__delattr__(name)
+
+
+def _install_audit(fd: int, key: bytes, script: str):
+    """Install the run's audit hook writing to ``fd``; return the checkpoint emitter for launch()."""
+    import _blake2
+    import _thread
+    import faulthandler
+    import signal as _signal
+    import types
+
+    write, fstat, exit_, dump, getpid = os.write, os.fstat, os._exit, faulthandler.dump_traceback, os.getpid
+    pipe, read, close = os.pipe, os.read, os.close
+    runner = os.path.abspath(__file__)
+    blake = _blake2.blake2b
+    modules = sys.modules
+    tstr, ttype, tint, tbytes, tlen, sorted_, issub = str, type, int, bytes, len, sorted, issubclass
+    list_, callable_, memview = list, callable, memoryview
+    # every global this hook needs, bound now: later rebinding of warm.py's globals (reachable from
+    # the wrappers installed into unittest) must not change it
+    audited, frame_attrs, watched_imports = _AUDITED, _FRAME_ATTRS, _WATCHED_IMPORTS
+    protected, prefixes, proof_exit, stack_limit = PROTECTED_MODULES, _PROTECTED_PREFIXES, PROOF_EXIT, _STACK_LIMIT
+    watched_class = _WatchedModule
+    trusted_roots = tuple(sorted({p for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, runner) if p}))
+    type_mod = type.__dict__["__module__"].__get__
+
+    def safe_mod(cls) -> str:
+        try:
+            mod = type_mod(cls)
+        except Exception:  # noqa: BLE001 - a heap type without __module__
+            return "?"
+        return mod if ttype(mod) is tstr else "?"
+    type_qual = type.__dict__["__qualname__"].__get__
+    module_dict = types.ModuleType.__dict__["__dict__"].__get__
+    ModuleType, FunctionType = types.ModuleType, types.FunctionType
+    getsignal, default_int = _signal.getsignal, _signal.default_int_handler
+    signals = [s for s in _signal.valid_signals() if s not in (_signal.SIGKILL, _signal.SIGSTOP)]
+    st = fstat(fd)
+    channel = (st.st_dev, st.st_ino)
+    lock = _thread.RLock()
+    state = {"handlers": set()}
+    sent: set = set()  # events already reported, with their origin
+    base: dict = {}  # module name -> (module, {attr: (value, code)})
+    classes: dict = {}  # protected class -> (label, {attr: (value, code)})
+    class_dict = type.__dict__["__dict__"].__get__
+    import unittest
+    unittest_classes = [c for c in (unittest.TestCase, unittest.TestResult, unittest.TextTestResult,
+                                    unittest.TextTestRunner, unittest.TestSuite, unittest.TestLoader,
+                                    unittest.TestProgram, unittest.FunctionTestCase) if issub(ttype(c), type)]
+    #: attributes classes gain on their own while tests run (caches, abc registries)
+    benign_new = frozenset(("_abc_impl", "__abstractmethods__", "_is_protocol", "__parameters__",
+                            "_longMessage", "__orig_bases__"))
+
+    def put(data: bytes) -> None:
+        view = memview(data)
+        while view:
+            view = view[write(fd, view):]
+
+    def stack_origin() -> tuple:
+        """(innermost file outside the runner, whether untrusted code is on the stack) of this thread."""
+        r, w = pipe()
+        try:
+            dump(w, all_threads=False)
+            close(w)
+            w = -1
+            chunks = []
+            while True:
+                chunk = read(r, 65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        finally:
+            close(r)
+            if w >= 0:
+                close(w)
+        caller, untrusted, importing = "", False, False
+        for line in b"".join(chunks).decode("utf-8", "replace").split("\n"):
+            start = line.find('File "')
+            end = line.rfind('", line ')
+            if start < 0 or end <= start:
+                continue
+            path = line[start + 6:end]
+            if path == runner:
+                continue
+            if not caller:
+                caller = path
+            if path.startswith("<frozen importlib") and not untrusted:
+                importing = True  # a library's own import-time code, below any untrusted frame
+            if not (path.startswith(trusted_roots) or path.startswith("<frozen ") or path == script):
+                untrusted = True
+        return caller or "?", ("P" if untrusted else "") + ("I" if importing else "") or "-"
+
+    def emit(*fields: str, stack: bool = False) -> None:
+        try:
+            parts = [f.replace("\t", " ").replace("\n", " ")[:400] for f in fields]
+            if stack:
+                caller, origin = stack_origin()
+                parts += [caller[:400], origin]
+                key_ = tuple(parts)
+                if key_ in sent:
+                    return  # reported once already: the supervisor compares kinds, not counts
+                if tlen(sent) < stack_limit:
+                    sent.add(key_)
+            data = "\t".join(parts).encode("utf-8", "backslashreplace")
+            # one write of less than PIPE_BUF: atomic, whatever other threads or forked children write
+            line = data + b"\t" + blake(data, key=key, digest_size=16).hexdigest().encode() + b"\n"
+            with lock:
+                now = fstat(fd)
+                if (now.st_dev, now.st_ino) != channel:
+                    exit_(proof_exit)
+                put(line)
+                now = fstat(fd)
+                if (now.st_dev, now.st_ino) != channel:
+                    exit_(proof_exit)
+        except BaseException:  # noqa: BLE001 - a report that cannot be made ends the run
+            exit_(proof_exit)
+
+    def text(value) -> str:
+        if ttype(value) is tstr:
+            return value[:200]
+        if ttype(value) is tbytes:
+            return value[:200].decode("utf-8", "backslashreplace")
+        if ttype(value) is tint:
+            return "fd:" + tstr(value)
+        return "?"
+
+    def snapshot_value(value):
+        code = value.__code__ if ttype(value) is FunctionType else None
+        return value, code
+
+    def describe(value) -> str:
+        kind = ttype(value)
+        if kind is FunctionType:
+            return "f:" + text(value.__qualname__) + "@" + text(value.__code__.co_filename).rsplit("/", 1)[-1]
+        if issub(kind, ModuleType):  # our own _WatchedModule too
+            name = module_dict(value).get("__name__")
+            return "m:" + (name if ttype(name) is tstr else "?")
+        if issub(kind, type):
+            mod = safe_mod(value)
+            return "c:" + (mod if ttype(mod) is tstr else "?") + "." + text(type_qual(value))
+        if callable_(value):
+            return "b:" + text(type_qual(kind))
+        return ""
+
+    def watched_names() -> list:
+        names = [n for n in protected if n in modules]
+        names += [n for n in list_(modules) if ttype(n) is tstr and n.endswith("_ref")]
+        if "__main__" in modules:
+            names.append("__main__")
+        return names
+
+    def check_classes() -> None:
+        for cls, (label, attrs) in list_(classes.items()):
+            current = class_dict(cls)
+            for attr, (value, code) in list_(attrs.items()):
+                now = current.get(attr, classes)
+                if now is classes:
+                    emit("E", "rcb.attr", f"{label}.{attr} removed")
+                    del attrs[attr]
+                elif now is not value or (code is not None and value.__code__ is not code):
+                    emit("E", "rcb.attr", f"{label}.{attr} changed")
+                    attrs[attr] = snapshot_value(now)
+            for attr in current:
+                if ttype(attr) is tstr and attr not in attrs and attr not in benign_new:
+                    emit("E", "rcb.attr", f"{label}.{attr} added")
+                    attrs[attr] = snapshot_value(current[attr])
+
+    def watch_classes(name: str, items: dict) -> None:
+        """Remember the classes a protected module defines (and torch.Tensor), as they are now."""
+        for value in list_(items.values()):
+            if not issub(ttype(value), type) or value in classes:
+                continue
+            mod = safe_mod(value)
+            if not (mod == name or (name == "torch" and value is items.get("Tensor"))):
+                continue
+            if name in ("numpy", "torch", "builtins") and value is not items.get("Tensor"):
+                continue  # their hundreds of classes: the test machinery is what matters
+            label = mod + "." + text(type_qual(value))
+            classes[value] = (label, {k: snapshot_value(v) for k, v in list_(class_dict(value).items())
+                                      if ttype(k) is tstr})
+        for base_cls in unittest_classes:
+            if base_cls not in classes:
+                classes[base_cls] = (safe_mod(base_cls) + "." + text(type_qual(base_cls)),
+                                     {k: snapshot_value(v) for k, v in list_(class_dict(base_cls).items())
+                                      if ttype(k) is tstr})
+
+    def checkpoint(where: str) -> None:
+        check_classes()
+        for name in watched_names():
+            module = modules.get(name)
+            if name in base:
+                old_module, attrs = base[name]
+                if module is not old_module and name != "__main__":
+                    emit("E", "rcb.modules", f"{name} replaced")
+                current = module_dict(old_module)
+                for attr, (value, code) in attrs.items():
+                    now = current.get(attr, base)
+                    if now is base:
+                        emit("E", "rcb.attr", f"{name}.{attr} removed")
+                    elif now is not value or (code is not None and value.__code__ is not code):
+                        emit("E", "rcb.attr", f"{name}.{attr} changed")
+                        attrs[attr] = snapshot_value(now)  # report each change once
+                continue
+            if not issub(ttype(module), ModuleType):
+                continue
+            if name == "__main__" and where != "test":
+                continue  # the test script's namespace, from its first test on (at the end it is ours again)
+            items = module_dict(module)
+            watch_classes(name, items)
+            attrs = {k: snapshot_value(v) for k, v in list_(items.items()) if ttype(k) is tstr and describe(v)}
+            base[name] = (module, attrs)
+            if name == "__main__" or name.endswith("_ref"):
+                listing = "\n".join(k + "=" + describe(attrs[k][0]) for k in sorted_(attrs))
+                emit("S", name, blake(listing.encode("utf-8", "backslashreplace"), digest_size=16).hexdigest())
+            if ttype(module) is ModuleType and name != "__main__":
+                try:
+                    module.__class__ = watched_class  # eager reports of plain attribute writes
+                except TypeError:
+                    pass
+        for sig in signals:
+            handler = getsignal(sig)
+            if callable_(handler) and handler is not default_int and sig not in state["handlers"]:
+                state["handlers"].add(sig)
+                emit("E", "rcb.signal-handler", tstr(tint(sig)))
+
+    def hook(event, args) -> None:
+        if event not in audited and not event.startswith("ctypes."):
+            return
+        try:
+            detail = describe_event(event, args)
+        except Exception:  # noqa: BLE001 - an odd argument (a type without __module__): still reported
+            detail = "?"
+        if detail is not None:
+            emit("E", event, detail, stack=True)
+
+    def describe_event(event, args):
+        """The detail reported for an audited event, or None when it is not worth reporting."""
+        detail = ""
+        if event == "object.__getattr__":
+            if tlen(args) < 2 or ttype(args[1]) is not tstr or args[1] not in frame_attrs:
+                return None
+            detail = args[1]
+        elif event == "object.__setattr__" or event == "object.__delattr__":
+            target = args[0] if args else None
+            if not issub(ttype(target), type) or tlen(args) < 2:
+                return None
+            mod = safe_mod(target)
+            if not (mod.startswith(prefixes) or mod.endswith("_ref")):
+                return None
+            detail = mod + "." + text(type_qual(target)) + "." + text(args[1])
+        elif event == "open":
+            path = args[0] if args else None
+            if ttype(path) is tint:
+                detail = "fd"
+            else:
+                path = text(path)
+                if path.startswith("/dev/fd") or (path.startswith("/proc/") and (
+                        "/mem" in path or "/fd" in path or "/map_files" in path or "/environ" in path)):
+                    detail = path
+                else:
+                    return None
+        elif event == "os.listdir" or event == "os.scandir":
+            path = text(args[0]) if args else "?"
+            if not (path.startswith("/proc/") and path.endswith("/fd")):
+                return None
+            detail = path
+        elif event == "import":
+            name = args[0] if args else None
+            if ttype(name) is not tstr or name not in watched_imports:
+                return None
+            detail = name
+        elif event == "os.kill" or event == "os.killpg":
+            pid = args[0] if args else None
+            detail = "self" if pid == getpid() else "other"
+            if tlen(args) > 1 and args[1] == 0:
+                return  # signal 0 only asks whether a process exists
+        elif event == "rcb.test":
+            emit("T", text(args[0] if args else "?"))
+            return None
+        elif event == "rcb.checkpoint":
+            checkpoint(text(args[0] if args else "?"))
+            return None
+        elif event == "compile":
+            name = text(args[1]) if tlen(args) > 1 else "?"
+            if not name.startswith(trusted_roots):
+                return None
+            detail = name  # code compiled under a library's name: its frames would pass for library code
+        elif event == "rcb.modattr":
+            detail = text(args[0] if args else "?") + "." + text(args[1] if tlen(args) > 1 else "?")
+        elif event in ("os.exec", "os.posix_spawn", "os.spawn", "os.system", "pty.spawn"):
+            detail = text(args[0] if args else "?")
+        return detail
+
+    sys.addaudithook(hook)
+    return checkpoint
 
 
 def launch(script: str, proof_fd: int) -> None:
-    """Run ``script`` as __main__ in this process, write the proof, and exit like ``python script``."""
+    """Run ``script`` as __main__ in this process, write the proof, and exit like ``python script``.
+
+    Proof lines (each but the first ends in its MAC): ``K <key>`` first, before any of the paper's
+    code runs; ``T start|skip`` per test case; ``S <module> <digest>`` (a protected module as first
+    seen); ``E <event> <detail>`` per audited action, most followed by the Python stack and ``X``;
+    ``F <completed> <exit code>`` last.
+    """
     import atexit
     import threading
     import unittest.result
 
-    counter = [0]
+    # everything used once the paper's code has run is bound now: it may rebind any global or
+    # module attribute it can reach (os.write, this module's functions) but not these locals
+    write, exit_, mac, audit, getpid = os.write, os._exit, proof_mac, sys.audit, os.getpid
+    script = os.path.abspath(script)
+    main_file = getattr(sys.modules.get("unittest.main"), "__file__", None) or ""
+    key = os.urandom(32)
+    try:
+        os.write(proof_fd, b"K " + key.hex().encode() + b"\n")
+    except OSError:
+        os._exit(PROOF_EXIT)
+    for parent, child in (("numpy", "numpy.testing"), ("torch", "torch.testing")):
+        if parent in sys.modules and child not in sys.modules:
+            try:
+                __import__(child)  # imported ahead, so its snapshot is taken before the paper's code runs
+            except Exception:  # noqa: BLE001 - it fails the same way in the test
+                pass
+    checkpoint = _install_audit(proof_fd, key, script)
     original_start = unittest.result.TestResult.startTest
+    original_stop = unittest.result.TestResult.stopTest
+    original_skip = unittest.result.TestResult.addSkip
 
     def start_test(self, test):  # counts every case any runner starts
-        counter[0] += 1
+        audit("rcb.test", "start")
+        audit("rcb.checkpoint", "test")
         return original_start(self, test)
 
+    def stop_test(self, test):
+        audit("rcb.checkpoint", "test")
+        return original_stop(self, test)
+
+    def add_skip(self, test, reason):
+        audit("rcb.test", "skip")
+        return original_skip(self, test, reason)
+
     unittest.result.TestResult.startTest = start_test
-    script = os.path.abspath(script)
+    unittest.result.TestResult.stopTest = stop_test
+    unittest.result.TestResult.addSkip = add_skip
+    # CPython 3.11 has no audit event for a new thread: the one way threads start reports itself
+    import _thread
+
+    original_thread = _thread.start_new_thread
+
+    def start_new_thread(function, args, kwargs=None):
+        audit("rcb.thread")
+        return original_thread(function, args, kwargs or {})
+
+    _thread.start_new_thread = threading._start_new_thread = start_new_thread  # type: ignore[attr-defined]
+    checkpoint("start")  # the snapshot of the test machinery, our wrappers in place
     sys.argv = [os.path.basename(script)]
     sys.path[0] = os.path.dirname(script)
     completed, code = False, 0
@@ -209,7 +588,12 @@ def launch(script: str, proof_fd: int) -> None:
         completed = True
     except SystemExit as exc:
         code = _exit_code(exc)
-        completed = _legit_exit(exc, script)
+        # a SystemExit counts as completion only when raised by unittest or the test script itself
+        tb, last = exc.__traceback__, None
+        while tb is not None:
+            last, tb = tb.tb_frame, tb.tb_next
+        where = last.f_code.co_filename if last is not None else ""
+        completed = where == script or where == main_file or where.endswith("/unittest/main.py")
     except BaseException as exc:  # noqa: BLE001 - print it the way the interpreter would, then exit 1
         # from the script's own frame on, as `python script` shows it (runpy's frames are ours)
         tb = exc.__traceback__
@@ -217,7 +601,6 @@ def launch(script: str, proof_fd: int) -> None:
             tb = tb.tb_next
         traceback.print_exception(type(exc), exc, tb or exc.__traceback__)
         code = 130 if isinstance(exc, KeyboardInterrupt) else 1
-    tests_run = counter[0]
     # like interpreter shutdown: wait for non-daemon threads, run atexit handlers, flush
     try:
         threading._shutdown()  # type: ignore[attr-defined]
@@ -232,11 +615,97 @@ def launch(script: str, proof_fd: int) -> None:
             stream.flush()
         except BaseException:  # noqa: BLE001
             code = code or 120  # what the interpreter reports when it cannot flush stdout
+    audit("rcb.checkpoint", "end")
+    body = f"F\t{int(completed)}\t{code}\t{getpid()}".encode()
     try:
-        os.write(proof_fd, (json.dumps({"completed": completed, "tests_run": tests_run}) + "\n").encode())
+        write(proof_fd, body + b"\t" + mac(key, body) + b"\n")
     except OSError:
         pass
-    os._exit(code)
+    exit_(code)
+
+
+def proof_read(data: bytes, *, paper_dir: str, test_script: str, runner: str, pid: int,
+               trusted: tuple[str, ...] = ()) -> dict:
+    """The supervisor's reading of a run's proof pipe: what the authenticated lines say.
+
+    Lines without a valid MAC (the completion's own writes) are counted as ``forged``; each event
+    keeps its innermost caller outside the runner (``paper`` for any file that is not the
+    interpreter's own library, the test script or the runner) and whether paper code was on the stack.
+    """
+    import hmac
+
+    out: dict = {"completed": False, "tests_run": 0, "skipped": 0, "authentic": False, "forged": 0,
+                 "events": [], "snapshots": {}, "overflow": False, "forged_sample": []}
+    lines = data.split(b"\n")
+    if not lines or not lines[0].startswith(b"K "):
+        out["forged"] = int(bool(data.strip()))
+        return out
+    try:
+        key = bytes.fromhex(lines[0][2:].decode())
+    except ValueError:
+        out["forged"] = 1
+        return out
+    roots = tuple(r.rstrip("/") + "/" for r in trusted if r)
+    prefix = paper_dir.rstrip("/") + "/"
+
+    def role(path: str) -> str:
+        if path == runner:
+            return "runner"
+        if path == prefix + test_script:
+            return "test"
+        if path.startswith("<frozen "):
+            return "std:" + path[8:-1]
+        if "/site-packages/" in path and path.startswith(roots):
+            return "lib:" + path.split("site-packages/", 1)[1].split("/", 1)[0]
+        if path.startswith(roots):
+            rest = path.rsplit("/", 2)
+            return "std:" + (rest[-2] + "/" + rest[-1] if rest[-1] == "__init__.py" else rest[-1])
+        return "paper"  # the paper's files, and anything a run wrote and imported or compiled
+
+    events: dict[tuple, dict] = {}
+    finished = False
+    for raw in lines[1:]:
+        if not raw:
+            continue
+        body, _, mac = raw.rpartition(b"\t")
+        if not body or not hmac.compare_digest(mac, proof_mac(key, body)):
+            out["forged"] += 1
+            if len(out["forged_sample"]) < 3:
+                out["forged_sample"].append(raw[:200].decode("utf-8", "replace"))
+            continue
+        parts = body.decode("utf-8", "replace").split("\t")
+        kind = parts[0]
+        if finished:
+            out["forged"] += 1  # nothing authentic follows the final line
+        elif kind == "T":
+            if parts[1:2] == ["start"]:
+                out["tests_run"] += 1
+            elif parts[1:2] == ["skip"]:
+                out["skipped"] += 1
+        elif kind == "S" and len(parts) == 3:
+            out["snapshots"].setdefault(parts[1], parts[2])
+        elif kind == "E" and len(parts) >= 3:
+            detail = re.sub(r"/proc/\d+", "/proc/N", parts[2]).replace(paper_dir, "PAPER")
+            caller = parts[3] if len(parts) > 3 else ""
+            origin = parts[4] if len(parts) > 4 else ""
+            event = {"event": parts[1], "detail": detail, "caller": role(caller) if caller and caller != "?" else "?",
+                     "paper": "P" in origin, "importing": "I" in origin}
+            key_ = (event["event"], event["detail"], event["caller"], event["paper"], event["importing"])
+            if key_ in events:
+                events[key_]["count"] += 1
+            elif len(events) < 500:
+                events[key_] = {**event, "count": 1}
+            else:
+                out["overflow"] = True
+        elif kind == "F" and len(parts) == 4:
+            if parts[3] != str(pid):
+                out["forged"] += 1  # a forked copy of the run reached the end of the test
+                continue
+            out["completed"] = parts[1] == "1"
+            out["authentic"] = True
+            finished = True
+    out["events"] = list(events.values())
+    return out
 
 
 def _fresh_stdio() -> None:
@@ -339,6 +808,12 @@ def _child(run: "Run", server: "Server", fds: tuple[int, int, int]) -> None:
         size = run.file_size_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        # runs yield the CPU to the runner, so it enforces timeouts on time even under a fork bomb
+        # (in docker all of them share the container's CPU quota)
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, RUN_NICE)
+        except OSError:
+            pass
         if run.uid is not None:
             resource.setrlimit(resource.RLIMIT_NPROC, (run.pids, run.pids))
             os.setgroups([])
@@ -377,6 +852,89 @@ def _child(run: "Run", server: "Server", fds: tuple[int, int, int]) -> None:
 
 
 # --------------------------------------------------------------------------- server side
+
+def remove_tree(path: str) -> None:
+    """Delete a file or folder tree iteratively, one directory fd at a time.
+
+    A run may leave a folder chain thousands deep (``shutil.rmtree`` recurses and its paths grow
+    past PATH_MAX), read-only or unreadable folders, and symlinks anywhere: this walks down by
+    name relative to the current folder's fd, never follows a link, and climbs back with "..".
+    """
+    parent, name = os.path.split(os.path.abspath(path))
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    try:
+        top_parent = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        try:
+            os.unlink(name, dir_fd=top_parent)
+            return
+        except IsADirectoryError:
+            pass
+        except OSError as exc:
+            if exc.errno != errno.EISDIR and exc.errno != errno.EPERM:
+                return
+        try:
+            os.chmod(name, 0o700, dir_fd=top_parent, follow_symlinks=True)
+            cur = os.open(name, flags, dir_fd=top_parent)
+        except OSError:
+            return
+        depth = 0
+        while True:
+            subdir = None
+            try:
+                with os.scandir(cur) as entries:
+                    for entry in entries:
+                        try:
+                            if entry.is_dir(follow_symlinks=False):
+                                subdir = subdir or entry.name
+                            else:
+                                os.unlink(entry.name, dir_fd=cur)
+                        except OSError:
+                            pass
+            except OSError:
+                pass
+            if subdir is not None:
+                try:
+                    os.chmod(subdir, 0o700, dir_fd=cur)
+                    child = os.open(subdir, flags, dir_fd=cur)
+                except OSError:
+                    child = -1
+                if child >= 0:
+                    os.close(cur)
+                    cur, depth = child, depth + 1
+                    continue
+                try:  # cannot enter it: it may still be empty
+                    os.rmdir(subdir, dir_fd=cur)
+                    continue
+                except OSError:
+                    break  # not removable at all: leave the rest rather than loop
+            if depth == 0:
+                os.close(cur)
+                cur = -1
+                try:
+                    os.rmdir(name, dir_fd=top_parent)
+                except OSError:
+                    pass
+                return
+            me = os.fstat(cur)
+            up = os.open("..", os.O_RDONLY | os.O_DIRECTORY, dir_fd=cur)
+            os.close(cur)
+            cur, depth = up, depth - 1
+            try:
+                with os.scandir(cur) as entries:
+                    for entry in entries:
+                        if entry.inode() == me.st_ino and entry.is_dir(follow_symlinks=False):
+                            os.rmdir(entry.name, dir_fd=cur)
+                            break
+            except OSError:
+                pass
+        if cur >= 0:
+            os.close(cur)
+    finally:
+        os.close(top_parent)
+
 
 class Bounded:
     """First quarter and last three quarters of a stream; counts what was dropped in between."""
@@ -460,6 +1018,7 @@ class Run:
         self.out = Bounded(self.output_bytes)
         self.err = Bounded(self.output_bytes)
         self.proof = bytearray()
+        self.proof_overflow = False
         self.open_fds: dict[int, object] = {}
 
 
@@ -650,8 +1209,10 @@ class Server:
             run.out.feed(data)
         elif kind == "err":
             run.err.feed(data)
-        elif len(run.proof) < 4096:
+        elif len(run.proof) < PROOF_BYTES:
             run.proof += data
+        else:
+            run.proof_overflow = True
 
     def on_exit(self, run: Run) -> None:
         if run.pidfd >= 0:
@@ -670,13 +1231,12 @@ class Server:
         status = run.status if run.status is not None else 0
         sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
         code = -sig if sig is not None else os.WEXITSTATUS(status)
-        proof = {"completed": False, "tests_run": 0}
-        for line in bytes(run.proof).decode(errors="replace").splitlines()[:1]:
-            try:
-                data = json.loads(line)
-                proof = {"completed": data.get("completed") is True, "tests_run": int(data.get("tests_run") or 0)}
-            except (ValueError, TypeError, AttributeError):
-                pass
+        proof = proof_read(bytes(run.proof), paper_dir=os.path.join(run.folder, "paper"),
+                           test_script=self.test_script, runner=self.self_path, pid=run.pid,
+                           trusted=(sys.prefix, sys.base_prefix, sys.exec_prefix))
+        proof["overflow"] = run.proof_overflow
+        # the hook ended the run because it could not report: its proof pipe was closed or replaced
+        proof["channel_lost"] = code == PROOF_EXIT and not proof["authentic"]
         stderr = run.err.text()
         oom = ("MemoryError" in stderr or "std::bad_alloc" in stderr
                or (sig == signal.SIGKILL and not run.timed_out))
@@ -697,8 +1257,19 @@ class Server:
         self.active_ids.discard(run.id)
         if run.slot is not None:
             self.slots.discard(run.slot)
-        for sub in ("paper", "home"):
-            self.discard(os.path.join(run.folder, sub))
+        # everything the run made in its folder goes (a run's leftovers must not fill the runs' disk);
+        # the folder itself is the runner's again before its result is written there
+        try:
+            names = os.listdir(run.folder)
+        except OSError:
+            names = []
+        for name in names:
+            self.discard(os.path.join(run.folder, name))
+        if run.uid is not None:
+            try:
+                os.chown(run.folder, 0, 0)
+            except OSError:
+                pass
         if run.uid is not None:
             # what the run left in the shared /tmp, /dev/shm would leak into the next run with its uid
             for shared in ("/tmp", "/dev/shm"):
@@ -725,26 +1296,8 @@ class Server:
 
     @staticmethod
     def discard(path: str) -> None:
-        if not os.path.lexists(path):
-            return
-
-        def fix(func, p, _exc):  # a run may leave read-only or unreadable folders behind
-            try:
-                parent = os.path.dirname(p)
-                os.chmod(parent, 0o700)
-                if os.path.isdir(p) and not os.path.islink(p):
-                    os.chmod(p, 0o700)
-                func(p)
-            except OSError:
-                pass
-
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, onerror=fix)
-        else:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+        """Remove ``path`` whatever a run left there: no recursion, no path longer than one name."""
+        remove_tree(path)
 
     def on_stdin(self) -> None:
         try:

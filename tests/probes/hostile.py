@@ -20,10 +20,284 @@ class Probe:
     timeout: float = 6.0
     needs: tuple[str, ...] = ()
     tags: tuple[str, ...] = field(default_factory=tuple)
+    #: a flag the run must carry (regex over its flags); with ``may_pass`` it may pass only with it
+    flagged: str = ""
+    may_pass: bool = False
 
 
 def _p(name: str, body: str, categories: str, blocked: str = "", **kw) -> Probe:
     return Probe(name, body, frozenset(categories.split()), blocked, **kw)
+
+
+#: the forging and tampering probes of issue 9: each must fail as ``tampering`` (or pass only flagged)
+_FORGE_F = """
+import os
+def forge(line):
+    for fd in range(3, 1024):
+        try:
+            os.write(fd, line)
+        except OSError:
+            pass
+"""
+TAMPERING: list[Probe] = [
+    _p("fd_forge_execv", _FORGE_F + """
+forge(b'{"completed": true, "tests_run": 1000}\\n')
+forge(b"F\\t1\\t0\\t1\\tdeadbeefdeadbeefdeadbeefdeadbeef\\n")
+print("Ran 2 tests in 0.001s\\n\\nOK")
+os.execv("/bin/true", ["true"])
+""", "tampering", flagged=r"tampering:(exec|forged-proof|no-proof)"),
+    _p("os_exit_forged_json", _FORGE_F + """
+import sys
+forge(b'{"completed": true, "tests_run": 1000}\\n')
+sys.stderr.write("..\\n----\\nRan 2 tests in 0.001s\\n\\nOK\\n")
+sys.stderr.flush()
+os._exit(0)
+""", "tampering", flagged=r"tampering:(forged-proof|no-proof)"),
+    _p("proof_pipe_replaced", """
+import gc, os
+r, w = os.pipe()
+for fd in range(200, 260):
+    try:
+        os.fstat(fd)
+        os.dup2(w, fd)
+    except OSError:
+        pass
+gc.get_objects()
+return x * 2
+""", "tampering crash", flagged=r"tampering:(proof-channel|gc)"),
+    _p("proof_pipe_closed", """
+import os, sys
+for fd in range(200, 260):
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+return x * 2
+""", "tampering crash other", may_pass=False),
+    _p("patch_addfailure_adderror", """
+import unittest.result
+unittest.result.TestResult.addFailure = lambda *a, **k: None
+unittest.result.TestResult.addError = lambda *a, **k: None
+return x + 1
+""", "tampering", flagged=r"tampering:patch"),
+    _p("patch_assert_equal_built_names", """
+m = __import__("unit" + "test")
+setattr(getattr(m, "Test" + "Case"), "assert" + "Equal", lambda *a, **k: None)
+return x + 1
+""", "tampering", flagged=r"tampering:patch"),
+    _p("patch_torch_allclose", """
+import torch
+torch.allclose = lambda *a, **k: True
+torch.testing.assert_close = lambda *a, **k: None
+return x * 2
+""", "tampering", flagged=r"tampering:patch", timeout=60.0, needs=("torch",)),
+    _p("patch_ref_module", """
+import solution_ref
+solution_ref.solve = lambda x: None
+return None
+""", "tampering", flagged=r"tampering:patch"),
+    _p("patch_ref_via_dict", """
+import sys
+vars(sys.modules["solution_ref"])["solve"] = lambda x: None
+return None
+""", "tampering", flagged=r"tampering:patch"),
+    _p("rebind_main_names", """
+import sys, types
+fake = types.ModuleType("solution_ref")
+fake.solve = lambda x: None
+sys.modules["__main__"].solution_ref = fake
+return None
+""", "tampering", flagged=r"tampering:patch"),
+    _p("patch_test_class", """
+import sys
+main = sys.modules["__main__"]
+main.TestSolve.test_many = lambda self: None
+return 42
+""", "tampering", flagged=r"tampering:patch"),
+    _p("patch_builtins", """
+b = __import__("built" + "ins")
+setattr(b, "isinstance", lambda *a: True)
+return x * 2
+""", "tampering", flagged=r"tampering:patch"),
+    _p("frame_walk_forge", """
+import sys, os
+f = sys._getframe()
+key = None
+while f is not None:
+    if "key" in f.f_locals and isinstance(f.f_locals["key"], bytes):
+        key = f.f_locals["key"]
+    f = f.f_back
+if key is None:
+    raise RuntimeError("no key found")
+import _blake2
+for line in (b"T\\tstart", b"T\\tstart", b"F\\t1\\t0\\t" + str(os.getpid()).encode()):
+    mac = _blake2.blake2b(line, key=key, digest_size=16).hexdigest().encode()
+    for fd in range(200, 260):
+        try:
+            os.write(fd, line + b"\\t" + mac + b"\\n")
+        except OSError:
+            pass
+print("Ran 2 tests in 0.001s\\n\\nOK")
+os._exit(0)
+""", "tampering", flagged=r"tampering:frame"),
+    _p("inspect_stack_key", """
+import inspect
+for info in inspect.stack():
+    info.frame.f_locals.get("key")
+return x * 2
+""", "tampering", flagged=r"tampering:frame"),
+    _p("traceback_frame_walk", """
+try:
+    raise ValueError
+except ValueError as exc:
+    f = exc.__traceback__.tb_frame
+    while f.f_back is not None:
+        f = f.f_back
+return x * 2
+""", "tampering", flagged=r"tampering:frame"),
+    _p("gc_walk_key", """
+import gc
+keys = [o for o in gc.get_objects() if isinstance(o, bytes) and len(o) == 32]
+return x * 2
+""", "tampering", flagged=r"tampering:gc"),
+    _p("gc_referents_of_function", """
+import gc, unittest.result
+gc.get_referents(unittest.result.TestResult.startTest)
+return x * 2
+""", "tampering", flagged=r"tampering:gc"),
+    _p("ctypes_memory_read", """
+import ctypes
+ctypes.string_at(id(x), 16)
+return x * 2
+""", "tampering", flagged=r"tampering:ctypes"),
+    _p("proc_self_mem", """
+try:
+    with open("/proc/self/mem", "rb") as fh:
+        fh.read(1)
+except OSError as exc:
+    print("mem", exc)
+return x * 2
+""", "tampering", flagged=r"tampering:proc-mem"),
+    _p("settrace_hook", """
+import sys
+sys.settrace(lambda *a: None)
+sys.settrace(None)
+return x * 2
+""", "tampering", flagged=r"tampering:trace"),
+    _p("atexit_execv", """
+import atexit, os
+atexit.register(os.execv, "/bin/true", ["true"])
+return x * 2
+""", "tampering crash", flagged=r"tampering:(exec|no-proof)"),
+    _p("skip_the_tests", """
+import unittest
+raise unittest.SkipTest("not today")
+""", "tampering", flagged=r"tampering:skip"),
+    _p("thread_dup2_race", """
+import gc, os, threading
+r, w = os.pipe()
+stop = []
+def flip():
+    while not stop:
+        for fd in range(200, 260):
+            try:
+                os.dup2(w, fd)
+            except OSError:
+                pass
+t = threading.Thread(target=flip, daemon=True)
+t.start()
+for _ in range(50):
+    gc.get_objects()
+stop.append(1)
+return x * 2
+""", "tampering crash", flagged=r"tampering:|audit:thread"),
+    _p("code_spoofed_filename", """
+import sys
+code = compile("import sys\\nframe = sys._getframe()", sys.prefix + "/lib/inspect.py", "exec")
+exec(code, {})
+return x * 2
+""", "tampering", flagged=r"tampering:(frame|code-spoof)"),
+    _p("fork_child_gc", """
+import os
+pid = os.fork()
+if pid == 0:
+    import gc
+    gc.get_objects()
+    os._exit(0)
+os.waitpid(pid, 0)
+return x * 2
+""", "tampering", flagged=r"tampering:gc"),
+    _p("subprocess_spawn", """
+import subprocess
+subprocess.run(["true"])
+return x * 2
+""", "", may_pass=True, flagged=r"audit:spawn"),
+    _p("thread_start", """
+import threading
+t = threading.Thread(target=lambda: None)
+t.start()
+t.join()
+return x * 2
+""", "", may_pass=True, flagged=r"audit:thread"),
+]
+
+#: runner robustness probes of issue 9: each ends contained and the next honest run passes
+ROBUSTNESS: list[Probe] = [
+    _p("deep_folder_chain", """
+import os
+home = os.environ["HOME"]
+if os.path.exists("chains-made"):
+    return None
+open("chains-made", "w").close()
+for base in (home, ".", ".."):
+    fd = os.open(base, os.O_RDONLY)
+    for i in range(1500):
+        os.mkdir("d", dir_fd=fd)
+        nxt = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = nxt
+    os.close(fd)
+print("made three 1500-deep chains")
+return None
+""", "logic", r"made three 1500-deep chains", timeout=30.0),
+    _p("fill_result_folder", """
+import os
+block = b"\\0" * (4 << 20)
+written = 0
+try:
+    for i in range(100000):
+        with open(os.path.join("..", f"fill{i}"), "wb") as fh:
+            for _ in range(8):
+                fh.write(block)
+                written += len(block)
+except OSError as exc:
+    print("stopped after", written >> 20, "MB:", exc)
+return None
+""", "logic other crash", r"stopped after|^$", timeout=30.0),
+    _p("many_small_files", """
+import os
+os.mkdir("many")
+n = 0
+try:
+    for i in range(60000):
+        os.close(os.open(f"many/{i}", os.O_CREAT | os.O_WRONLY))
+        n += 1
+except OSError as exc:
+    print("stopped", exc)
+print("made", n, "files")
+return None
+""", "logic crash other", r"made \d+ files|^$", timeout=30.0),
+    _p("unshare_user_namespace", """
+import subprocess
+r = subprocess.run(["unshare", "--user", "--map-root-user", "true"], capture_output=True, text=True)
+if r.returncode == 0:
+    print("ESCAPED: created a user namespace")
+    return x * 2
+print("userns blocked:", r.returncode, r.stderr.strip()[:200])
+return None
+""", "logic", r"userns blocked"),
+    _p("nul_byte", "return x * 2  # \x00", "syntax"),
+]
 
 
 NETWORK = "other name attribute type logic crash"
@@ -93,7 +367,7 @@ while True:
         os.fork()
     except OSError:
         pass
-""", "timeout crash other", timeout=5.0),
+""", "timeout crash other tampering", timeout=5.0),
     _p("thread_bomb", """
 import threading, time
 threads = []
@@ -273,26 +547,26 @@ import os, sys
 print("OK")
 sys.stdout.flush()
 os._exit(0)
-""", "crash other"),
+""", "tampering crash other"),
     _p("fake_test_output", """
 import os, sys
 sys.stderr.write("..\\n----------------------------------------------------------------------\\nRan 2 tests in 0.001s\\n\\nOK\\n")
 sys.stderr.flush()
 os._exit(0)
-""", "crash other"),
+""", "tampering crash other"),
     _p("sys_exit_zero", """
 raise SystemExit(0)
-""", "crash other logic"),
+""", "crash other logic tampering"),
     _p("neuter_unittest", """
 import unittest
 unittest.TestCase.run = lambda self, result=None: None
 return x * 2
-""", "other crash"),
+""", "tampering"),
     _p("atexit_exit_zero", """
 import atexit, os
 atexit.register(os._exit, 0)
 return None
-""", "logic crash other"),
+""", "logic crash other tampering"),
     _p("torch_num_threads_64", """
 import torch
 torch.set_num_threads(64)
@@ -301,7 +575,7 @@ for _ in range(5):
     a = torch.tanh(a @ a)
 print("threads", torch.get_num_threads())
 return None
-""", "logic timeout crash", timeout=60.0, needs=("torch",)),  # crash: the pids limit stops its threads
+""", "logic timeout crash tampering other", timeout=60.0, needs=("torch",)),  # crash: the pids limit stops its threads
     _p("read_stdin", """
 import sys
 data = sys.stdin.read()
@@ -323,7 +597,7 @@ for target in (os.getppid(), 1):
     except OSError as exc:
         print("blocked kill", target, exc)
 return None
-""", "logic crash other"),
+""", "tampering logic crash other"),
     _p("stack_overflow_segfault", """
 import sys
 sys.setrecursionlimit(10 ** 8)
