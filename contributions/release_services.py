@@ -338,7 +338,7 @@ def release_publish(*, release: Release, by: Any, make_default: bool = False) ->
             evaluation, _ = Evaluation.objects.get_or_create(
                 model=baseline_model_get_or_create(kind=kind), release=row, source=Evaluation.BASELINE,
                 with_paper=True,
-                defaults=dict(is_public=True, samples=1, harness_version=HARNESS_VERSION, verified=True),
+                defaults=dict(is_public=True, samples=1, harness_version=HARNESS_VERSION),
             )
             evaluations.append(evaluation)
         paper_ids = [rp.paper.paper_id for rp in papers if rp.folder]

@@ -490,14 +490,18 @@ def release_succession(*, release: Release) -> ReleaseSuccession:
 
 
 def release_citation(release: Release) -> str:
-    """Citation text (BibTeX) for results of a release."""
+    """Citation text (BibTeX) for results of a release: the benchmark's paper, then the release."""
+    from .references import BENCHMARK, benchmark_bibtex
+
     year = (release.release_date or (release.published_at or release.created_at).date()).year
     key = f"rcb{year}{release.slug.replace('-', '')}"
     return (
+        f"{benchmark_bibtex()}\n\n"
         f"@misc{{{key},\n"
         f"  title = {{ResearchCodeBench leaderboard, release {release.name}}},\n"
         f"  year = {{{year}}},\n"
-        f"  note = {{Release content hash {release.content_hash or 'n/a'}}}\n"
+        f"  note = {{Benchmark: {BENCHMARK['short']}, arXiv:{BENCHMARK['arxiv_id']}. "
+        f"Release content hash {release.content_hash or 'n/a'}}}\n"
         f"}}"
     )
 

@@ -514,14 +514,20 @@ def snippet_page(request: HttpRequest, paper_id: str) -> HttpResponse:
     snippet = found[0]
     masked = selectors.snippet_masked_view(release=release, paper_id=paper_id, snippet=snippet.name, file=snippet.file or None)
     drill = None
-    if model_key:
+    evaluation_id = (request.GET.get("evaluation") or "").strip()
+    if model_key or evaluation_id:
         try:
+            # ?evaluation= names one evaluation: a public one, or the visitor's own private submission's
+            own = (selectors.evaluation_visible(evaluation_id=int(evaluation_id), user=request.user)
+                   if evaluation_id.isdigit() else None)
+            if evaluation_id and own is None:
+                raise Evaluation.DoesNotExist(evaluation_id)
             drill = selectors.snippet_drilldown(
                 release=release, paper_id=paper_id, snippet=snippet.name, model_key=model_key,
-                file=snippet.file or None, with_paper=with_paper,
+                file=snippet.file or None, with_paper=with_paper, evaluation=own,
             )
         except (LLMModel.DoesNotExist, Evaluation.DoesNotExist):
-            raise Http404(f"No public evaluation of model {model_key!r} on {release.name}.") from None
+            raise Http404(f"No public evaluation of model {model_key or evaluation_id!r} on {release.name}.") from None
     results = _snippet_results(snippet, with_paper=with_paper)
     if _wants_csv(request):
         return _csv_response(

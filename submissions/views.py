@@ -107,6 +107,8 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
     submission = _get_visible(request, pk)
     owner = selectors.submission_can_see_outputs(submission=submission, user=request.user)
     results = selectors.submission_results(submission=submission) if owner else []
+    failures_only = request.GET.get("failures") == "1"
+    shown = [r for r in results if not r["passed"]] if failures_only else results
     return render(
         request,
         "submissions/detail.html",
@@ -121,8 +123,11 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
                 selectors.submission_engine_flags(submission=submission)
                 if owner or selectors.user_is_reviewer(request.user) else None
             ),
-            "results": results[:RESULTS_SHOWN],
-            "results_total": len(results),
+            "results": shown[:RESULTS_SHOWN],
+            "results_total": len(shown),
+            "failures_only": failures_only,
+            "failures_total": sum(1 for r in results if not r["passed"]),
+            "all_total": len(results),
             "active": submission.status in ACTIVE_STATUSES,
             "api_url": reverse("submissions:api_submission", args=[submission.pk]),
         },

@@ -70,6 +70,7 @@ def test_contribution_admin_lists_contributions(admin_client):
 
 
 def test_the_next_release_draft_is_our_own_and_starts_from_the_latest_published(tmp_path, settings):
+    """Without a default release, the latest published one; every paper comes, with its code when attached."""
     from django.utils import timezone
 
     from contributions.release_services import release_draft_get_or_create
@@ -93,8 +94,11 @@ def test_the_next_release_draft_is_our_own_and_starts_from_the_latest_published(
     draft = release_draft_get_or_create()
     assert draft not in (imported, old, latest) and draft.status == Release.DRAFT
     assert release_draft_get_or_create() == draft  # one draft at a time
-    assert list(draft.release_papers.values_list("paper__paper_id", flat=True)) == ["p1"]
-    copied = draft.release_papers.get()
+    assert draft.predecessor == latest
+    # a paper without code here (published figures) comes too: its snippets and results carry over
+    assert dict(draft.release_papers.values_list("paper__paper_id", "folder")) == {
+        "p1": str(tmp_path / "psets" / draft.slug / "p1"), "p2": ""}
+    copied = draft.release_papers.get(paper__paper_id="p1")
     assert copied.folder == str(tmp_path / "psets" / draft.slug / "p1") and copied.content_hash == "h1"
     inner = Snippet.objects.get(release=draft, name="inner")
     assert inner.parent.name == "outer" and inner.parent.release == draft

@@ -1,7 +1,9 @@
 """Import a published overall_stats.json as release "v1.0 (published)"."""
+import datetime as dt
+
 from django.core.management.base import BaseCommand, CommandError
 
-from leaderboard.services import ImportProblem, published_import
+from leaderboard.services import PUBLISHED_RUN_DATE, ImportProblem, published_import
 
 
 class Command(BaseCommand):
@@ -11,10 +13,13 @@ class Command(BaseCommand):
         parser.add_argument("path", help="path to overall_stats.json")
         parser.add_argument("--papers", default=None, help="papers.yaml with the paper metadata (default: beside PATH)")
         parser.add_argument("--no-default", action="store_true", help="do not make it the default release")
+        parser.add_argument("--run-date", type=dt.date.fromisoformat, default=PUBLISHED_RUN_DATE,
+                            help=f"day of the published run, shown as the results' date "
+                                 f"(default: {PUBLISHED_RUN_DATE}, the upstream results folder's name)")
 
-    def handle(self, *args, path, papers, no_default, **options):
+    def handle(self, *args, path, papers, no_default, run_date, **options):
         try:
-            result = published_import(path=path, papers_yaml=papers, make_default=not no_default)
+            result = published_import(path=path, papers_yaml=papers, make_default=not no_default, run_date=run_date)
         except ImportProblem as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(
