@@ -166,3 +166,28 @@ def test_phone_pages_are_usable(live_server, browser, published):
     assert page.locator("#site-nav a", has_text="Per paper").is_visible()
     _shot(page, "menu-open-390x844")
     problems.done()
+
+
+def test_contribute_form_looks_like_the_submit_form(live_server, browser, published):
+    from django.contrib.auth.models import User
+
+    User.objects.create_user("carla", password="pw-carla-12345")
+    context = browser.new_context(viewport=DESKTOP)
+    page = context.new_page()
+    page.goto(live_server.url + "/accounts/login/")
+    page.fill("input[name=username]", "carla")
+    page.fill("input[name=password]", "pw-carla-12345")
+    page.locator("form:has(input[name=password]) [type=submit]").click()
+    page.wait_for_load_state("networkidle")
+    looks = {}
+    for name, path, form in (("submit", "/submit/", "form.stacked"), ("contribute", "/contribute/", "#contribution-form")):
+        page.goto(live_server.url + path)
+        page.wait_for_load_state("networkidle")
+        _shot(page, f"{name}-form-1366x900")
+        looks[name] = page.evaluate("""sel => { const f = document.querySelector(sel);
+            const field = f.querySelector('p.field'), input = f.querySelector('p.field input[type=text]');
+            const s = getComputedStyle(input), l = getComputedStyle(field);
+            return {form: f.className, field: l.display + ' ' + l.flexDirection, border: s.borderTopWidth + ' ' + s.borderTopColor,
+                    radius: s.borderTopLeftRadius, padding: s.paddingLeft, label: !!field.querySelector('label')}; }""", form)
+    assert looks["contribute"] == looks["submit"], looks
+    assert looks["submit"]["field"] == "flex column" and looks["submit"]["label"]
