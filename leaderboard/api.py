@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.urls import reverse
 from django.utils.http import quote_etag
 from django.views.decorators.http import require_GET
 from django.views.defaults import page_not_found
@@ -229,6 +230,11 @@ def releases(request: HttpRequest) -> HttpResponse:
             "snippets": r.snippets,
             "models": r.models,
             "citation": r.citation,
+            # what this site can score now; the others with the reason (no code here, a failing environment)
+            "scorable_papers": r.scorable_papers,
+            "not_scorable": r.not_scorable,
+            "tasks_url": request.build_absolute_uri(reverse("leaderboard:release_tasks", args=[r.slug]))
+            if r.scorable_papers else None,
         }
         for r in selectors.releases_list()
     ]

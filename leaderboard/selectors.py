@@ -91,6 +91,8 @@ class ReleaseInfo:
     snippets: int
     models: int
     citation: str
+    scorable_papers: int = 0  # papers this site can score now (release_scorability)
+    not_scorable: list[dict[str, str]] = field(default_factory=list)  # [{"paper", "reason"}]
 
 
 @dataclass(frozen=True)
@@ -507,11 +509,9 @@ def release_citation(release: Release) -> str:
 
 
 def releases_list() -> list[ReleaseInfo]:
-    """Every release with its counts, newest first (3 queries whatever the number of releases)."""
+    """Every release with its counts and what can be scored here, newest first (4 queries whatever
+    the number of releases)."""
     releases = list(Release.objects.order_by("-release_date", "-created_at"))
-    papers = dict(
-        ReleasePaper.objects.values_list("release_id").annotate(n=Count("id"), s=Sum("snippet_count")).values_list("release_id", "n")
-    )
     snippets = dict(Snippet.objects.values_list("release_id").annotate(n=Count("id")).values_list("release_id", "n"))
     models = dict(
         Evaluation.objects.filter(is_public=True, hidden=False)
@@ -519,6 +519,13 @@ def releases_list() -> list[ReleaseInfo]:
         .annotate(n=Count("model_id", distinct=True))
         .values_list("release_id", "n")
     )
+    by_release: dict[int, list[ReleasePaper]] = {}
+    for rp in ReleasePaper.objects.select_related("paper").only(
+        "release_id", "folder", "environment", "environment_ok", "environment_error", "snippet_count", "total_weight",
+        "paper__paper_id",
+    ):
+        by_release.setdefault(rp.release_id, []).append(rp)
+    scorability = {rid: _scorability(rps) for rid, rps in by_release.items()}
     return [
         ReleaseInfo(
             id=r.id,
@@ -529,10 +536,12 @@ def releases_list() -> list[ReleaseInfo]:
             release_date=r.release_date,
             is_default=r.is_default,
             description=r.description,
-            papers=papers.get(r.id, 0),
+            papers=len(by_release.get(r.id, [])),
             snippets=snippets.get(r.id, 0),
             models=models.get(r.id, 0),
             citation=release_citation(r),
+            scorable_papers=len(scorability[r.id].scorable) if r.id in scorability else 0,
+            not_scorable=scorability[r.id].not_scorable if r.id in scorability else [],
         )
         for r in releases
     ]

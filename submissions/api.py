@@ -17,6 +17,7 @@ from django.views.decorators.csrf import csrf_exempt
 from benchmark_core.generate import card_public
 from benchmark_core.predictions import text_problem
 from leaderboard.models import Release
+from leaderboard.selectors import release_scorability
 
 from . import selectors, services
 from .forms import SubmissionMetaForm
@@ -74,6 +75,8 @@ def submission_payload(request: HttpRequest, submission: PredictionSubmission, *
         "published": submission.is_published,
         "publish_when_finished": submission.publish_when_finished,
         "progress": selectors.submission_progress(submission=submission),
+        # papers of the release this site cannot score (no job for them), with the reason
+        "not_scorable": release_scorability(release=submission.release).not_scorable,
         "status_url": request.build_absolute_uri(reverse("submissions:api_submission", args=[submission.pk])),
         "url": request.build_absolute_uri(reverse("submissions:submission_detail", args=[submission.pk])),
     }

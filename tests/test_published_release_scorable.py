@@ -126,8 +126,14 @@ def test_the_submit_form_and_the_api_accept_the_published_release(client, tmp_pa
                        HTTP_AUTHORIZATION=f"Token {token}")
     assert resp.status_code == 201, resp.content
     sub = PredictionSubmission.objects.get(pk=resp.json()["id"])
-    # one job per paper whose code is here; the 17 others are not scorable here
+    # one job per paper whose code is here; the 17 others are not scorable here, and the API says so
     assert sorted(sub.jobs.values_list("paper__paper_id", flat=True)) == sorted(PAPERS)
+    not_scorable = resp.json()["not_scorable"]
+    assert len(not_scorable) == 17 and {r["reason"] for r in not_scorable} == {"its code is not attached on this site"}
+    listed = {r["slug"]: r for r in client.get("/api/v1/releases", HTTP_HOST="localhost").json()["releases"]}
+    entry = listed[release.slug]
+    assert entry["scorable_papers"] == 3 and len(entry["not_scorable"]) == 17
+    assert entry["tasks_url"].endswith(reverse("leaderboard:release_tasks", args=[release.slug]))
 
 
 @pytest.mark.slow
