@@ -157,11 +157,16 @@ SCHEMAS: dict[str, Any] = {
             "result": _obj({"scaled_pass_rate": _nullable("number"), "pass_rate": _nullable("number"),
                             "scaled_ci95": _array(_nullable("number")), "snippets_total": INTEGER,
                             "snippets_covered": INTEGER, "categories": {"type": "object"}, "verified": BOOLEAN,
-                            "hidden": BOOLEAN}) | {"description": "once scoring ended"},
+                            "hidden": BOOLEAN},
+                           {"coverage": NUMBER, "ranked": BOOLEAN,
+                            "flagged_results": INTEGER | {"description": "results the engine flagged (tampering, ...)"},
+                            "flags_cleared": BOOLEAN | {"description": "a reviewer cleared them: it may be ranked"}})
+            | {"description": "once scoring ended"},
             "flags": {"type": "object", "description": "the text checks of the completions (reviewers only)"},
             "results": _array(_obj({"paper": STRING, "file": STRING, "snippet": STRING, "sample": INTEGER,
                                     "passed": BOOLEAN, "category": _nullable("string"),
-                                    "seconds": _nullable("number"), "output_tail": STRING})) | {
+                                    "seconds": _nullable("number"), "output_tail": STRING},
+                                   {"flags": _array(STRING) | {"description": "the engine's flags of this run"}})) | {
                 "description": "with ?results=1, for the owner"},
             "duplicate": BOOLEAN | {"description": "uploads: the same file was sent before; this is that submission"},
             "outcome": STRING | {"description": "publish/withdraw: what was done"},

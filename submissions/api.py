@@ -17,6 +17,7 @@ from django.views.decorators.csrf import csrf_exempt
 from benchmark_core.generate import card_public
 from benchmark_core.predictions import text_problem
 from leaderboard.models import Release
+from leaderboard.selectors import evaluation_flags_pending
 from leaderboard.selectors import release_scorability
 
 from . import selectors, services
@@ -89,7 +90,10 @@ def submission_payload(request: HttpRequest, submission: PredictionSubmission, *
             "snippets_total": ev.snippets_total,
             "snippets_covered": ev.snippets_covered,
             "coverage": round(100.0 * ev.snippets_covered / ev.snippets_total, 2) if ev.snippets_total else 0.0,
-            "ranked": ev.complete and not ev.hidden,
+            "ranked": ev.complete and not ev.hidden and not evaluation_flags_pending(ev),
+            # results the engine flagged; the evaluation is not ranked until a reviewer clears them
+            "flagged_results": ev.flagged_results,
+            "flags_cleared": ev.flags_cleared_at is not None,
             "categories": ev.categories,
             "verified": ev.verified,
             "hidden": ev.hidden,
@@ -101,7 +105,7 @@ def submission_payload(request: HttpRequest, submission: PredictionSubmission, *
             {
                 "paper": r["snippet__paper__paper_id"], "file": r["snippet__file"], "snippet": r["snippet__name"],
                 "sample": r["sample"], "passed": r["passed"], "category": r["category"] or None,
-                "seconds": r["seconds"], "output_tail": r["output_tail"],
+                "seconds": r["seconds"], "output_tail": r["output_tail"], "flags": r["flags"] or [],
             }
             for r in selectors.submission_results(submission=submission)
         ]

@@ -307,6 +307,9 @@ def test_a_flagged_evaluation_is_not_ranked_until_a_reviewer_clears_it(client, r
     page = client.get(reverse("submissions:submission_detail", args=[sub.pk])).content.decode()
     assert 'id="engine-flags"' in page and "tampering:fd-write" in page and "not ranked" in page
     assert 'id="clear-flags"' not in page
+    api = client.get(f"/api/v1/submissions/{sub.pk}?results=1").json()
+    assert api["result"]["ranked"] is False and api["result"]["flagged_results"] == 1
+    assert [r["flags"] for r in api["results"] if r["flags"]] == [["tampering:fd-write"]]
     assert client.post(reverse("submissions:submission_action", args=[sub.pk, "clear-flags"])).status_code == 403
     assert row().ranked is False
     # a reviewer sees it first on the review page and clears it
@@ -324,3 +327,19 @@ def test_a_flagged_evaluation_is_not_ranked_until_a_reviewer_clears_it(client, r
     sub.evaluation.refresh_from_db()
     assert sub.evaluation.flagged_results == 2 and sub.evaluation.flags_cleared_at is None
     assert row().ranked is False
+
+
+def test_staff_clear_flags_with_the_admin_action(client, release, token, user):
+    resp = _post(client, token, json.dumps(_line()).encode(), model_name="Flagged")
+    sub = PredictionSubmission.objects.get(pk=resp.json()["id"])
+    snip = Snippet.objects.get(release=release, name="inverse frequencies")
+    services.snippet_result_store(evaluation_id=sub.evaluation_id, snippet_id=snip.pk,
+                                  run=_flagged_run(snip, flags=["tampering:exec"]), completion="pass")
+    admin = User.objects.create_superuser("boss", "boss@example.org", "pw-boss-123!")
+    client.force_login(admin)
+    changelist = reverse("admin:submissions_predictionsubmission_changelist")
+    assert "1: awaiting review" in client.get(changelist).content.decode()
+    resp = client.post(changelist, {"action": "clear_flags", "_selected_action": [sub.pk]})
+    assert resp.status_code == 302
+    sub.evaluation.refresh_from_db()
+    assert sub.evaluation.flags_cleared_by == "boss" and not lb_selectors.evaluation_flags_pending(sub.evaluation)
