@@ -14,8 +14,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
-from django.views.defaults import page_not_found
 from django.urls import reverse
+from django.views.defaults import page_not_found
 
 from benchmark_core.completions import completion_lines
 from benchmark_core.errors import CATEGORIES
