@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 import weakref
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -160,6 +161,9 @@ def missing_run(task: Task) -> TestRun:
 # many cases as the paper's reference code did in the same environment (run once, then cached).
 
 _REFERENCE: dict[tuple[str, str], dict] = {}
+#: a failed reference outcome is believed this long (about one scoring), then made again: a worker that
+#: lives for days must notice an environment repaired meanwhile
+FAILED_REFERENCE_SECONDS = 120.0
 _REFERENCE_LOCK = threading.Lock()
 _PAPER_LOCKS: dict[tuple[str, str], threading.Lock] = defaultdict(threading.Lock)
 
@@ -219,7 +223,9 @@ def reference_run(session: SandboxSession, paper: Paper, *, timeout: float, runs
     with _PAPER_LOCKS[key]:
         with _REFERENCE_LOCK:
             known = _REFERENCE.get(key)
-        if known is not None and (runs < 2 or known["deterministic"] is not None):
+        fresh = known is not None and (known.get("passed") is not False
+                                       or time.monotonic() - known.get("at", 0.0) < FAILED_REFERENCE_SECONDS)
+        if fresh and (runs < 2 or known["deterministic"] is not None):
             return known
         results = [session.run({}, timeout=timeout) for _ in range(runs)]
         outcomes = [reference_outcome(r) for r in results]
@@ -239,6 +245,7 @@ def reference_run(session: SandboxSession, paper: Paper, *, timeout: float, runs
             return info
         if not first["passed"] or (first["completed"] is False):
             info["reason"] = _reference_failure(results[0])
+            info["at"] = time.monotonic()
         with _REFERENCE_LOCK:
             _REFERENCE[key] = info
         return info
@@ -529,7 +536,7 @@ def run_tasks(
         # a reference run recorded by an earlier scoring in this environment need not be repeated
         for paper in {task.paper.id: task.paper for task in tasks}.values():
             detail = cache.paper_detail(paper_keys[paper.id])
-            if detail and "tests_run" in detail:
+            if detail and "tests_run" in detail and detail.get("passed") is not False:
                 env = environment_id(sandbox, PaperSpec.from_paper(paper))
                 with _REFERENCE_LOCK:
                     _REFERENCE.setdefault((env, _content_hash(paper)), detail)

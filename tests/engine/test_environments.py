@@ -280,3 +280,26 @@ def test_a_reference_run_lost_by_the_sandbox_is_made_again_in_a_new_session():
                      sandbox=_LosesFirstReference(limits=Limits()), workers=1, timeout=60)
     assert all(r.passed for r in runs), [r.category for r in runs]
     assert _LosesFirstReference.opened == 2  # the retry had a session of its own
+
+
+def test_a_failed_reference_is_made_again_once_its_environment_may_be_repaired(tmp_path, monkeypatch):
+    """A worker lives for days: a paper's failed reference is believed for about one scoring, not forever."""
+    import subprocess
+
+    import benchmark_core.runner as runner
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
+    python = str(tmp_path / "venv" / "bin" / "python")
+    root = _one_paper_pset(tmp_path / "pset", "p", test="import rcb_repairable\nimport m\nassert m.f() == 1\n")
+    paper = load_problemset(root).paper("p")
+    tasks = [Task(paper, s, reference_code(paper, s)) for s in paper.snippets]
+    box = get_sandbox("local", python=python)
+    assert [r.category for r in run_tasks(tasks, sandbox=box, workers=1, timeout=60)] == ["environment"]
+    # the operator repairs the environment: same interpreter, same paper, the module now installed
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    Path(site, "rcb_repairable.py").write_text("")
+    assert [r.category for r in run_tasks(tasks, sandbox=box, workers=1, timeout=60)] == ["environment"]
+    monkeypatch.setattr(runner, "FAILED_REFERENCE_SECONDS", 0.0)  # as when that scoring is long past
+    runs = run_tasks(tasks, sandbox=box, workers=1, timeout=60)
+    assert [r.passed for r in runs] == [True], runs[0].output_tail
