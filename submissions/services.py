@@ -615,7 +615,7 @@ def _environment_gate(job: ScoringJob, session: Any, paper: CorePaper, *, timeou
     environment = _environment_name(paper) or session.sandbox.describe()
     if info.get("sandbox_error"):  # the sandbox failed, not the code: an ordinary failure (re-run)
         raise RuntimeError(f"the sandbox failed during the reference run: {info['sandbox_error']}")
-    if not info.get("passed"):
+    if not info.get("passed") or info.get("completed") is False:  # the engine's rule (runner._Sessions.problem)
         reason = str(info.get("environment_error") or info.get("reason") or "").strip() or (
             "the paper's reference code does not pass its test in this environment"
         )
