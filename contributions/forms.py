@@ -133,3 +133,32 @@ class ReviewForm(forms.Form):
 class PublishForm(forms.Form):
     confirm = forms.BooleanField(label="Freeze this release: no paper can be added or changed afterwards")
     make_default = forms.BooleanField(required=False, label="Show it by default on the leaderboard")
+    accept_fewer = forms.BooleanField(
+        required=False, label="Show it by default even though it ranks fewer models for now",
+        help_text="the predecessor's results are re-scored onto it after publishing; until then fewer models are ranked",
+    )
+
+
+class ReleaseNameForm(forms.Form):
+    name = forms.CharField(max_length=100, label="Name", help_text="as cited, e.g. v1.1; the permalink (slug) stays")
+
+    def clean_name(self) -> str:
+        return " ".join(_plain(self.cleaned_data["name"]).split())
+
+
+class ErrataForm(forms.Form):
+    retire = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}), label="Snippets to retire",
+        help_text="one PAPER/SNIPPET per line, e.g. rope/attention scores (snippets nested in it go too)",
+    )
+    reason = forms.CharField(max_length=2000, widget=forms.Textarea(attrs={"rows": 2}),
+                             help_text="public, on the new release's changelog")
+    name = forms.CharField(max_length=100, required=False, help_text="of the new release; default '<name> (errata N)'")
+    confirm = forms.BooleanField(label="Publish the successor now and re-score every public result onto it")
+
+    def clean_retire(self) -> list[str]:
+        lines = [_plain(line) for line in self.cleaned_data["retire"].splitlines()]
+        return [line for line in lines if line]
+
+    def clean_reason(self) -> str:
+        return _plain(self.cleaned_data["reason"])

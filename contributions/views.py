@@ -12,9 +12,10 @@ from django.views.decorators.http import require_POST
 from leaderboard.models import Evaluation, Release
 
 from . import selectors
-from .forms import ContributionForm, PublishForm, ReviewForm
+from .forms import ContributionForm, ErrataForm, PublishForm, ReleaseNameForm, ReviewForm
 from .models import PaperContribution
-from .release_services import release_publish
+from .release_services import release_draft_rename, release_publish
+from .succession import release_default_switch_warning, release_errata
 from .services import UploadRefused, contribution_create, contribution_review, contribution_revise, user_is_reviewer
 
 
@@ -149,23 +150,72 @@ def releases_admin(request: HttpRequest) -> HttpResponse:
     return render(request, "contributions/releases.html", {"releases": selectors.releases_for_staff(), "nav": "releases"})
 
 
+def _release_rename(request: HttpRequest, release: Release, form: ReleaseNameForm) -> HttpResponse | None:
+    if not form.is_valid():
+        return None
+    try:
+        release_draft_rename(release=release, name=form.cleaned_data["name"])
+    except ValidationError as exc:
+        form.add_error("name", "; ".join(_errors(exc)))
+        return None
+    messages.success(request, f"The draft is named {release.name}.")
+    return redirect("contributions:release", slug=release.slug)
+
+
+def _release_errata(request: HttpRequest, release: Release, form: ErrataForm) -> HttpResponse | None:
+    if not form.is_valid():
+        return None
+    try:
+        new = release_errata(release=release, retire=form.cleaned_data["retire"], reason=form.cleaned_data["reason"],
+                             name=form.cleaned_data["name"], by=request.user)
+    except ValidationError as exc:
+        for message in _errors(exc):
+            form.add_error("retire" if "/" in message or "snippet" in message else None, message)
+        return None
+    messages.success(request, f"{new.name} is published without those snippets; every public result of "
+                              f"{release.name} is being re-scored onto it (or carried over).")
+    return redirect("contributions:release", slug=new.slug)
+
+
 @staff_member_required
 def release_admin_detail(request: HttpRequest, slug: str) -> HttpResponse:
     release = get_object_or_404(Release, slug=slug)
-    form = PublishForm(request.POST or None)
+    action = request.POST.get("action", "publish") if request.method == "POST" else ""
+    form = PublishForm(request.POST if action == "publish" else None)
+    name_form = ReleaseNameForm(request.POST if action == "rename" else None, initial={"name": release.name},
+                                prefix="rename")
+    errata_form = ErrataForm(request.POST if action == "errata" else None, prefix="errata")
+    default_warning = "" if release.frozen else release_default_switch_warning(release=release)
     status = 200
-    if request.method == "POST":
+    if action == "rename":
+        done = _release_rename(request, release, name_form)
+        if done is not None:
+            return done
+        status = 400
+    elif action == "errata":
+        done = _release_errata(request, release, errata_form)
+        if done is not None:
+            return done
+        status = 400
+    elif request.method == "POST":
+        if form.is_valid():
+            if form.cleaned_data["make_default"] and default_warning and not form.cleaned_data["accept_fewer"]:
+                # the home page would show fewer ranked models: say so before switching
+                form.add_error("accept_fewer", f"{default_warning}. Tick this box to switch anyway.")
         if form.is_valid():
             try:
                 release_publish(release=release, by=request.user, make_default=form.cleaned_data["make_default"])
             except ValidationError as exc:
                 form.add_error(None, "; ".join(_errors(exc)))
             else:
-                messages.success(request, f"Release {release.name} is published. The baselines are being scored.")
+                note = (f" The public results of {release.predecessor.name} are being re-scored onto it."
+                        if release.predecessor_id else "")
+                messages.success(request, f"Release {release.name} is published. The baselines are being scored.{note}")
                 return redirect("contributions:release", slug=slug)
         status = 400
     baselines = Evaluation.objects.filter(release=release, source=Evaluation.BASELINE).select_related("model")
     return render(request, "contributions/release.html", {
         "r": release, "papers": selectors.release_papers(release=release), "form": form, "baselines": baselines,
         "scoring": any(not ev.complete for ev in baselines), "nav": "releases",
+        "name_form": name_form, "errata_form": errata_form, "default_warning": default_warning,
     }, status=status)

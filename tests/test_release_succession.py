@@ -243,3 +243,37 @@ def test_queue_page_positions_waits_and_privacy(client, user):
     assert page.status_code == 200 and b"Secret model" not in page.content
     assert f"#{second.pk} Mine".encode() in page.content and b"about 2 min" in page.content
     assert "no-cache" in page["Cache-Control"] or "max-age=0" in page["Cache-Control"]
+
+
+# -- the staff pages --------------------------------------------------------------------------
+
+
+def test_staff_name_a_draft_publish_with_the_default_warning_and_errata(client, demo):
+    _evaluation(demo, "ranked-model", source=Evaluation.PUBLISHED)
+    staff = User.objects.create_user("root", "root@example.org", "pw-root-123456!", is_staff=True)
+    client.force_login(staff)
+    draft = release_services.release_draft_get_or_create()
+    url = reverse("contributions:release", args=[draft.slug])
+    page = client.get(url).content.decode()
+    assert 'id="rename-form"' in page and 'id="default-warning"' in page and "ranks 0 model(s)" in page
+    assert client.post(url, {"action": "rename", "rename-name": "v1.1"}).status_code == 302
+    assert Release.objects.get(pk=draft.pk).name == "v1.1"
+    # asked to become the default while it ranks fewer models: refused until confirmed
+    resp = client.post(url, {"action": "publish", "confirm": "on", "make_default": "on"})
+    assert resp.status_code == 400 and "Tick this box to switch anyway" in resp.content.decode()
+    assert not Release.objects.get(pk=draft.pk).frozen
+    resp = client.post(url, {"action": "publish", "confirm": "on", "make_default": "on", "accept_fewer": "on"})
+    assert resp.status_code == 302 and Release.objects.get(pk=draft.pk).is_default
+    new = Release.objects.get(pk=draft.pk)
+    carried = Evaluation.objects.get(release=new, model__key="ranked-model")
+    assert carried.succession["mode"] == "carried" and carried.is_public
+    # errata from the staff page: bad input is named, nothing is made
+    url = reverse("contributions:release", args=[new.slug])
+    resp = client.post(url, {"action": "errata", "errata-retire": "rope/nope", "errata-reason": "x",
+                             "errata-confirm": "on"})
+    assert resp.status_code == 400 and "no snippet" in resp.content.decode() and Release.objects.count() == 2
+    resp = client.post(url, {"action": "errata", "errata-retire": "rope/attention scores\n",
+                             "errata-reason": "passes blanked", "errata-confirm": "on"})
+    errata = Release.objects.get(predecessor=new)
+    assert resp.status_code == 302 and resp["Location"].endswith(f"/{errata.slug}/")
+    assert errata.changelog[-1]["snippet"] == "attention scores" and errata.changelog[-1]["by"] == "root"
