@@ -192,3 +192,20 @@ def test_a_paper_in_an_unavailable_environment_is_not_scorable_from_the_import(t
     assert scorability.scorable == ["Tanh-Init", "minp"]
     reason = next(r["reason"] for r in scorability.not_scorable if r["paper"] == entries[0]["id"])
     assert "network" in reason and "unavailable" in reason
+
+
+@pytest.mark.django_db
+def test_a_draft_started_from_the_release_keeps_the_entries_of_its_copies():
+    """The next release's draft copies the papers with code; its generated papers.yaml keeps each
+    paper's entry (timeout, annotated files), so the copies load as the originals did."""
+    from contributions.release_services import release_draft_get_or_create
+
+    release = _attach()
+    draft = release_draft_get_or_create()
+    rps = list(ReleasePaper.objects.filter(release=draft).exclude(folder="").select_related("paper"))
+    assert sorted(rp.paper.paper_id for rp in rps) == sorted(PAPERS)
+    for rp in rps:
+        assert rp.folder != ReleasePaper.objects.get(release=release, paper=rp.paper).folder
+        copy = paper_folder_load(rp.folder)
+        assert copy.timeout == 20.0 and len(copy.annotated_files) == 1 and not copy.annotated_files[0].endswith("_ref.py")
+        assert rp.entry["timeout"] == 20.0
