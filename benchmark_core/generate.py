@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import email.utils
+import fcntl
 import hashlib
 import json
 import random
@@ -631,6 +632,17 @@ def generate(*, tasks: list[GenTask], options: GenerateOptions, output: Path | s
         raise GenerateError("--concurrency must be at least 1")
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
+    with output.open("a", encoding="utf-8") as fh:
+        try:  # two runs appending to one file would ask twice and write duplicates
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise GenerateError(f"another generate is writing to {output}; wait for it or use another -o") from None
+        return _generate(tasks=tasks, options=options, output=output, fh=fh, source=source,
+                         progress_stream=progress_stream, progress=progress, log=log)
+
+
+def _generate(*, tasks: list[GenTask], options: GenerateOptions, output: Path, fh: TextIO, source: dict,
+              progress_stream: TextIO | None, progress: bool, log: Callable[[str], None]) -> GenerateOutcome:
     rows = predictions_read(output)
     runs: list[dict] = []
     prompt_version = tasks[0].prompt_version if tasks else PROMPT_VERSION
@@ -666,10 +678,9 @@ def generate(*, tasks: list[GenTask], options: GenerateOptions, output: Path | s
             _card_write(cpath, card)
         return GenerateOutcome(card=card, written=0, skipped=skipped)
     try:
-        with output.open("a", encoding="utf-8") as fh:
-            run.fh = fh
-            bar.update()
-            asyncio.run(run.main(todo))
+        run.fh = fh
+        bar.update()
+        asyncio.run(run.main(todo))
     finally:
         bar.finish()
         card = run.card_save(force=True)

@@ -276,3 +276,16 @@ def test_an_endpoint_that_never_answers_stops_with_exit_1(tmp_path):
     assert done.returncode == 1
     assert f"127.0.0.1:{port} gave no answer after 3 attempts" in done.stderr
     assert time.monotonic() - started < 60  # not 50 snippets times every retry
+
+
+def test_a_second_generate_on_the_same_file_is_refused(server, tmp_path, demo):
+    import fcntl
+
+    srv = server()
+    out = tmp_path / "p.jsonl"
+    with out.open("a") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)  # as a running generate holds it
+        with pytest.raises(GenerateError, match="another generate is writing"):
+            generate(tasks=tasks_from_problemset(demo, with_paper=True)[:2], options=options(srv), output=out,
+                     source={})
+    assert srv.received == 0
