@@ -31,7 +31,13 @@ class ReleaseAdmin(admin.ModelAdmin):
         if queryset.count() != 1:
             self.message_user(request, "Choose exactly one release.", messages.ERROR)
             return
-        release_set_default(release=queryset.get())
+        from contributions.succession import release_default_switch_warning  # the app that knows succession
+
+        release = queryset.get()
+        warning = release_default_switch_warning(release=release)  # measured before the switch
+        release_set_default(release=release)
+        if warning:
+            self.message_user(request, f"{release.name} is the default now, but {warning}.", messages.WARNING)
 
     @admin.action(description="Recompute significance tiers")
     def refresh_tiers(self, request, queryset):

@@ -277,3 +277,13 @@ def test_staff_name_a_draft_publish_with_the_default_warning_and_errata(client, 
     errata = Release.objects.get(predecessor=new)
     assert resp.status_code == 302 and resp["Location"].endswith(f"/{errata.slug}/")
     assert errata.changelog[-1]["snippet"] == "attention scores" and errata.changelog[-1]["by"] == "root"
+
+
+def test_admin_action_make_default_warns_when_fewer_models_are_ranked(client, demo):
+    _evaluation(demo, "ranked-model", source=Evaluation.PUBLISHED)
+    empty = Release.objects.create(name="Empty", slug="empty", status=Release.PUBLISHED)
+    client.force_login(User.objects.create_superuser("admin", "admin@example.org", "pw-admin-123456!"))
+    resp = client.post(reverse("admin:leaderboard_release_changelist"),
+                       {"action": "make_default", "_selected_action": [empty.pk]}, follow=True)
+    assert Release.objects.get(pk=empty.pk).is_default
+    assert "Empty ranks 0 model(s), the current default Demo demo ranks 1" in resp.content.decode()
