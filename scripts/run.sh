@@ -90,7 +90,8 @@ CHILDREN+=($!)
 "$PY" manage.py reconcile --every 30 >>"$LOG_DIR/reconcile.log" 2>&1 &
 CHILDREN+=($!)
 "$PY" -m gunicorn rcbsite.wsgi:application --bind "127.0.0.1:$PORT" --workers "$WEB_WORKERS" \
-  --access-logfile "$LOG_DIR/access.log" --error-logfile "$LOG_DIR/gunicorn.log" --graceful-timeout 10 &
+  --access-logfile "$LOG_DIR/access.log" --error-logfile "$LOG_DIR/gunicorn.log" --graceful-timeout 10 \
+  >>"$LOG_DIR/gunicorn.log" 2>&1 &
 GUNICORN=$!
 CHILDREN+=($GUNICORN)
 
