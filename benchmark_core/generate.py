@@ -31,7 +31,7 @@ from .problemset import ProblemSet
 
 __all__ = [
     "GenerateError", "GenerateOptions", "GenerateOutcome", "GenTask", "card_path", "generate",
-    "problemset_hash", "tasks_from_problemset", "tasks_from_site", "predictions_read", "card_public", "RunCardError",
+    "problemset_hash", "tasks_from_problemset", "tasks_from_site", "predictions_read", "card_public", "card_parse", "RunCardError",
 ]
 
 CARD_VERSION = 1
@@ -343,6 +343,20 @@ def card_public(card: Any) -> dict:
     elif isinstance(runs, int) and not isinstance(runs, bool):
         out["runs"] = runs
     return out
+
+
+CARD_MAX_BYTES = 20_000  # a card from `generate` is well under 2 kB
+
+
+def card_parse(raw: str | bytes) -> dict:
+    """A run card as sent to a site (JSON text), reduced by ``card_public``; RunCardError says why not."""
+    if len(raw) > CARD_MAX_BYTES:
+        raise RunCardError(f"the run card is larger than {CARD_MAX_BYTES // 1000} kB")
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RunCardError(f"not a run card: {exc}") from None
+    return card_public(data)
 
 
 def _card_write(path: Path, card: dict) -> None:

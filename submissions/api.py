@@ -6,7 +6,6 @@ metadata in the query string (``model_name``, ``release``, ``organisation``, ``o
 """
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
@@ -14,7 +13,7 @@ from django.http import HttpRequest, JsonResponse
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 
-from benchmark_core.generate import card_public
+from benchmark_core.generate import RunCardError, card_parse
 from benchmark_core.predictions import text_problem
 from leaderboard.models import Release
 from leaderboard.selectors import evaluation_flags_pending
@@ -120,20 +119,15 @@ class _BadFields(Exception):
         self.message, self.fields = message, fields
 
 
-_RUN_CARD_LIMIT = 20_000  # bytes of JSON; a card from `generate` is well under 2 kB
-
-
 def _run_card(source: Any) -> tuple[dict | None, str]:
     """The run card sent with the upload (JSON text), reduced to what the site keeps; or the problem."""
     raw = str(source.get("run_card", "") or "").strip()
     if not raw:
         return None, ""
-    if len(raw) > _RUN_CARD_LIMIT:
-        return None, f"the run card is larger than {_RUN_CARD_LIMIT // 1000} kB"
     try:
-        return card_public(json.loads(raw)), ""
-    except ValueError as exc:  # JSON and RunCardError alike
-        return None, f"not a run card: {exc}"
+        return card_parse(raw), ""
+    except RunCardError as exc:
+        return None, str(exc)
 
 
 def _meta(source: Any) -> dict[str, Any]:

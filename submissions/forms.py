@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from django import forms
 
+from benchmark_core.generate import CARD_MAX_BYTES, RunCardError, card_parse
+
 from .selectors import releases_open
 
 __all__ = ["SubmissionMetaForm", "SubmissionForm"]
@@ -40,7 +42,27 @@ class SubmissionForm(SubmissionMetaForm):
         help_text='one object per line: {"paper", "snippet", "completion"} and optional "file", "sample"',
     )
 
+    run_card = forms.FileField(
+        required=False, label="Run card (optional)",
+        help_text="the NAME.card.json that `python -m benchmark_core generate` wrote beside NAME.jsonl: its "
+                  "decoding, tokens and cost are shown with the results",
+    )
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["release"].queryset = releases_open()  # evaluated per request, not at import
 
+    def clean_run_card(self) -> dict | None:
+        upload = self.cleaned_data.get("run_card")
+        if not upload:
+            return None
+        try:
+            return card_parse(upload.read(CARD_MAX_BYTES + 1))  # more than the limit is refused unread
+        except RunCardError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    def decoding(self) -> dict:
+        """The fields given win; the run card fills the ones left empty."""
+        recorded = (self.cleaned_data.get("run_card") or {}).get("decoding") or {}
+        card = {k: v for k, v in recorded.items() if k in ("temperature", "top_p", "max_tokens")}
+        return {**card, **super().decoding()}

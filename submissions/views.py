@@ -65,6 +65,7 @@ def submission_create(request: HttpRequest) -> HttpResponse:
                     notes=form.cleaned_data["notes"],
                     allow_partial=request.POST.get("allow_partial") == "1",
                     publish=request.POST.get("publish") == "1",
+                    run_card=form.cleaned_data.get("run_card"),
                 )
             except services.PartialCoverage as exc:
                 # not an error: the user confirms (ticks the box and sends the file again) or completes it

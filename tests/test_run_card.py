@@ -163,3 +163,27 @@ def test_run_command_generates_scores_reports_and_submits(release, token, chat, 
     sub = PredictionSubmission.objects.get()
     assert sub.model_name == "oracle" and sub.evaluation.run_card["model"] == "oracle"
     assert sub.predictions_count == release.snippets.count()
+
+
+def test_the_web_form_takes_a_run_card_file(release, client):
+    user = User.objects.create_user("dave", "dave@example.org", "pw-dave-123!")
+    client.force_login(user)
+    card = {"model": "m", "endpoint_host": "127.0.0.1:8001", "decoding": {"temperature": 0.3, "seed": 1},
+            "tokens": {"input": 1234, "output": 56}, "cost_usd": 0.5, "cost_per_snippet_usd": 0.01,
+            "counts": {"answers": 1, "expected": 1}, "samples": 1, "with_paper": True}
+
+    def post(card_bytes: bytes):
+        data = io.BytesIO(b'{"paper": "rope", "snippet": "inverse frequencies", "completion": "x"}\n')
+        data.name = "p.jsonl"
+        upload = io.BytesIO(card_bytes)
+        upload.name = "p.card.json"
+        return client.post("/submit/", {"release": release.pk, "model_name": "Form model", "file": data,
+                                        "run_card": upload, "allow_partial": "1"})
+
+    bad = post(b'{"tokens": "many"}')
+    assert bad.status_code == 400 and "run card: &#x27;tokens&#x27; must be an object" in bad.content.decode()
+    assert not PredictionSubmission.objects.exists()
+    assert post(json.dumps(card).encode()).status_code == 302
+    ev = PredictionSubmission.objects.get().evaluation
+    assert ev.run_card["tokens"] == {"input": 1234, "output": 56} and ev.cost_per_snippet == 0.01
+    assert ev.decoding == {"temperature": 0.3}  # the form left it empty: the card's
