@@ -2,7 +2,8 @@
 
 Upload as multipart (a ``file`` part plus metadata fields) or as a JSON-lines body with the
 metadata in the query string (``model_name``, ``release``, ``organisation``, ``open_weights``,
-``knowledge_cutoff``, ``link``, ``without_paper``, ``temperature``, ``top_p``, ``max_tokens``).
+``knowledge_cutoff``, ``link``, ``without_paper``, ``temperature``, ``top_p``, ``max_tokens``,
+``run_card``: the JSON run card of ``python -m benchmark_core generate``).
 """
 from __future__ import annotations
 
