@@ -567,7 +567,7 @@ def snippet_result_store(*, evaluation_id: int, snippet_id: int, run: TestRun, c
             output_tail=run.output_tail,
             completion=completion,
             # the engine's tampering flags (PEP 578 audit, AST): a flagged row keeps its evaluation unranked
-            flags=list(getattr(run, "flags", None) or []),
+            flags=list(run.flags or []),
         ),
     )
     flagged = SnippetResult.objects.filter(evaluation_id=evaluation_id).exclude(flags=[]).count()

@@ -16,7 +16,7 @@ from django.urls import reverse
 
 from benchmark_core.cli import main as core_main
 from benchmark_core.predictions import MAX_DEPTH
-from benchmark_core.runner import TestRun
+from benchmark_core import runner
 from leaderboard import selectors as lb_selectors
 from leaderboard.models import Evaluation, LLMModel, Snippet
 from submissions import services
@@ -274,11 +274,9 @@ def test_a_private_model_is_a_404_to_everyone_but_its_owner_and_staff(client, re
 # -- engine flags keep an evaluation off the ranked board until a reviewer clears it -----------
 
 
-def _flagged_run(snippet: Snippet, *, flags: list[str]) -> TestRun:
-    run = TestRun(paper=snippet.paper.paper_id, file=snippet.file, snippet=snippet.name, sample=0, weight=snippet.weight,
-                  passed=True, category=None, exit_code=0, seconds=0.1)
-    run.flags = flags  # the field B adds to TestRun; set here so this test does not depend on its landing order
-    return run
+def _flagged_run(snippet: Snippet, *, flags: list[str]) -> runner.TestRun:
+    return runner.TestRun(paper=snippet.paper.paper_id, file=snippet.file, snippet=snippet.name, sample=0,
+                          weight=snippet.weight, passed=True, category=None, exit_code=0, seconds=0.1, flags=flags)
 
 
 def test_a_flagged_evaluation_is_not_ranked_until_a_reviewer_clears_it(client, release, token, user):
