@@ -298,6 +298,23 @@ def print_report(results: dict, out: TextIO) -> None:
             print(f"  {s['paper']}/{s['snippet']} [sample {s['sample']}] {s['category']}: {last[:100]}", file=out)
         if len(failed) > 50:
             print(f"  ... and {len(failed) - 50} more (see the results file)", file=out)
+    # tampering:* and audit:* flags come from the run's audit trail, ast:* from the completion's code
+    flagged = [s for s in results["snippets"] if any(not f.startswith("ast:") for f in s.get("flags") or [])]
+    if flagged:
+        print(f"\nFlagged runs ({len(flagged)}; a flagged evaluation is not ranked until a reviewer clears it):",
+              file=out)
+        for s in flagged[:50]:
+            shown = ", ".join(f for f in s["flags"] if not f.startswith("ast:"))
+            outcome = "passed" if s["passed"] else s["category"]
+            print(f"  {s['paper']}/{s['snippet']} [sample {s['sample']}] {outcome}: {shown}", file=out)
+    ast_flags: dict[str, int] = {}
+    for s in results["snippets"]:
+        for flag in s.get("flags") or []:
+            if flag.startswith("ast:"):
+                ast_flags[flag] = ast_flags.get(flag, 0) + 1
+    if ast_flags:
+        print("\nAST flags (completions' code; they do not fail a run): "
+              + ", ".join(f"{f} {n}" for f, n in sorted(ast_flags.items())), file=out)
 
 
 def summary_line(summary: dict) -> str:

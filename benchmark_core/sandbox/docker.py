@@ -732,7 +732,9 @@ class DockerSandbox(Sandbox):
         # a size-limited tmpfs that the archive API can still reach, because it is a volume
         volume = client.volumes.create(
             name=f"rcb-{uuid.uuid4().hex[:16]}", driver="local", labels=labels,
-            driver_opts={"type": "tmpfs", "device": "tmpfs", "o": f"size={work_mb}m,mode=0755,nosuid,nodev"},
+            driver_opts={"type": "tmpfs", "device": "tmpfs",
+                         # inodes are bounded too: a flood of empty files must not eat the host's memory
+                         "o": f"size={work_mb}m,nr_inodes={max(200_000, work_mb * 500)},mode=0755,nosuid,nodev"},
         )
         # dash's `read` takes stdin byte by byte: nothing after the newline (the first request) is lost
         script = "IFS= read -r command || exit 1; set -f; IFS='\t'; exec $command"
@@ -749,7 +751,8 @@ class DockerSandbox(Sandbox):
                 environment=self.environment(),
                 network_mode="none",
                 read_only=True,
-                tmpfs={"/tmp": f"rw,exec,nosuid,nodev,size={limits.tmpfs_mb}m,mode=1777"},
+                tmpfs={"/tmp": f"rw,exec,nosuid,nodev,size={limits.tmpfs_mb}m,nr_inodes={max(100_000, limits.tmpfs_mb * 500)},"
+                            "mode=1777"},
                 mounts=[Mount(target=INSIDE, source=volume.name, type="volume")],
                 cap_drop=["ALL"],
                 cap_add=list(RUNNER_CAPS) if self.uid_per_run else None,

@@ -50,6 +50,7 @@ import resource
 import selectors
 import shutil
 import signal
+import stat
 import sys
 import time
 import traceback
@@ -57,6 +58,10 @@ import traceback
 PROTOCOL = 1
 KEEP_RESULTS = 64
 RUN_NICE = 10  # niceness of every run (the runner stays at 0)
+DISK_CHECK_SECONDS = 0.1
+PREPARE_RETRIES = 40  # times a run is prepared again while another run holds the disk
+DISK_ALARM = 0.5  # a shared tmpfs this full is checked run by run
+DISK_SHARE = 0.35  # what one run may hold of it then
 PROOF_BYTES = 4 << 20  # what is kept of a run's proof pipe (stacks of a few hundred audited events)
 DRAIN_SECONDS = 2.0
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -853,6 +858,13 @@ def _child(run: "Run", server: "Server", fds: tuple[int, int, int]) -> None:
 
 # --------------------------------------------------------------------------- server side
 
+def _disk_full(exc: BaseException) -> bool:
+    """Whether preparing a run failed for want of disk (shutil.copytree gathers its errors)."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return "No space left" in str(exc) or "Disk quota" in str(exc)
+
+
 def remove_tree(path: str) -> None:
     """Delete a file or folder tree iteratively, one directory fd at a time.
 
@@ -1019,6 +1031,7 @@ class Run:
         self.err = Bounded(self.output_bytes)
         self.proof = bytearray()
         self.proof_overflow = False
+        self.disk_stopped = ""  # why the runner stopped the run for its disk use
         self.open_fds: dict[int, object] = {}
 
 
@@ -1061,6 +1074,8 @@ class Server:
         self.out_fd = -1
         self.statuses: dict[int, int] = {}
         self.import_output: tuple[bytes, bytes] = (b"", b"")
+        self.disk_check_at = 0.0
+        self.retry: list[tuple[float, dict]] = []  # runs that could not be prepared on a full disk
         self.fresh_reason = "fresh_process" if self.fresh else ""
 
     # -- helpers
@@ -1128,6 +1143,8 @@ class Server:
 
     def start(self, request: dict) -> None:
         rid = request.get("id")
+        if request.get("_tries"):
+            self.active_ids.discard(rid)  # held while it waited for the disk
         if not isinstance(rid, str) or not _ID_RE.match(rid) or rid in (".", ".."):
             self.bad_request(rid, f"bad run id {rid!r}: use 1-128 letters, digits, '_', '.', '-'")
             return
@@ -1152,8 +1169,14 @@ class Server:
                 with open(target, "w", encoding="utf-8") as fh:
                     fh.write(text)
             os.makedirs(os.path.join(folder, "home"))
-        except (OSError, ValueError, TypeError, AttributeError) as exc:
+        except (OSError, ValueError, TypeError, AttributeError, shutil.Error) as exc:
             self.discard(folder)
+            tries = int(request.get("_tries") or 0)
+            if _disk_full(exc) and tries < PREPARE_RETRIES and (self.runs or tries == 0):
+                # another run filled the disk: the guard stops it and its folder goes; try again then
+                self.retry.append((time.monotonic() + 0.3, {**request, "_tries": tries + 1}))
+                self.active_ids.add(rid)
+                return
             self.bad_request(rid, f"cannot prepare run {rid}: {exc}")
             return
         if self.uid_base is not None:
@@ -1238,6 +1261,8 @@ class Server:
         # the hook ended the run because it could not report: its proof pipe was closed or replaced
         proof["channel_lost"] = code == PROOF_EXIT and not proof["authentic"]
         stderr = run.err.text()
+        if run.disk_stopped:
+            stderr = (stderr.rstrip("\n") + "\n" + run.disk_stopped + "\n").lstrip("\n")
         oom = ("MemoryError" in stderr or "std::bad_alloc" in stderr
                or (sig == signal.SIGKILL and not run.timed_out))
         result = {
@@ -1293,6 +1318,66 @@ class Server:
         self.finished.append(run.folder)
         while len(self.finished) > KEEP_RESULTS:
             self.discard(self.finished.pop(0))
+
+    def disk_guard(self) -> None:
+        """Per-run disk and inode limits: when a shared tmpfs (the runs' folder, /tmp, /dev/shm) is
+        more than half used, a run holding more than its share of it is stopped, so that one run
+        cannot fill the disk every other run needs."""
+        active = [r for r in self.runs.values() if r.status is None and not r.disk_stopped]
+        if not active:
+            return
+        for mount in (self.work, "/tmp", "/dev/shm"):
+            try:
+                st = os.statvfs(mount)
+            except OSError:
+                continue
+            blocks = 1 - st.f_bavail / st.f_blocks if st.f_blocks else 0.0
+            inodes = 1 - st.f_favail / st.f_files if st.f_files else 0.0
+            if max(blocks, inodes) < DISK_ALARM:
+                continue
+            share_bytes = st.f_blocks * st.f_frsize * DISK_SHARE
+            share_inodes = st.f_files * DISK_SHARE
+            for run in active:
+                if run.disk_stopped:
+                    continue
+                used, count = self.disk_use(run, mount)
+                if used > share_bytes or count > share_inodes:
+                    run.disk_stopped = (f"[runner] the run was stopped: it used {used >> 20} MB and {count} files of "
+                                        f"{mount} (a run may use {int(share_bytes) >> 20} MB and "
+                                        f"{int(share_inodes)} files)")
+                    self.kill_tree(run)
+                    try:
+                        os.kill(run.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+
+    def disk_use(self, run: "Run", mount: str) -> tuple[int, int]:
+        """Bytes and inodes the run holds on ``mount``: its folder, or what its uid owns there."""
+        if mount == self.work:
+            roots = [run.folder]
+        elif run.uid is not None:
+            try:
+                roots = [e.path for e in os.scandir(mount) if e.stat(follow_symlinks=False).st_uid == run.uid]
+            except OSError:
+                roots = []
+        else:
+            return 0, 0
+        used = count = 0
+        stack = list(roots)
+        while stack and count < 5_000_000:
+            path = stack.pop()
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            used += st.st_blocks * 512
+            count += 1
+            if stat.S_ISDIR(st.st_mode):
+                try:
+                    stack.extend(e.path for e in os.scandir(path))
+                except OSError:
+                    pass
+        return used, count
 
     @staticmethod
     def discard(path: str) -> None:
@@ -1373,9 +1458,13 @@ class Server:
         os.set_blocking(0, False)
         self.sel.register(0, selectors.EVENT_READ, (None, "stdin"))
         try:
-            while self.stdin_open or self.runs:
+            while self.stdin_open or self.runs or self.retry:
                 now = time.monotonic()
                 waits = [0.05]
+                for due, request in list(self.retry):
+                    if due <= now:
+                        self.retry.remove((due, request))
+                        self.start(request)
                 for run in self.runs.values():
                     waits.append((run.drain_until if run.drain_until is not None else run.deadline) - now)
                 for key, _ in self.sel.select(max(0.0, min(waits))):
@@ -1388,6 +1477,9 @@ class Server:
                         self.on_data(run, key.fd, kind)
                 self.reap()
                 now = time.monotonic()
+                if now >= self.disk_check_at:
+                    self.disk_check_at = now + DISK_CHECK_SECONDS
+                    self.disk_guard()
                 for run in list(self.runs.values()):
                     if run.status is None and run.pid in self.statuses:
                         run.status = self.statuses[run.pid]

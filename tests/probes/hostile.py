@@ -439,7 +439,7 @@ for folder in (".", os.environ.get("TMPDIR", "."), "/tmp"):
     except OSError as exc:
         print("stopped after", written >> 20, "MB in", folder, ":", exc)
 raise OSError(f"disk full after {written >> 20} MB")
-""", "other crash timeout", r"No space left|File too large|Disk quota|Read-only", timeout=20.0),
+""", "other crash timeout", r"No space left|File too large|Disk quota|Read-only|the run was stopped: it used", timeout=20.0),
     _p("overwrite_test_and_paper", """
 import os
 with open("paper2code_test.py", "w") as fh:
