@@ -11,6 +11,7 @@ from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, JsonResponse
+from django.http.multipartparser import MultiPartParserError
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -190,6 +191,8 @@ def submissions_endpoint(request: HttpRequest) -> JsonResponse:
         meta = _meta(source)
     except RequestDataTooBig:
         return _error(413, too_big)
+    except MultiPartParserError as exc:
+        return _error(400, f"the multipart body cannot be read: {exc}")
     except _BadFields as exc:
         return _error(400, exc.message, fields=exc.fields)
     releases = selectors.releases_open()

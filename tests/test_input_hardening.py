@@ -113,6 +113,13 @@ def test_multipart_fields_with_a_nul_byte_are_refused(client, release, token, fi
     assert _stored() == before
 
 
+@pytest.mark.parametrize("content_type", ["multipart/form-data", "multipart/form-data; boundary="])
+def test_an_unreadable_multipart_body_is_a_json_400(client, release, token, content_type):
+    resp = client.generic("POST", "/api/v1/submissions", data=b"garbage", content_type=content_type,
+                          HTTP_AUTHORIZATION=f"Token {token}")
+    assert resp.status_code == 400 and "multipart body cannot be read" in resp.json()["error"]
+
+
 def test_a_nul_byte_anywhere_in_a_url_is_a_400_not_a_database_error(client, release, token):
     """PostgreSQL refuses NUL in text: every lookup with one would be a 500; the URL is refused first."""
     for url in ("/api/v1/papers/rope%00", "/api/v1/models/x%00y", "/api/v1/leaderboard?release=demo%00",
