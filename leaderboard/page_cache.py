@@ -7,12 +7,15 @@ How a request to a page wrapped in ``public_page`` is served:
    (``services.release_touch``, ``release_tiers_refresh`` and the signal handlers in
    ``models.py``), so a write changes the stamp and the very next request renders afresh, in
    every process (no per-process memo). Old entries are never read again and expire.
-2. The key is the view, scheme, host, path, the sorted query parameters and the stamp.
+2. The key is the view, scheme, host, path, the sorted query parameters, the stamp and a hash of
+   the code and templates (a deploy never serves what the previous code rendered).
 3. A miss renders the view for an *anonymous copy* of the request: no cookies, an empty session,
    no messages, an anonymous user that notes whether anything looked at it. So an entry never
    holds anything of one visitor. The parts of ``base.html`` that belong to the visitor are holes
    (``{% page_hole "account" %}``: the account menu, flash messages), stored as markers; CSRF
    tokens are stored as a placeholder. One process renders a key at a time (the others wait).
+   Each process also keeps the entries it served last in memory (``RCB_PAGE_CACHE_LOCAL_MB``):
+   keys change with every write, so such a copy is never stale.
 4. A hit fills the holes and the CSRF token for the request. Anonymous visitors without messages
    get the stored, pre-filled bytes: ``Cache-Control: public`` with ``s-maxage`` (a proxy may
    serve them for a few seconds), ``max-age`` for browsers (0 by default: they revalidate with
@@ -33,7 +36,9 @@ import hashlib
 import hmac
 import json
 import re
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import wraps
 from importlib import import_module
@@ -56,6 +61,8 @@ from .models import Release
 
 __all__ = [
     "HOLES",
+    "code_version",
+    "local_clear",
     "hole_render",
     "page_render_context",
     "page_stamp",
@@ -141,9 +148,30 @@ def page_stamp() -> str:
     return hashlib.sha256(repr(rows).encode()).hexdigest()[:24]
 
 
+@functools.cache
+def code_version() -> str:
+    """A hash of what renders the pages: templates, the apps' code, the static files' manifest.
+
+    In every key, so a deploy that changes how a page looks never serves the pages the previous
+    code rendered (a shared Redis outlives deploys). Computed once per process.
+    """
+    from pathlib import Path
+
+    base = Path(settings.BASE_DIR)
+    digest = hashlib.sha256()
+    roots = [base / "templates", *(base / app for app in ("leaderboard", "accounts", "submissions", "contributions"))]
+    files = sorted(p for root in roots if root.is_dir() for p in root.rglob("*")
+                   if p.suffix in (".py", ".html", ".txt") and "migrations" not in p.parts and p.is_file())
+    manifest = Path(settings.STATIC_ROOT or "") / "staticfiles.json"
+    for path in [*files, *([manifest] if settings.STATIC_ROOT and manifest.is_file() else [])]:
+        digest.update(str(path.relative_to(base) if path.is_relative_to(base) else path).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def _key(request: HttpRequest, view_name: str, stamp: str) -> str:
     query = sorted((k, v) for k, values in request.GET.lists() for v in values)
-    raw = json.dumps([view_name, request.scheme, request.get_host(), request.path, query, stamp])
+    raw = json.dumps([view_name, request.scheme, request.get_host(), request.path, query, stamp, code_version()])
     return "rcb:page:" + hashlib.sha256(raw.encode()).hexdigest()[:40]
 
 
@@ -232,11 +260,50 @@ def _render(view: Callable[..., HttpResponseBase], request: HttpRequest, args: t
     return entry, response
 
 
+#: the entries this process served last, by key: a hit then skips unpickling (and, with Redis, the
+#: transfer of) a page of a few hundred kB. Keys change with every write, so a copy is never stale.
+_LOCAL: OrderedDict[str, _Entry] = OrderedDict()
+_LOCAL_SIZES: dict[str, int] = {}
+_LOCAL_LOCK = threading.Lock()
+
+
+def local_clear() -> None:
+    """Forget this process's in-memory copies (tests that measure a cold cache clear both)."""
+    with _LOCAL_LOCK:
+        _LOCAL.clear()
+        _LOCAL_SIZES.clear()
+
+
+def _local_get(key: str) -> _Entry | None:
+    with _LOCAL_LOCK:
+        entry = _LOCAL.get(key)
+        if entry is not None:
+            _LOCAL.move_to_end(key)
+        return entry
+
+
+def _local_put(key: str, entry: _Entry) -> None:
+    limit = int(_setting("RCB_PAGE_CACHE_LOCAL_MB", 32)) * 1024 * 1024
+    size = len(entry.body) + (len(entry.anonymous_body) if entry.anonymous_body is not entry.body else 0)
+    if size > limit // 4:
+        return
+    with _LOCAL_LOCK:
+        _LOCAL[key] = entry
+        _LOCAL_SIZES[key] = size
+        while _LOCAL and sum(_LOCAL_SIZES.values()) > limit:
+            old, _ = _LOCAL.popitem(last=False)
+            _LOCAL_SIZES.pop(old, None)
+
+
 def _entry_get_or_render(key: str, render: Callable[[], tuple[_Entry, HttpResponseBase | None]]
                          ) -> tuple[_Entry, HttpResponseBase | None]:
     """The stored entry, else render it; one process renders a key while the others wait for it."""
+    entry = _local_get(key)
+    if entry is not None:
+        return entry, None
     entry = cache.get(key)
     if entry is not None:
+        _local_put(key, entry)
         return entry, None
     lock = key + ":lock"
     if not cache.add(lock, 1, _LOCK_SECONDS):
@@ -245,12 +312,14 @@ def _entry_get_or_render(key: str, render: Callable[[], tuple[_Entry, HttpRespon
             time.sleep(0.05)
             entry = cache.get(key)
             if entry is not None:
+                _local_put(key, entry)
                 return entry, None
             if cache.get(lock) is None:
                 break  # the other render ended without storing (an error): render here
     try:
         entry, response = render()
         cache.set(key, entry, _setting("RCB_PAGE_CACHE_SECONDS", 3600))
+        _local_put(key, entry)
         return entry, response
     finally:
         cache.delete(lock)
@@ -268,8 +337,13 @@ def public_response_headers(response: HttpResponseBase, *, etag: str | None, las
     if etag:
         response["ETag"] = etag
     if last_modified is not None:
-        response["Last-Modified"] = http_date(last_modified)
+        response["Last-Modified"] = _http_date(int(last_modified))
     return response
+
+
+@functools.lru_cache(maxsize=256)
+def _http_date(seconds: int) -> str:
+    return http_date(seconds)
 
 
 def not_modified(request: HttpRequest, *, etag: str, last_modified: float | None = None) -> HttpResponse | None:

@@ -161,6 +161,8 @@ RCB_PAGE_CACHE = env_bool("RCB_PAGE_CACHE", True)
 RCB_PAGE_CACHE_SECONDS = int(os.environ.get("RCB_PAGE_CACHE_SECONDS", "3600"))
 RCB_PAGE_CACHE_MAX_AGE = int(os.environ.get("RCB_PAGE_CACHE_MAX_AGE", "0"))
 RCB_PAGE_CACHE_SHARED_MAX_AGE = int(os.environ.get("RCB_PAGE_CACHE_SHARED_MAX_AGE", "10"))
+# MB of the entries each process keeps in memory beside the shared cache (never stale: keys move on writes)
+RCB_PAGE_CACHE_LOCAL_MB = int(os.environ.get("RCB_PAGE_CACHE_LOCAL_MB", "32"))
 
 # Scoring engine
 RCB_SANDBOX_BACKEND = os.environ.get("RCB_SANDBOX_BACKEND", "auto")

@@ -33,8 +33,10 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(autouse=True)
 def _fresh_cache():
     cache.clear()
+    page_cache.local_clear()
     yield
     cache.clear()
+    page_cache.local_clear()
 
 
 @pytest.fixture
@@ -257,23 +259,31 @@ def test_a_page_that_looks_at_the_user_is_never_served_to_someone_else(demo, ali
 
 
 # --------------------------------------------------------------------------- machinery
+def _without_local(key, render):
+    page_cache.local_clear()
+    return page_cache._entry_get_or_render(key, render)[0]
+
+
 def test_one_render_per_key_while_others_wait():
     key = f"rcb:test:{uuid.uuid4().hex}"
     renders = []
 
+    entry = page_cache._Entry(status=200, headers=[], body=b"x", anonymous_body=b"x", holed=False, has_csrf=False,
+                              etag='"e"', last_modified=0.0, user_dependent=False, cacheable=True)
+
     def slow_render():
         renders.append(1)
         time.sleep(0.5)
-        return "entry", None
+        return entry, None
 
     results = []
-    threads = [threading.Thread(target=lambda: results.append(page_cache._entry_get_or_render(key, slow_render)[0]))
-               for _ in range(4)]
+    # threads stand for processes: each has no copy of its own, so each asks the shared cache
+    threads = [threading.Thread(target=lambda: results.append(_without_local(key, slow_render))) for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert results == ["entry"] * 4 and len(renders) == 1
+    assert results == [entry] * 4 and len(renders) == 1
 
 
 def test_pages_replay_from_the_production_redis_backend(client, demo):
@@ -286,6 +296,7 @@ def test_pages_replay_from_the_production_redis_backend(client, demo):
         caches["default"].set("probe", 1)  # fails loudly when Redis is not there
         url = reverse("leaderboard:per_paper")
         cold = client.get(url)
+        page_cache.local_clear()  # this process's copy aside: the entry comes from Redis
         n, warm = _queries(client, url)
         assert n == 1 and warm.content == cold.content
         assert client.get(url, HTTP_IF_NONE_MATCH=warm["ETag"]).status_code == 304
@@ -355,3 +366,23 @@ def test_a_submission_finishing_and_published_shows_on_the_next_request_of_every
     assert visitor.get("/releases/").content.decode() != releases_before  # its model count
     model_key = sub.evaluation.model.key
     assert "Launch-Day-Model" in visitor.get(reverse("leaderboard:model", args=[model_key])).content.decode()
+
+
+def test_a_process_copy_serves_without_the_shared_cache_and_is_never_stale(client, demo):
+    url = reverse("leaderboard:leaderboard")
+    client.get(url)
+    cache.clear()  # the shared cache lost it (evicted, flushed): this process still has its copy
+    n, response = _queries(client, url)
+    assert n == 1 and response.status_code == 200
+    model = LLMModel.objects.get(pk=demo.models[1].pk)
+    model.display_name = "Model One, renamed"
+    model.save()
+    assert "Model One, renamed" in client.get(url).content.decode()
+
+
+def test_new_code_never_serves_what_the_old_code_rendered(client, demo, monkeypatch):
+    url = reverse("leaderboard:errors")
+    client.get(url)
+    assert _queries(client, url)[0] == 1
+    monkeypatch.setattr(page_cache, "code_version", lambda: "the next deploy")
+    assert _queries(client, url)[0] > 1  # a new key: rendered afresh

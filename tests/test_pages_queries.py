@@ -6,6 +6,7 @@ from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from leaderboard import page_cache
 from leaderboard.models import LLMModel, Paper, Release
 from tests.factories import make_demo
 from tests.test_pages import page_urls
@@ -17,6 +18,7 @@ def _counts(client, demo) -> dict[str, int]:
     counts = {}
     for name, url in page_urls(demo).items():
         cache.clear()  # measure the uncached path: the cache must not hide a per-model query
+        page_cache.local_clear()
         with CaptureQueriesContext(connection) as ctx:
             response = client.get(url)
         assert response.status_code == 200, (name, response.status_code)
