@@ -106,7 +106,7 @@ def _succession(ev: Evaluation, mode: str, **extra: Any) -> dict[str, Any]:
             "from_release_name": ev.release.name, **extra}
 
 
-def _rescore(ev: Evaluation, release: Release, new_index: dict, by: Any) -> PredictionSubmission | None:
+def _rescore(ev: Evaluation, release: Release, new_index: dict) -> PredictionSubmission | None:
     """A new submission with ev's stored completions for the successor's snippets; None if none is stored."""
     from submissions.services import scoring_jobs_create
 
@@ -117,7 +117,7 @@ def _rescore(ev: Evaluation, release: Release, new_index: dict, by: Any) -> Pred
     if not predictions:
         return None
     original = PredictionSubmission.objects.filter(evaluation=ev).select_related("user").first()
-    owner = original.user if original is not None else (by if getattr(by, "pk", None) else _maintainers())
+    owner = original.user if original is not None else _maintainers()
     samples = sorted({s for _, s, _ in predictions})
     model = ev.model
     new_ev = Evaluation.objects.create(
@@ -192,14 +192,15 @@ def release_successor_populate(*, release: Release, by: Any = None) -> Successio
             if ev.pk in done:
                 report.skipped.append(ev.pk)
                 continue
-            submission = _rescore(ev, release, new_index, by) if ev.source in RESCORED_SOURCES else None
+            submission = _rescore(ev, release, new_index) if ev.source in RESCORED_SOURCES else None
             if submission is not None:
                 report.rescored.append(submission.pk)
             else:
                 report.carried.append(_carry(ev, release, old_index, new_index).pk)
     release_tiers_refresh(release=release)
-    logger.info("release %s: %d evaluation(s) re-scored, %d carried over from %s", release.slug,
-                len(report.rescored), len(report.carried), predecessor.slug)
+    logger.info("release %s (published by %s): %d evaluation(s) re-scored, %d carried over from %s", release.slug,
+                getattr(by, "username", None) or "a command", len(report.rescored), len(report.carried),
+                predecessor.slug)
     return report
 
 
