@@ -37,7 +37,10 @@ def submission_create(request: HttpRequest) -> HttpResponse:
     context = {"nav": "submit", "quota": selectors.submission_quota(user=request.user),
                "max_mb": services.max_upload_bytes() // 1048576}
     if request.method != "POST":
-        return render(request, "submissions/create.html", {**context, "form": SubmissionForm()})
+        # ?release= (the header's Submit link from a release's pages) picks that release, when open
+        chosen = selectors.releases_open().filter(slug=(request.GET.get("release") or "").strip()).first()
+        form = SubmissionForm(initial={"release": chosen} if chosen else None)
+        return render(request, "submissions/create.html", {**context, "form": form, "release": chosen})
     form, error = _upload_form(request)
     status = 400
     problems: list = []

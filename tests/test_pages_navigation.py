@@ -99,3 +99,20 @@ def test_staff_menu_lists_the_pages_each_role_may_open(client, two_releases):
     # and the anonymous page served after a staff visit has no menu (the menu is a per-visitor hole)
     client.logout()
     assert staff_menu(client.get(reverse("leaderboard:leaderboard")).content.decode()) == ""
+
+
+def test_submit_link_and_form_follow_the_release(client, two_releases):
+    default, other = two_releases
+    # a second release one can submit to (published, with a paper's code)
+    from leaderboard.models import ReleasePaper
+
+    second = Release.objects.create(name="Second", slug="second", status=Release.PUBLISHED)
+    ReleasePaper.objects.create(release=second, paper=ReleasePaper.objects.filter(release=default).first().paper,
+                                folder="/nonexistent/paper-0", snippet_count=1, total_weight=1)
+    html = client.get(reverse("leaderboard:leaderboard") + "?release=second").content.decode()
+    assert header_links(html)["Submit"] == reverse("submissions:submission_create") + "?release=second"
+    client.force_login(User.objects.create_user("una", password="pw-una-12345"))
+    for slug in ("second", default.slug):
+        form = client.get(reverse("submissions:submission_create") + f"?release={slug}").content.decode()
+        chosen = re.search(r'<option value="(\d+)" selected>', form.split('name="release"', 1)[1].split("</select>", 1)[0])
+        assert chosen and int(chosen.group(1)) == Release.objects.get(slug=slug).pk, slug
