@@ -20,6 +20,7 @@ from .sandbox.base import Limits, SandboxUnavailable, get_sandbox
 from .scoring import summarize
 from .generate import add_generate_parser, add_run_parser, generate_command, run_command
 from .submit import add_submit_parser, cmd_submit
+from .tamper import review_flags
 from .env_command import add_env_parser, cmd_env, parse_env_pythons
 
 __all__ = ["main", "build_parser"]
@@ -299,12 +300,12 @@ def print_report(results: dict, out: TextIO) -> None:
         if len(failed) > 50:
             print(f"  ... and {len(failed) - 50} more (see the results file)", file=out)
     # tampering:* and audit:* flags come from the run's audit trail, ast:* from the completion's code
-    flagged = [s for s in results["snippets"] if any(not f.startswith("ast:") for f in s.get("flags") or [])]
+    flagged = [s for s in results["snippets"] if review_flags(s.get("flags") or [])]
     if flagged:
         print(f"\nFlagged runs ({len(flagged)}; a flagged evaluation is not ranked until a reviewer clears it):",
               file=out)
         for s in flagged[:50]:
-            shown = ", ".join(f for f in s["flags"] if not f.startswith("ast:"))
+            shown = ", ".join(review_flags(s["flags"]))
             outcome = "passed" if s["passed"] else s["category"]
             print(f"  {s['paper']}/{s['snippet']} [sample {s['sample']}] {outcome}: {shown}", file=out)
     ast_flags: dict[str, int] = {}

@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable, Mapping
 
-__all__ = ["completion_flags", "audit_verdict", "TAMPERING_FLAGS", "AUDIT_FLAGS"]
+__all__ = ["completion_flags", "audit_verdict", "review_flags", "TAMPERING_FLAGS", "AUDIT_FLAGS"]
 
 #: flags that fail a run (category ``tampering``)
 TAMPERING_FLAGS = (
@@ -44,6 +44,14 @@ AUDIT_FLAGS = (
     "audit:frame-library", "audit:fd-list", "audit:environ", "audit:import-ctypes", "audit:code-object",
     "audit:overflow", "audit:other",
 )
+
+
+
+def review_flags(flags: Iterable[str]) -> list[str]:
+    """The flags that keep an evaluation off the ranked board until a reviewer clears them: those
+    of the run's audit trail (tampering:*, audit:*); ast:* flags (the code's capabilities) inform."""
+    return [f for f in flags if not f.startswith("ast:")]
+
 
 _PROCESS_MODULES = {"os", "sys", "ctypes", "gc", "inspect", "subprocess", "signal", "unittest", "builtins",
                     "importlib", "posix", "_thread", "threading", "multiprocessing", "pty", "mmap", "atexit",

@@ -49,6 +49,7 @@ from benchmark_core.runner import (
 )
 from benchmark_core.sandbox.base import PaperSpec, Sandbox, SandboxUnavailable, get_sandbox
 from benchmark_core.scoring import parse_cutoff
+from benchmark_core.tamper import review_flags
 from leaderboard.models import Evaluation, LLMModel, Release, ReleasePaper, Snippet, SnippetResult
 from leaderboard.services import evaluation_aggregates_refresh, release_touch
 
@@ -570,7 +571,12 @@ def snippet_result_store(*, evaluation_id: int, snippet_id: int, run: TestRun, c
             flags=list(run.flags or []),
         ),
     )
-    flagged = SnippetResult.objects.filter(evaluation_id=evaluation_id).exclude(flags=[]).count()
+    # ast:* flags (the code's capabilities) inform; the run's audit trail (tampering:*, audit:*) blocks ranking
+    flagged = sum(
+        1 for flags in SnippetResult.objects.filter(evaluation_id=evaluation_id).exclude(flags=[]).values_list(
+            "flags", flat=True
+        ) if review_flags(flags)
+    )
     # more flags than a reviewer saw undo the clearing: the new ones need a look of their own
     Evaluation.objects.filter(pk=evaluation_id, flagged_results__lt=flagged).update(
         flagged_results=flagged, flags_cleared_at=None, flags_cleared_by=""

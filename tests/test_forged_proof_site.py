@@ -16,6 +16,7 @@ from django.contrib.auth.models import User
 
 from benchmark_core.masking import snippet_base_indent
 from benchmark_core.problemset import load_problemset
+from benchmark_core.tamper import review_flags
 from leaderboard import selectors as lb_selectors
 from submissions import jobs, services
 from submissions.models import PredictionSubmission, Status
@@ -68,7 +69,7 @@ def test_the_fd_forging_cheat_at_every_demo_snippet_is_never_ranked():
     assert submission.status == Status.FINISHED, (outcomes, submission.failure_reason)
     assert evaluation.results.count() == submission.predictions_count
     passed = evaluation.results.filter(passed=True).count()
-    flagged = evaluation.results.exclude(flags=[]).count()
+    flagged = sum(1 for flags in evaluation.results.values_list("flags", flat=True) if review_flags(flags))
     assert passed == 0 or flagged >= passed, f"{passed} forged runs passed, only {flagged} flagged"
     assert evaluation.flagged_results == flagged
     services.submission_publish(submission=submission, user=user)
