@@ -54,7 +54,7 @@ def test_a_changed_paper_misses(tmp_path, bwrap):
     run_tasks(_tasks(pset, ["return x * 2"]), sandbox=bwrap, cache=cache)
     before = paper_content_hash(pset / "probe")
     test = pset / "probe" / "paper2code_test.py"
-    test.write_text(test.read_text().replace("[0, 2, 4]", "[0, 2, 5]"))
+    test.write_text(test.read_text().replace("solution_ref.solve(21))", "solution_ref.solve(21) + 1)"))
     assert paper_content_hash(pset / "probe") != before
     runs = run_tasks(_tasks(pset, ["return x * 2"]), sandbox=bwrap, cache=cache)
     assert not runs[0].extra.get("cached") and not runs[0].passed
