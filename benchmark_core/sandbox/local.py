@@ -101,5 +101,13 @@ class LocalSandbox(Sandbox):
     name = "local"
     trusted_only = True
 
+    @property
+    def environment_id(self) -> str:
+        return f"local:{os.path.realpath(self.python or sys.executable)}"
+
+    def environment_id_for(self, paper: PaperSpec) -> str:
+        """Verdicts and reference outcomes of different interpreters must never be mixed up."""
+        return f"local:{os.path.realpath(self.interpreter_for(paper) or sys.executable)}"
+
     def open(self, paper: PaperSpec) -> SandboxSession:
         return LocalSession(self, paper)
