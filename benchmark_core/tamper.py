@@ -199,6 +199,8 @@ def _event_flag(event: Mapping) -> str | None:
         return "tampering:code-spoof" if paper else None
     if name == "code.__new__":
         return "audit:code-object" if paper else None
+    if name == "rcb.modattr" and caller.startswith("std:importlib"):
+        return None  # the import system binding a newly imported submodule to its package
     if name in {"rcb.attr", "rcb.modattr", "rcb.modules"}:
         return "tampering:patch"
     if name == "rcb.signal-handler":
