@@ -233,3 +233,13 @@ def test_docker_image_build_failure_is_an_environment_error(sandbox_backend_name
                                       "- id: broken\n  annotated_file_paths: swish.py\n  environment: numpy\n")
     code, results, err = _score(pset, "--reference", "--backend", "docker", out=out)
     assert code == 0 and results["summary"]["complete"], err
+
+
+def test_an_environment_not_built_in_the_envs_dir_names_the_command(tmp_path):
+    out = tmp_path / "r.json"
+    code, results, err = _score(ENV_PSET, "--reference", "--backend", "bwrap", "--envs-dir", str(tmp_path / "empty"),
+                                "--papers", "swish,flax-dense", out=out)
+    assert code == 3, err
+    (error,) = results["summary"]["environment_errors"]
+    assert error["paper"] == "flax-dense" and "not built" in error["reason"] and "env build" in error["reason"]
+    assert results["summary"]["papers"]["swish"]["scaled_pass_rate"] == 100.0  # no environment named: this python

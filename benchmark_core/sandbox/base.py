@@ -102,6 +102,8 @@ class Sandbox(ABC):
 
     def __init__(self, *, python: str | None = None, limits: Limits | None = None, **options: Any):
         self.python = python
+        #: the interpreter the caller named (backends may fill ``python`` with their default)
+        self.python_given = python
         self.limits = limits or Limits()
         self.options = options
 
@@ -135,7 +137,7 @@ class Sandbox(ABC):
             built = venv_python(env, Path(envs_dir))
             if built is not None:
                 return str(built)
-            if not pythons and not self.python:
+            if not self.python_given:
                 raise SandboxUnavailable(
                     f"environment {env.name!r} is not built in {envs_dir} (expected {venv_path(env, Path(envs_dir))}): "
                     f"run python -m benchmark_core env build PSET --dir {envs_dir}"
