@@ -42,7 +42,6 @@ __all__ = [
     "release_errata",
     "retire_targets_parse",
     "release_default_switch_warning",
-    "release_succession_progress",
 ]
 
 logger = logging.getLogger(__name__)
@@ -202,26 +201,6 @@ def release_successor_populate(*, release: Release, by: Any = None) -> Successio
                 getattr(by, "username", None) or "a command", len(report.rescored), len(report.carried),
                 predecessor.slug)
     return report
-
-
-def release_succession_progress(*, release: Release) -> dict[str, Any]:
-    """The re-scoring of the predecessor's evaluations onto ``release``: per submission, and in total."""
-    from submissions.selectors import submission_progress
-
-    rows = []
-    for sub in (PredictionSubmission.objects.filter(release=release, evaluation__succession__mode="rescored")
-                .select_related("evaluation", "model").order_by("model_name")):
-        progress = submission_progress(submission=sub)
-        rows.append({"submission": sub, "model": sub.model, "status": sub.status, "done": progress["done"],
-                     "total": progress["total"], "percent": progress["percent"]})
-    carried = list(Evaluation.objects.filter(release=release, succession__mode="carried").select_related("model"))
-    return {
-        "rescoring": rows,
-        "carried": carried,
-        "active": sum(1 for r in rows if r["status"] in ("queued", "running")),
-        "done": sum(r["done"] for r in rows),
-        "total": sum(r["total"] for r in rows),
-    }
 
 
 # --------------------------------------------------------------------------- errata

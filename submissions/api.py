@@ -218,16 +218,26 @@ def submissions_endpoint(request: HttpRequest) -> JsonResponse:
     return JsonResponse(payload, status=201 if created else 200)
 
 
-def submission_endpoint(request: HttpRequest, pk: int) -> JsonResponse:
-    if request.method != "GET":
-        return _error(405, "GET only")
-    user = _token_user(request) or (request.user if request.user.is_authenticated else None)
+def _submission_for(request: HttpRequest, pk: int, *, session_ok: bool) -> tuple[Any, JsonResponse | None]:
+    """(submission, None) when the caller (its API token, or its session if ``session_ok``) may see it,
+    else (None, the error answer): 401 without credentials, 404 for someone else's."""
+    user = _token_user(request) or (request.user if session_ok and request.user.is_authenticated else None)
     if user is None:
-        return _error(401, "send a valid API token: 'Authorization: Token <token>'")
+        return None, _error(401, "send a valid API token: 'Authorization: Token <token>'")
     request.user = user
     submission = selectors.submission_get(pk=pk)
     if submission is None or not selectors.submission_can_view(submission=submission, user=user):
-        return _error(404, "no such submission")
+        return None, _error(404, "no such submission")
+    return submission, None
+
+
+def submission_endpoint(request: HttpRequest, pk: int) -> JsonResponse:
+    if request.method != "GET":
+        return _error(405, "GET only")
+    submission, refused = _submission_for(request, pk, session_ok=True)
+    if refused is not None:
+        return refused
+    user = request.user
     with_results = request.GET.get("results", "") in _TRUE and selectors.submission_can_see_outputs(
         submission=submission, user=user
     )
@@ -254,13 +264,10 @@ def submission_publish_endpoint(request: HttpRequest, pk: int, action: str) -> J
         return _error(404, f"no action {action[:40]!r} (publish or withdraw)")
     if request.method != "POST":
         return _error(405, f"POST to {action} this submission")
-    user = _token_user(request)
-    if user is None:
-        return _error(401, "send a valid API token: 'Authorization: Token <token>'")
-    request.user = user
-    submission = selectors.submission_get(pk=pk)
-    if submission is None or not selectors.submission_can_view(submission=submission, user=user):
-        return _error(404, "no such submission")
+    submission, refused = _submission_for(request, pk, session_ok=False)  # a write: the token only, no cookie
+    if refused is not None:
+        return refused
+    user = request.user
     try:
         if action == "publish":
             outcome = services.submission_publish(submission=submission, user=user)

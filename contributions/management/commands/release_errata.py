@@ -2,8 +2,9 @@
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from contributions.succession import release_default_switch_warning, release_errata, release_succession_progress
+from contributions.succession import release_default_switch_warning, release_errata
 from leaderboard.models import Release
+from leaderboard.selectors import release_succession
 
 
 class Command(BaseCommand):
@@ -30,9 +31,9 @@ class Command(BaseCommand):
         self.stdout.write(f"release {new.name!r} ({new.slug}) published: {len(retired)} snippet(s) retired")
         for entry in retired:
             self.stdout.write(f"  retired {entry['paper']}/{entry['snippet']}")
-        progress = release_succession_progress(release=new)
-        self.stdout.write(f"{len(progress['rescoring'])} evaluation(s) queued for re-scoring, "
-                          f"{len(progress['carried'])} carried over (their unchanged snippets)")
+        succession = release_succession(release=new)
+        self.stdout.write(f"{len(succession.rescoring)} evaluation(s) queued for re-scoring, "
+                          f"{len(succession.carried)} carried over (their unchanged snippets)")
         if new.is_default:
             warning = release_default_switch_warning(release=new)
             self.stdout.write(f"it is the default release now{': ' + warning if warning else ''}")
