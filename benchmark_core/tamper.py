@@ -46,7 +46,6 @@ AUDIT_FLAGS = (
 )
 
 
-
 def review_flags(flags: Iterable[str]) -> list[str]:
     """The flags that keep an evaluation off the ranked board until a reviewer clears them: those
     of the run's audit trail (tampering:*, audit:*); ast:* flags (the code's capabilities) inform."""

@@ -1321,11 +1321,11 @@ class Server:
 
     def disk_guard(self) -> None:
         """Per-run disk and inode limits: when a shared tmpfs (the runs' folder, /tmp, /dev/shm) is
-        more than half used, a run holding more than its share of it is stopped, so that one run
-        cannot fill the disk every other run needs."""
+        more than half used while other runs go on or wait, a run holding more than its share of it
+        is stopped, so that one run cannot fill the disk every other run needs."""
         active = [r for r in self.runs.values() if r.status is None and not r.disk_stopped]
-        if not active:
-            return
+        if len(active) + len(self.retry) < 2:
+            return  # alone, a run meets a full disk as it would anywhere (ENOSPC); its folder goes after it
         for mount in (self.work, "/tmp", "/dev/shm"):
             try:
                 st = os.statvfs(mount)
