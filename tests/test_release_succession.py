@@ -287,3 +287,26 @@ def test_admin_action_make_default_warns_when_fewer_models_are_ranked(client, de
                        {"action": "make_default", "_selected_action": [empty.pk]}, follow=True)
     assert Release.objects.get(pk=empty.pk).is_default
     assert "Empty ranks 0 model(s), the current default Demo demo ranks 1" in resp.content.decode()
+
+
+def test_cli_warns_how_much_is_missing_before_sending_and_can_refuse(user, tmp_path, live_server):
+    import io
+
+    from benchmark_core.cli import main as core_main
+
+    release = demo_release_create(papers=["rope", "focal-loss"])
+    token = services.api_token_create(user=user)[1]
+    partial = tmp_path / "rope-only.jsonl"
+    partial.write_bytes(predictions_bytes(papers=["rope"]))
+    args = ["submit", "--url", live_server.url, "--token", token, "--model-name", "M", "--release", release.slug]
+    err = io.StringIO()
+    assert core_main([*args, "--complete-only", str(partial)], io.StringIO(), err) == 1
+    total = Snippet.objects.filter(release=release).count()
+    rope = Snippet.objects.filter(release=release, paper__paper_id="rope").count()
+    assert f"warning: the file predicts {rope} of the release's {total} snippets" in err.getvalue()
+    assert "not sent (--complete-only)" in err.getvalue() and PredictionSubmission.objects.count() == 0
+    out, err = io.StringIO(), io.StringIO()
+    assert core_main([*args, "--publish", str(partial)], out, err) == 0
+    assert "sending it anyway" in err.getvalue() and "published when scoring finishes" in out.getvalue()
+    sub = PredictionSubmission.objects.get()
+    assert sub.predictions_count == rope and sub.publish_when_finished
