@@ -312,8 +312,23 @@ def release_errata(*, release: Release, retire: list[str], reason: str, by: Any 
         draft.save(update_fields=["changelog"])
         release_pset_write(release=draft)
         release_publish(release=draft, by=by, make_default=release.is_default)
+        _open_drafts_rebase(old=release, new=draft, keys=keys)
     draft.refresh_from_db()
     return draft
+
+
+def _open_drafts_rebase(*, old: Release, new: Release, keys: set[tuple[str, str, str]]) -> None:
+    """A draft started from ``old`` now succeeds ``new``: the retired snippets leave it too."""
+    from .release_services import release_pset_write
+
+    for open_draft in Release.objects.filter(status=Release.DRAFT, predecessor=old):
+        stale = [s for s in Snippet.objects.filter(release=open_draft).select_related("paper")
+                 if (s.paper.paper_id, s.file, s.name) in keys]
+        if stale:
+            _retire_in(open_draft, stale)
+        open_draft.predecessor = new
+        open_draft.save(update_fields=["predecessor"])
+        release_pset_write(release=open_draft)
 
 
 def _errata_name(release: Release) -> str:

@@ -310,3 +310,14 @@ def test_cli_warns_how_much_is_missing_before_sending_and_can_refuse(user, tmp_p
     assert "sending it anyway" in err.getvalue() and "published when scoring finishes" in out.getvalue()
     sub = PredictionSubmission.objects.get()
     assert sub.predictions_count == rope and sub.publish_when_finished
+
+
+def test_errata_rebases_the_open_draft_on_the_new_release(demo):
+    draft = release_services.release_draft_get_or_create()
+    assert draft.predecessor == demo and Snippet.objects.filter(release=draft, name="attention scores").exists()
+    new = succession.release_errata(release=demo, retire=["rope/attention scores"], reason="passes blanked")
+    draft.refresh_from_db()
+    assert draft.predecessor == new and not draft.frozen
+    assert not Snippet.objects.filter(release=draft, name="attention scores").exists()
+    folder = ReleasePaper.objects.get(release=draft, paper__paper_id="rope").folder
+    assert "attention scores" not in open(f"{folder}/rope.py").read()
