@@ -413,6 +413,8 @@ def _install_audit(fd: int, key: bytes, script: str):
                                       if ttype(k) is tstr})
 
     def checkpoint(where: str) -> None:
+        if where == "test-start" and "__main__" in base:
+            return  # between two tests nothing of the completion's runs: each test's end is checked
         check_classes()
         for name in watched_names():
             module = modules.get(name)
@@ -431,7 +433,7 @@ def _install_audit(fd: int, key: bytes, script: str):
                 continue
             if not issub(ttype(module), ModuleType):
                 continue
-            if name == "__main__" and where != "test":
+            if name == "__main__" and where not in ("test", "test-start"):
                 continue  # the test script's namespace, from its first test on (at the end it is ours again)
             items = module_dict(module)
             watch_classes(name, items)
@@ -558,7 +560,7 @@ def launch(script: str, proof_fd: int) -> None:
 
     def start_test(self, test):  # counts every case any runner starts
         audit("rcb.test", "start")
-        audit("rcb.checkpoint", "test")
+        audit("rcb.checkpoint", "test-start")
         return original_start(self, test)
 
     def stop_test(self, test):
