@@ -117,6 +117,8 @@ def page_targets(base: str, release: str, get: Callable[[str], tuple[int, bytes]
         "paper": f"{base}/papers/{paper}/?{q}",
         "snippet": f"{base}/papers/{paper}/snippet/?{snippet}",
         "snippet drill-down": f"{base}/papers/{paper}/snippet/?{snippet}&model={urllib.parse.quote(model)}",
+        # live state of the scoring queue: not under the page cache (its rows are not release data)
+        "queue (live, not cached)": f"{base}/queue/",
     }
 
 
