@@ -169,9 +169,11 @@ def _ci_chart(rows: Sequence[selectors.LeaderboardRow], *, limit: int | None = N
 # --------------------------------------------------------------------------- pages
 def home(request: HttpRequest) -> HttpResponse:
     try:
-        release = selectors.release_get()
-    except Release.DoesNotExist:
-        release = None
+        release = _release(request)
+    except Http404:
+        if request.GET.get("release"):
+            raise  # an unknown ?release= is a 404 here as on every page
+        release = None  # nothing published yet: the home page says so
     context: dict[str, Any] = {"table": None, "chart": None}
     if release is not None:
         table = selectors.leaderboard_rows(release=release)

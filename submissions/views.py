@@ -119,6 +119,7 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
         {
             "nav": "submit",
             "submission": submission,
+            "release": submission.release,  # the header's leaderboard links follow the submission's release
             "progress": selectors.submission_progress(submission=submission),
             "owner": owner,
             "reviewer": selectors.user_is_reviewer(request.user),
