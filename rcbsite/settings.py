@@ -145,8 +145,9 @@ RCB_CACHE = (os.environ.get("RCB_CACHE") or (
     "redis" if not DEBUG and (os.environ.get("REDIS_URL") or REDIS_URL.startswith("unix://")) else "locmem"
 )).lower()
 if RCB_CACHE == "redis":
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
-                          "KEY_PREFIX": "rcb-cache"}}
+    # a Redis that does not answer within a second counts as an empty cache: the site renders afresh
+    CACHES = {"default": {"BACKEND": "leaderboard.cache_backend.TolerantRedisCache", "LOCATION": REDIS_URL,
+                          "KEY_PREFIX": "rcb-cache", "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1}}}
 elif RCB_CACHE == "file":
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
                           "LOCATION": str(VAR_DIR / "cache"), "OPTIONS": {"MAX_ENTRIES": 5000}}}
