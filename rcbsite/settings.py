@@ -44,6 +44,7 @@ INSTALLED_APPS = [
     "submissions",
     "contributions",
     "accounts",
+    "scoring",
 ]
 
 MIDDLEWARE = [
