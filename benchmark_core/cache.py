@@ -5,6 +5,10 @@ code, environment id, timeout and limits). It is only trusted for papers shown d
 paper's reference run, made twice in the same environment, gave identical verdicts (exit code,
 pass/fail, number of test cases). Stored in one small SQLite file, safe to share between threads
 and processes.
+
+It also keeps each paper's reference outcome per (paper content, environment) (``reference_get`` /
+``reference_put``, used by ``runner.reference_run``), so a later scoring in another process or session
+does not run the reference code again; a failed outcome is believed only ``failed_seconds``.
 """
 from __future__ import annotations
 
@@ -64,6 +68,10 @@ class VerdictCache:
                 "CREATE TABLE IF NOT EXISTS paper_env (key TEXT PRIMARY KEY, deterministic INTEGER NOT NULL, "
                 "detail TEXT NOT NULL, created REAL NOT NULL)"
             )
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS reference (key TEXT PRIMARY KEY, info TEXT NOT NULL, "
+                "passed INTEGER NOT NULL, created REAL NOT NULL)"
+            )
         self.hits = 0
         self.misses = 0
 
@@ -115,6 +123,27 @@ class VerdictCache:
                 "INSERT OR REPLACE INTO paper_env (key, deterministic, detail, created) VALUES (?, ?, ?, ?)",
                 (paper_env, int(value), detail, time.time()),
             )
+
+    def reference_get(self, key: str, *, failed_seconds: float) -> tuple[dict[str, Any], float] | None:
+        """The reference outcome stored under ``key`` and its age in seconds; a failed one only while
+        younger than ``failed_seconds`` (an environment repaired meanwhile must be noticed)."""
+        with self._lock:
+            row = self._db.execute("SELECT info, passed, created FROM reference WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            return None
+        age = max(0.0, time.time() - float(row[2]))
+        if not row[1] and age >= failed_seconds:
+            return None
+        try:
+            info = json.loads(row[0])
+        except ValueError:
+            return None
+        return (info, age) if isinstance(info, dict) else None
+
+    def reference_put(self, key: str, info: dict[str, Any], *, passed: bool) -> None:
+        with self._lock, self._db:
+            self._db.execute("INSERT OR REPLACE INTO reference (key, info, passed, created) VALUES (?, ?, ?, ?)",
+                             (key, json.dumps(info, default=str), int(passed), time.time()))
 
     def close(self) -> None:
         with self._lock:

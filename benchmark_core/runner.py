@@ -9,7 +9,7 @@ import weakref
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field, is_dataclass
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
 from .annotation import Snippet
 from .completions import completion_lines, insert_completion
@@ -213,19 +213,55 @@ def reference_outcome(result: RunResult) -> dict:
     }
 
 
-def reference_run(session: SandboxSession, paper: Paper, *, timeout: float, runs: int = 1) -> dict:
-    """Run the paper's original code ``runs`` times in ``session`` (cached per environment and content).
+class ReferenceStore(Protocol):
+    """Where reference outcomes outlive the process (``cache.VerdictCache`` is one)."""
+
+    def reference_get(self, key: str, *, failed_seconds: float) -> tuple[dict, float] | None: ...
+
+    def reference_put(self, key: str, info: dict, *, passed: bool) -> None: ...
+
+
+def _reference_known(key: tuple[str, str], store: ReferenceStore | None) -> dict | None:
+    """The outcome remembered in this process, else the one ``store`` holds (then remembered here)."""
+    with _REFERENCE_LOCK:
+        known = _REFERENCE.get(key)
+    if known is not None and ("at" not in known or time.monotonic() - known["at"] < FAILED_REFERENCE_SECONDS):
+        return known
+    if store is None:
+        return None
+    try:
+        found = store.reference_get(_reference_store_key(key), failed_seconds=FAILED_REFERENCE_SECONDS)
+    except Exception:  # noqa: BLE001 - an unreadable store is an empty one: the run is made again
+        return None
+    if found is None:
+        return None
+    info, age = found
+    info = dict(info)
+    if info.pop("failed", False):
+        info["at"] = time.monotonic() - age  # its belief ends when it would have in the process that made it
+    with _REFERENCE_LOCK:
+        _REFERENCE[key] = info
+    return info
+
+
+def _reference_store_key(key: tuple[str, str]) -> str:
+    from .cache import verdict_key  # noqa: PLC0415
+
+    return verdict_key("reference", HARNESS_VERSION, *key)
+
+
+def reference_run(session: SandboxSession, paper: Paper, *, timeout: float, runs: int = 1,
+                  store: ReferenceStore | None = None) -> dict:
+    """Run the paper's original code ``runs`` times in ``session`` (cached per environment and content:
+    in this process, and in ``store`` across processes and sessions).
 
     Returns ``{"completed", "tests_run", "deterministic"}``; ``deterministic`` is None until two runs
-    were compared.
+    were compared. A failed outcome is believed ``FAILED_REFERENCE_SECONDS``, one the sandbox caused never.
     """
     key = (environment_id(session.sandbox, session.paper), _content_hash(paper))
     with _PAPER_LOCKS[key]:
-        with _REFERENCE_LOCK:
-            known = _REFERENCE.get(key)
-        fresh = known is not None and (known.get("passed") is not False
-                                       or time.monotonic() - known.get("at", 0.0) < FAILED_REFERENCE_SECONDS)
-        if fresh and (runs < 2 or known["deterministic"] is not None):
+        known = _reference_known(key, store)
+        if known is not None and (runs < 2 or known["deterministic"] is not None):
             return known
         results = [session.run({}, timeout=timeout) for _ in range(runs)]
         outcomes = [reference_outcome(r) for r in results]
@@ -243,11 +279,18 @@ def reference_run(session: SandboxSession, paper: Paper, *, timeout: float, runs
             # the sandbox, not the code, failed (its runner died mid-run): not an outcome to remember
             info["sandbox_error"] = str(lost)
             return info
-        if not first["passed"] or (first["completed"] is False):
+        failed = not first["passed"] or (first["completed"] is False)
+        if failed:
             info["reason"] = _reference_failure(results[0])
             info["at"] = time.monotonic()
         with _REFERENCE_LOCK:
             _REFERENCE[key] = info
+        if store is not None:
+            kept = {k: v for k, v in info.items() if k != "at"}
+            try:
+                store.reference_put(_reference_store_key(key), {**kept, "failed": failed}, passed=not failed)
+            except Exception:  # noqa: BLE001 - not remembered across processes: made again there
+                pass
         return info
 
 
@@ -327,8 +370,8 @@ def apply_proof(result: RunResult, reference: dict | None) -> None:
         result.stderr = (result.stderr.rstrip("\n") + f"\n[harness] not passed: {reason}\n").lstrip("\n")
 
 
-def run_task(session: SandboxSession, task: Task, *, timeout: float) -> TestRun:
-    """Run one task in an open session of its paper."""
+def run_task(session: SandboxSession, task: Task, *, timeout: float, store: ReferenceStore | None = None) -> TestRun:
+    """Run one task in an open session of its paper (``store``: where reference outcomes are kept)."""
     if task.code is None:
         return missing_run(task)
     from .tamper import completion_flags  # noqa: PLC0415
@@ -340,7 +383,7 @@ def run_task(session: SandboxSession, task: Task, *, timeout: float) -> TestRun:
     # with the paper's reference run (a failing one too: tampering is named whatever the outcome)
     if "completed" in result.extra:
         try:
-            reference = reference_run(session, task.paper, timeout=timeout)
+            reference = reference_run(session, task.paper, timeout=timeout, store=store)
         except Exception:  # noqa: BLE001 - no reference outcome: fail closed
             reference = None
         if reference is not None and reference.get("sandbox_error"):
@@ -353,8 +396,10 @@ class _Sessions:
     """One session per paper, opened on first use (the next paper's ahead of time), closed when its
     last task is done."""
 
-    def __init__(self, sandbox: Sandbox, counts: dict[str, int], *, order: list[Paper], timeout: float):
+    def __init__(self, sandbox: Sandbox, counts: dict[str, int], *, order: list[Paper], timeout: float,
+                 store: ReferenceStore | None = None):
         self.sandbox = sandbox
+        self.store = store
         self.left = dict(counts)
         self.sessions: dict[str, SandboxSession] = {}
         self.lock = threading.Lock()
@@ -386,7 +431,7 @@ class _Sessions:
         if getattr(session, "ready", None):
             # a warm runner reports proof: make the paper's reference run now, beside the first
             # runs, rather than make the first passing run wait for it
-            _background(reference_run, session, paper, timeout=paper.timeout or self.timeout)
+            _background(reference_run, session, paper, timeout=paper.timeout or self.timeout, store=self.store)
         return session
 
     def get(self, paper: Paper) -> SandboxSession | None:
@@ -412,11 +457,11 @@ class _Sessions:
             timeout = paper.timeout or self.timeout
             assert session is not None
             try:
-                info = reference_run(session, paper, timeout=timeout)
+                info = reference_run(session, paper, timeout=timeout, store=self.store)
                 if info.get("sandbox_error"):
                     retry = self.sandbox.open(PaperSpec.from_paper(paper))
                     try:
-                        info = reference_run(retry, paper, timeout=timeout)
+                        info = reference_run(retry, paper, timeout=timeout, store=self.store)
                     finally:
                         retry.close()
             except Exception as exc:  # noqa: BLE001 - no reference outcome: never a pass
@@ -544,14 +589,14 @@ def run_tasks(
     for i in todo:
         counts[tasks[i].paper.id] += 1
     order = list({tasks[i].paper.id: tasks[i].paper for i in todo if tasks[i].code is not None}.values())
-    sessions = _Sessions(sandbox, counts, order=order, timeout=timeout)
+    sessions = _Sessions(sandbox, counts, order=order, timeout=timeout, store=cache)
 
     def deterministic(task: Task, session: SandboxSession, paper_timeout: float) -> bool:
         assert cache is not None
         pk = paper_keys[task.paper.id]
         known = cache.deterministic(pk)
         if known is None:
-            info = reference_run(session, task.paper, timeout=paper_timeout, runs=2)
+            info = reference_run(session, task.paper, timeout=paper_timeout, runs=2, store=cache)
             known = bool(info["deterministic"])
             cache.set_deterministic(pk, known, json.dumps(info))
         return known
@@ -568,7 +613,7 @@ def run_tasks(
             if problem is not None:
                 return index, environment_run(task, environment=environment_name(task.paper), reason=problem)
             assert session is not None
-            run = run_task(session, task, timeout=paper_timeout)
+            run = run_task(session, task, timeout=paper_timeout, store=cache)
             if cache is not None and keys[index] and deterministic(task, session, paper_timeout):
                 stored = asdict(run)
                 stored["extra"] = dict(run.extra)
