@@ -14,36 +14,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sqlite3
 import threading
 import time
 from pathlib import Path
 from typing import Any, Iterable
 
+from .hashing import folder_hash
+
 __all__ = ["VerdictCache", "paper_content_hash", "verdict_key"]
 
-_SKIP_DIRS = {"__pycache__", ".git", ".ipynb_checkpoints"}
-
-
-def paper_content_hash(folder: Path | str) -> str:
-    """SHA-256 over every file of a paper folder (relative path and bytes), in a stable order."""
-    root = Path(folder)
-    digest = hashlib.sha256()
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
-        for name in sorted(filenames):
-            if name.endswith(".pyc"):
-                continue
-            path = Path(dirpath) / name
-            rel = path.relative_to(root).as_posix()
-            digest.update(rel.encode() + b"\0")
-            try:
-                digest.update(path.read_bytes() if not path.is_symlink() else os.readlink(path).encode())
-            except OSError:
-                digest.update(b"<unreadable>")
-            digest.update(b"\0")
-    return digest.hexdigest()
+#: the one folder hash (benchmark_core.hashing): the site stores the same hashes
+paper_content_hash = folder_hash
 
 
 def verdict_key(*parts: Any) -> str:

@@ -12,7 +12,6 @@ import asyncio
 import datetime as dt
 import email.utils
 import fcntl
-import hashlib
 import json
 import random
 import time
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from . import __version__
-from .cache import paper_content_hash
+from .hashing import folder_hash, release_hash
 from .masking import PROMPT_VERSION, task_record
 from .problemset import ProblemSet
 
@@ -98,8 +97,7 @@ def tasks_from_problemset(pset: ProblemSet, *, with_paper: bool) -> list[GenTask
 
 def problemset_hash(pset: ProblemSet) -> str:
     """SHA-256 over the papers' content hashes (ids and files), in a stable order."""
-    parts = sorted(f"{p.id}:{paper_content_hash(p.folder)}" for p in pset.papers)
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+    return release_hash((p.id, folder_hash(p.folder)) for p in pset.papers)
 
 
 def _task_from_row(row: dict) -> GenTask:

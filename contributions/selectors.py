@@ -13,10 +13,10 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer, TextLexer, get_lexer_for_filename
 from pygments.util import ClassNotFound
 
+from benchmark_core.hashing import folder_hash
 from leaderboard.models import Paper, Release, ReleasePaper
 
 from .models import ContributionRevision, PaperContribution
-from .release_services import folder_content_hash
 from .services import user_is_reviewer
 
 __all__ = [
@@ -62,7 +62,7 @@ def _revision_folder_hash(revision: ContributionRevision) -> str:
     if notes.get("folder_hash"):
         return notes["folder_hash"]
     folder = Path(settings.MEDIA_ROOT) / revision.folder  # uploads from before the hash was noted
-    return folder_content_hash(folder) if revision.folder and folder.is_dir() else ""
+    return folder_hash(folder) if revision.folder and folder.is_dir() else ""
 
 
 def contribution_duplicates(*, contributions: list[PaperContribution]) -> dict[int, list[dict[str, str]]]:

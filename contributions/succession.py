@@ -28,6 +28,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from benchmark_core.annotation import TAG_RE
+from benchmark_core.hashing import folder_hash
 from benchmark_core.problemset import ProblemSetError, load_problemset
 from benchmark_core.runner import HARNESS_VERSION
 from leaderboard import selectors as lb_selectors
@@ -250,8 +251,6 @@ def _untag(folder: Path, snippets: list[Snippet]) -> None:
 
 def _retire_in(release: Release, snippets: list[Snippet]) -> None:
     """Drop the snippets from the draft ``release``: rows, tags in its files, paper counts."""
-    from .release_services import folder_content_hash
-
     for paper_id in sorted({s.paper_id for s in snippets}):
         rp = ReleasePaper.objects.select_related("paper").get(release=release, paper_id=paper_id)
         mine = [s for s in snippets if s.paper_id == paper_id]
@@ -273,7 +272,7 @@ def _retire_in(release: Release, snippets: list[Snippet]) -> None:
                 r.start_line, r.end_line, r.position = lines[(r.file, r.name)]
             Snippet.objects.bulk_update(rows, ["start_line", "end_line", "position"])
             rp.snippet_count, rp.total_weight = len(core.snippets), core.total_weight
-            rp.content_hash = folder_content_hash(folder)
+            rp.content_hash = folder_hash(folder)
         else:
             rp.snippet_count = remaining.count()
             rp.total_weight = sum(remaining.values_list("weight", flat=True))

@@ -17,9 +17,12 @@ from django.utils.text import slugify
 
 from benchmark_core import scoring
 from benchmark_core.environments import environment_get
+from benchmark_core.hashing import folder_hash, ignored, release_hash
 from benchmark_core.problemset import Paper as CorePaper
 from benchmark_core.problemset import ProblemSet, paper_entry, paper_entry_write, validate_problemset
 from benchmark_core.scoring import SnippetOutcome, summarize
+
+from scoring.sandbox import DEMO, sandbox_for
 
 from .models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
 
@@ -33,7 +36,6 @@ __all__ = [
     "release_set_default",
     "published_import",
     "pset_import",
-    "tree_hash",
     "paper_summary_text",
     "paper_copy_store",
 ]
@@ -48,7 +50,6 @@ STORED_N_BOOT = scoring.N_BOOT  # the same resamples as the CLI, so their interv
 SUMMARY_MAX_CHARS = 50_000
 #: the category of a snippet without a prediction (benchmark_core.runner.missing_run)
 MISSING = "missing"
-IGNORED_PARTS = {"__pycache__", ".git", ".ipynb_checkpoints", ".venv", "node_modules", ".pytest_cache"}
 
 
 class ImportProblem(Exception):
@@ -429,18 +430,6 @@ def paper_summary_text(*, paper: CorePaper) -> str:
     return text if len(text) <= SUMMARY_MAX_CHARS else ""
 
 
-def tree_hash(folder: Path) -> str:
-    """sha256 over a folder's files (relative paths and bytes), ignoring caches."""
-    h = hashlib.sha256()
-    for path in sorted(folder.rglob("*")):
-        rel = path.relative_to(folder)
-        if any(part in IGNORED_PARTS for part in rel.parts) or not path.is_file():
-            continue
-        h.update(rel.as_posix().encode() + b"\0")
-        h.update(hashlib.sha256(path.read_bytes()).digest())
-    return h.hexdigest()
-
-
 @dataclass
 class PsetImportResult:
     release: Release
@@ -488,6 +477,16 @@ def _environment_known(name: Any) -> dict[str, Any]:
             "environment_checked_at": timezone.now()}
 
 
+def _copy_ignore(src: Path):
+    """shutil.copytree's ignore callable for the one rule of what is not part of a paper."""
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        base = Path(directory).relative_to(src)
+        return {name for name in names if ignored(base / name)}
+
+    return ignore
+
+
 def paper_copy_store(*, paper: CorePaper, root: Path, entry: dict[str, Any] | None = None) -> Path:
     """Copy a paper's folder to ROOT/<id>/ and its papers.yaml entry into ROOT/papers.yaml; return the copy.
 
@@ -499,7 +498,7 @@ def paper_copy_store(*, paper: CorePaper, root: Path, entry: dict[str, Any] | No
     if dst.exists():
         shutil.rmtree(dst)
     dst.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(paper.folder, dst, ignore=shutil.ignore_patterns(*IGNORED_PARTS))
+    shutil.copytree(paper.folder, dst, ignore=_copy_ignore(Path(paper.folder)))
     paper_entry_write(root, entry or paper_entry(paper))
     return dst
 
@@ -566,8 +565,8 @@ def pset_import(*, path: str | Path, release_name: str | None = None, status: st
                     db_paper.save(update_fields=changed)
             entry = paper_entry(paper)
             dst = paper_copy_store(paper=paper, root=root, entry=entry)
-            digest = tree_hash(dst)
-            paper_hashes.append(f"{paper.id}:{digest}")
+            digest = folder_hash(dst)
+            paper_hashes.append((paper.id, digest))
             snippets = paper.snippets
             created: dict[tuple[str, str], Snippet] = {}
             for position, core in enumerate(snippets):
@@ -619,7 +618,7 @@ def pset_import(*, path: str | Path, release_name: str | None = None, status: st
             stale = Snippet.objects.filter(release=release).exclude(id__in=seen)
             stale.delete()
             ReleasePaper.objects.filter(release=release).exclude(paper__paper_id__in=[p.id for p in pset.papers]).delete()
-            release.content_hash = hashlib.sha256("\n".join(sorted(paper_hashes)).encode()).hexdigest()
+            release.content_hash = release_hash(paper_hashes)
             release.save(update_fields=["content_hash"])
         release_touch(release_id=release.id)
     return PsetImportResult(
@@ -686,19 +685,6 @@ class DemoLoadResult:
     scored: list[str] = field(default_factory=list)  # model keys scored in this run
     skipped: list[str] = field(default_factory=list)  # already scored with the same input
     warnings: list[str] = field(default_factory=list)
-
-
-def _demo_sandbox(backend: str, warnings: list[str]):
-    """The configured backend; the demo is our own trusted code, so local is an acceptable fallback."""
-    from benchmark_core.sandbox.base import SandboxUnavailable, get_sandbox
-
-    python = getattr(settings, "RCB_PYTHON", "") or None
-    if backend and backend != "local":
-        try:
-            return get_sandbox(backend, python=python)
-        except SandboxUnavailable as exc:
-            warnings.append(f"sandbox {backend!r} unavailable ({exc}); the demo (trusted code) runs with 'local'")
-    return get_sandbox("local", python=python)
 
 
 def _demo_models(path: Path) -> dict[str, dict[str, Any]]:
@@ -804,7 +790,8 @@ def demo_load(
         else:
             todo.append((name, tasks, completions, digest))
     if todo:
-        sandbox = _demo_sandbox(backend if backend is not None else getattr(settings, "RCB_SANDBOX_BACKEND", "local"), warnings)
+        # the demo is our own trusted code: local is an acceptable fallback
+        sandbox = sandbox_for(trust=DEMO, backend=backend, environments=False, warnings=warnings)
         result.backend = sandbox.describe()
         try:
             all_tasks = [t for _, tasks, _, _ in todo for t in tasks]
