@@ -158,6 +158,8 @@ def _event_flag(event: Mapping) -> str | None:
     """The flag one event earns when the reference run did not do the same (None: ignore it)."""
     name, detail = str(event.get("event", "")), str(event.get("detail", ""))
     caller, paper = str(event.get("caller", "")), bool(event.get("paper"))
+    if detail.startswith("spoof:"):
+        return "tampering:code-spoof"
     if event.get("importing") and caller != "paper" and name != "os.exec" and not name.startswith("rcb."):
         return None  # a library's own code while it is imported (ctypes loads, typing frames ...)
     if name == "os.exec":
@@ -194,8 +196,6 @@ def _event_flag(event: Mapping) -> str | None:
         return "audit:fd-list"
     if name == "import":
         return "audit:import-ctypes"
-    if name == "compile":
-        return "tampering:code-spoof" if paper else None
     if name == "code.__new__":
         return "audit:code-object" if paper else None
     if name == "rcb.modattr" and caller.startswith("std:importlib"):

@@ -510,11 +510,13 @@ def _install_audit(fd: int, key: bytes, script: str):
         elif event == "rcb.checkpoint":
             checkpoint(text(args[0] if args else "?"))
             return None
-        elif event == "compile":
+        elif event == "compile" or event == "code.__new__":
+            # code under a library's (or the import system's) name: its frames would pass for library code
             name = text(args[1]) if tlen(args) > 1 else "?"
-            if not name.startswith(trusted_roots):
+            spoofed = name.startswith(trusted_roots) or name.startswith("<frozen")
+            if event == "compile" and not spoofed:
                 return None
-            detail = name  # code compiled under a library's name: its frames would pass for library code
+            detail = ("spoof:" + name) if spoofed else ""
         elif event == "rcb.modattr":
             detail = text(args[0] if args else "?") + "." + text(args[1] if tlen(args) > 1 else "?")
         elif event in ("os.exec", "os.posix_spawn", "os.spawn", "os.system", "pty.spawn"):

@@ -217,6 +217,11 @@ code = compile("import sys\\nframe = sys._getframe()", sys.prefix + "/lib/inspec
 exec(code, {})
 return x * 2
 """, "tampering", flagged=r"tampering:(frame|code-spoof)"),
+    _p("frozen_importlib_spoof", """
+code = compile("import gc\\ngc.get_objects()", "<frozen importlib._bootstrap>", "exec")
+exec(code, {})
+return x * 2
+""", "tampering", flagged=r"tampering:code-spoof"),
     _p("fork_child_gc", """
 import os
 pid = os.fork()
