@@ -24,9 +24,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from benchmark_core.hashing import folder_hash as paper_folder_hash
-from benchmark_core.sandbox.base import Sandbox, SandboxUnavailable
-from scoring import queue
-from scoring.sandbox import PUBLIC, sandbox_for
+from benchmark_core.sandbox.base import BACKENDS, Limits, Sandbox, SandboxUnavailable, get_sandbox
 
 from .checks import CheckSettings, checks_run
 from .models import ContributionRevision, PaperContribution, Review
@@ -233,17 +231,19 @@ def contribution_revise(
 
 def contribution_enqueue_validation(*, contribution: PaperContribution, attempt: int = 1) -> None:
     """Queue the checks once the rows are committed (a worker must find them)."""
-    from redis.exceptions import RedisError
+    from . import jobs  # jobs import services: keep the cycle lazy
 
     contribution_id, revision = contribution.pk, contribution.revision
 
     def enqueue() -> None:
+        import django_rq
+        from redis.exceptions import RedisError
+
         try:
-            queue.job_push(
-                queue=queue.CONTRIBUTIONS, func="contributions.jobs.validate_contribution",
-                args=(contribution_id, revision), rq_job_id=validation_job_id(contribution_id, revision),
-                timeout=settings.RCB_CONTRIB_JOB_TIMEOUT, meta={"attempt": attempt},
-                description=f"check contribution {contribution_id} revision {revision}",
+            django_rq.get_queue("contributions").enqueue(
+                jobs.validate_contribution, contribution_id, revision,
+                job_id=validation_job_id(contribution_id, revision), job_timeout=settings.RCB_CONTRIB_JOB_TIMEOUT,
+                meta={"attempt": attempt},
             )
         except RedisError as exc:
             # the upload is stored and stays 'submitted': contributions_reconcile queues it once Redis is back
@@ -257,11 +257,27 @@ def validation_job_id(contribution_id: int, revision: int) -> str:
 
 
 def contribution_sandbox() -> Sandbox:
-    """The sandbox for contributed (untrusted) code: scoring.sandbox_for's 'public' level."""
-    try:
-        return sandbox_for(trust=PUBLIC, environments=False)
-    except SandboxUnavailable as exc:
-        raise SandboxUnavailable(f"no sandbox can run contributed code: {exc}") from exc
+    """The sandbox for untrusted code: docker or bwrap; 'local' only where a test setting allows it."""
+    name = settings.RCB_SANDBOX_BACKEND
+    candidates = [name]
+    if name == "auto" and "auto" not in BACKENDS:
+        candidates = ["docker", "bwrap"]
+    reasons = []
+    for candidate in candidates:
+        try:
+            sandbox = get_sandbox(candidate, python=settings.RCB_PYTHON or None, limits=Limits())
+        except SandboxUnavailable as exc:
+            reasons.append(str(exc))
+            continue
+        except Exception as exc:  # a backend that fails to start is as good as absent
+            reasons.append(f"{candidate}: {exc}")
+            continue
+        if sandbox.trusted_only and not getattr(settings, "RCB_ALLOW_LOCAL_SANDBOX", False):
+            sandbox.close()
+            reasons.append(f"backend {candidate!r} isolates nothing and contributions are untrusted code")
+            continue
+        return sandbox
+    raise SandboxUnavailable("no sandbox can run contributed code: " + "; ".join(reasons))
 
 
 def _image_builder(sandbox: Sandbox):
@@ -433,12 +449,40 @@ def contribution_review(*, contribution: PaperContribution, reviewer: AbstractBa
     return review
 
 
+def job_alive(queue, job_id: str) -> bool:
+    """Is the job waiting or running in Redis? (A worker that died leaves it 'started' until RQ's cleanup.)"""
+    from rq.exceptions import NoSuchJobError
+    from rq.job import Job
+    from rq.registry import StartedJobRegistry
+
+    StartedJobRegistry(queue=queue).cleanup()  # moves jobs of workers that stopped heart-beating to 'failed'
+    try:
+        status = Job.fetch(job_id, connection=queue.connection).get_status(refresh=True)
+    except NoSuchJobError:
+        return False
+    return status in ("queued", "started", "deferred", "scheduled")
+
+
+def _job_forget(queue, job_id: str) -> None:
+    """Drop what Redis still holds of a job (failed or stuck) so it can be queued again under its id."""
+    from rq.exceptions import NoSuchJobError
+    from rq.job import Job
+
+    try:
+        Job.fetch(job_id, connection=queue.connection).delete()
+    except NoSuchJobError:
+        pass
+
+
 def contribution_reconcile(*, stale_after: dt.timedelta | None = None) -> list[int]:
     """Queue again the checks of contributions left 'submitted' or 'validating' whose job is gone.
 
     The database is the source of truth: after a Redis loss, or when a worker died, this puts the
     job back. A job 'validating' for longer than the job timeout counts as gone whatever Redis says.
     """
+    import django_rq
+
+    queue = django_rq.get_queue("contributions")
     if stale_after is None:
         stale_after = dt.timedelta(seconds=settings.RCB_CONTRIB_JOB_TIMEOUT + 60)
     requeued = []
@@ -449,9 +493,11 @@ def contribution_reconcile(*, stale_after: dt.timedelta | None = None) -> list[i
         overdue = contribution.status == PaperContribution.VALIDATING and (
             timezone.now() - contribution.status_changed_at > stale_after
         )
-        if queue.job_alive(queue=queue.CONTRIBUTIONS, rq_job_id=job_id) and not overdue:
+        if job_alive(queue, job_id) and not overdue:
             continue
-        attempt = queue.job_attempt(queue=queue.CONTRIBUTIONS, rq_job_id=job_id)
+        from .release_services import _job_attempt
+
+        attempt = _job_attempt(queue, job_id)
         if contribution.status == PaperContribution.VALIDATING and attempt >= MAX_VALIDATION_ATTEMPTS:
             # the checks killed their worker again and again: say so instead of trying forever
             report = {"passed": False, "checks": [], "snippets": [], "revision": contribution.revision,
@@ -459,7 +505,7 @@ def contribution_reconcile(*, stale_after: dt.timedelta | None = None) -> list[i
                                "memory); an administrator has to look"}
             _set_status(contribution.pk, contribution.revision, PaperContribution.ERROR, report)
             continue
-        queue.job_forget(queue=queue.CONTRIBUTIONS, rq_job_id=job_id)
+        _job_forget(queue, job_id)
         with transaction.atomic():
             # back to 'submitted' with a fresh clock: the next reconcile sees a queued job, not an overdue one
             PaperContribution.objects.filter(pk=contribution.pk, revision=contribution.revision).update(
