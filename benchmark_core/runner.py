@@ -9,6 +9,7 @@ import weakref
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field, is_dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
 from .annotation import Snippet
@@ -378,7 +379,8 @@ def run_task(session: SandboxSession, task: Task, *, timeout: float, store: Refe
 
     text = build_file(task.paper, task.snippet, task.code)
     result = session.run({task.snippet.file: text}, timeout=timeout)
-    result.extra["flags"] = completion_flags("\n".join(task.code))
+    refs = sorted(p.stem for p in Path(task.paper.folder).rglob("*_ref.py"))
+    result.extra["flags"] = completion_flags("\n".join(task.code), ref_modules=refs)
     # the backend reported its proof and audit trail (the warm runner does): every run is compared
     # with the paper's reference run (a failing one too: tampering is named whatever the outcome)
     if "completed" in result.extra:

@@ -232,6 +232,10 @@ if pid == 0:
 os.waitpid(pid, 0)
 return x * 2
 """, "tampering", flagged=r"tampering:gc"),
+    _p("call_the_reference", """
+import solution_ref
+return solution_ref.solve(x)
+""", "", may_pass=True, flagged=r"audit:ref-module"),
     _p("subprocess_spawn", """
 import subprocess
 subprocess.run(["true"])
