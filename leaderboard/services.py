@@ -22,8 +22,6 @@ from benchmark_core.problemset import Paper as CorePaper
 from benchmark_core.problemset import ProblemSet, paper_entry, paper_entry_write, validate_problemset
 from benchmark_core.scoring import SnippetOutcome, summarize
 
-from scoring.sandbox import DEMO, sandbox_for
-
 from .models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
 
 __all__ = [
@@ -687,6 +685,19 @@ class DemoLoadResult:
     warnings: list[str] = field(default_factory=list)
 
 
+def _demo_sandbox(backend: str, warnings: list[str]):
+    """The configured backend; the demo is our own trusted code, so local is an acceptable fallback."""
+    from benchmark_core.sandbox.base import SandboxUnavailable, get_sandbox
+
+    python = getattr(settings, "RCB_PYTHON", "") or None
+    if backend and backend != "local":
+        try:
+            return get_sandbox(backend, python=python)
+        except SandboxUnavailable as exc:
+            warnings.append(f"sandbox {backend!r} unavailable ({exc}); the demo (trusted code) runs with 'local'")
+    return get_sandbox("local", python=python)
+
+
 def _demo_models(path: Path) -> dict[str, dict[str, Any]]:
     import yaml
 
@@ -790,8 +801,7 @@ def demo_load(
         else:
             todo.append((name, tasks, completions, digest))
     if todo:
-        # the demo is our own trusted code: local is an acceptable fallback
-        sandbox = sandbox_for(trust=DEMO, backend=backend, environments=False, warnings=warnings)
+        sandbox = _demo_sandbox(backend if backend is not None else getattr(settings, "RCB_SANDBOX_BACKEND", "local"), warnings)
         result.backend = sandbox.describe()
         try:
             all_tasks = [t for _, tasks, _, _ in todo for t in tasks]
