@@ -63,6 +63,8 @@ class ReleasePaper(models.Model):
     paper = models.ForeignKey(Paper, on_delete=models.PROTECT, related_name="release_papers")
     folder = models.CharField(max_length=500, blank=True, help_text="paper folder on the workers; empty: no code")
     content_hash = models.CharField(max_length=64, blank=True)
+    # sha256 of the paper version's zip in the "papers" storage (scoring.paper_store): what a worker fetches
+    archive = models.CharField(max_length=64, blank=True, help_text="paper files by content hash; empty: only at folder")
     snippet_count = models.PositiveIntegerField(default=0)
     total_weight = models.PositiveIntegerField(default=0)
     deterministic = models.BooleanField(default=False, help_text="repeated reference runs agreed")

@@ -112,7 +112,19 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     # names with a content hash (css/site.3f2a1c.css), served compressed and cached for a year
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    # paper versions by content hash (scoring.paper_store): the one place a worker gets paper files from
+    "papers": {"BACKEND": "django.core.files.storage.FileSystemStorage",
+               "OPTIONS": {"location": os.environ.get("RCB_PAPER_STORAGE_ROOT") or str(VAR_DIR / "paper-store")}},
 }
+if os.environ.get("RCB_PAPER_STORAGE", "file").strip().lower() == "s3":
+    # an S3-compatible bucket (django-storages); credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY
+    STORAGES["papers"] = {"BACKEND": "storages.backends.s3.S3Storage", "OPTIONS": {
+        "bucket_name": os.environ.get("RCB_PAPER_S3_BUCKET", ""),
+        "endpoint_url": os.environ.get("RCB_PAPER_S3_ENDPOINT_URL") or None,
+        "region_name": os.environ.get("RCB_PAPER_S3_REGION") or None,
+        "location": os.environ.get("RCB_PAPER_S3_PREFIX", "papers"),
+        "file_overwrite": False, "default_acl": None, "querystring_auth": False,
+    }}
 # production serves the collected, compressed copies (collectstatic); finders are for development
 WHITENOISE_USE_FINDERS = DEBUG
 MEDIA_ROOT = Path(os.environ.get("RCB_MEDIA_ROOT", VAR_DIR / "media"))
@@ -177,6 +189,10 @@ RCB_ENVS_DIR = os.environ.get("RCB_ENVS_DIR", str(VAR_DIR / "envs"))
 RCB_ENV_PYTHONS = os.environ.get("RCB_ENV_PYTHONS", "")
 RCB_PSET_ROOT = Path(os.environ.get("RCB_PSET_ROOT", VAR_DIR / "psets"))
 RCB_RUN_TIMEOUT = float(os.environ.get("RCB_RUN_TIMEOUT", "60"))
+# where a worker unpacks the paper versions its jobs name (by content hash; see scoring/paper_store.py)
+RCB_PAPER_CACHE = Path(os.environ.get("RCB_PAPER_CACHE", VAR_DIR / "paper-cache"))
+RCB_PAPER_ARCHIVE_MAX_BYTES = int(float(os.environ.get("RCB_PAPER_ARCHIVE_MAX_MB", "500")) * 1024 * 1024)
+RCB_PAPER_ARCHIVE_MAX_FILES = int(os.environ.get("RCB_PAPER_ARCHIVE_MAX_FILES", "20000"))
 
 # Paper contributions (see contributions/services.py): untrusted zips and code
 RCB_CONTRIB_MAX_UPLOAD_MB = int(os.environ.get("RCB_CONTRIB_MAX_UPLOAD_MB", "20"))

@@ -38,6 +38,7 @@ from benchmark_core.masking import PROMPT_VERSION
 from benchmark_core.predictions import LineProblem, parse_predictions, text_problem
 from benchmark_core.problemset import Paper as CorePaper
 from benchmark_core.problemset import paper_folder_load
+from scoring.paper_store import release_paper_archive_ensure, release_paper_folder
 from benchmark_core.runner import (
     HARNESS_VERSION,
     Task,
@@ -424,6 +425,7 @@ def scoring_jobs_create(*, submission: PredictionSubmission, note: str) -> list[
     jobs = []
     # papers without their code here cannot be scored: the release page lists them with the reason
     for release_paper in submission.release.release_papers.exclude(folder="").select_related("paper"):
+        release_paper_archive_ensure(release_paper=release_paper)  # this host has the folder; workers take the hash
         job = ScoringJob.objects.create(
             submission=submission,
             paper=release_paper.paper,
@@ -546,12 +548,13 @@ class _Heartbeat(threading.Thread):
         self.join(timeout=self.interval + 5)
 
 
-def _core_paper_load(folder: str, paper_id: str) -> CorePaper:
-    """The paper as stored with its papers.yaml entry (annotated files, timeout, environment...)."""
-    path = Path(folder)
-    if not folder or not path.is_dir():
-        raise RuntimeError(f"the files of paper {paper_id} are not on this worker (expected at {folder or '?'})")
-    return paper_folder_load(path)
+def _core_paper_load(release_paper: ReleasePaper) -> CorePaper:
+    """The paper as stored with its papers.yaml entry (annotated files, timeout, environment...).
+
+    Fetched by content hash into this worker's cache (scoring.paper_store): a worker needs no
+    release folder of its own.
+    """
+    return paper_folder_load(release_paper_folder(release_paper=release_paper))
 
 
 def snippet_result_store(*, evaluation_id: int, snippet_id: int, run: TestRun, completion: str) -> None:
@@ -631,7 +634,7 @@ def _environment_gate(job: ScoringJob, session: Any, paper: CorePaper, *, timeou
 
 def _paper_score(job: ScoringJob, beat: _Heartbeat) -> str:
     submission = job.submission
-    paper = _core_paper_load(job.release_paper.folder, job.paper.paper_id)
+    paper = _core_paper_load(job.release_paper)
     rows = {(s.file, s.name): s for s in Snippet.objects.filter(release_id=submission.release_id, paper_id=job.paper_id)}
     unknown = [f"{s.file}:{s.name}" for s in paper.snippets if (s.file, s.name) not in rows]
     if unknown or len(rows) != len(paper.snippets):

@@ -1,10 +1,17 @@
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 # the site's settings refuse to start without a secret unless debug is on
 os.environ.setdefault("DJANGO_DEBUG", "1")
+# paper archives (scoring.paper_store) of this test process, never under the repository's var/: the
+# environment carries the paths to the worker subprocesses the tests start (one "host" sharing them)
+_PAPERS_TMP = tempfile.mkdtemp(prefix="rcb-test-papers-")
+os.environ["RCB_PAPER_STORAGE_ROOT"] = os.path.join(_PAPERS_TMP, "store")
+os.environ["RCB_PAPER_CACHE"] = os.path.join(_PAPERS_TMP, "cache")
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
@@ -18,7 +25,14 @@ def pytest_configure(config):
     from django.conf import settings
 
     settings.STORAGES = {**settings.STORAGES,
-                         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
+                         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+                         "papers": {"BACKEND": "django.core.files.storage.FileSystemStorage",
+                                    "OPTIONS": {"location": os.environ["RCB_PAPER_STORAGE_ROOT"]}}}
+    settings.RCB_PAPER_CACHE = Path(os.environ["RCB_PAPER_CACHE"])
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(_PAPERS_TMP, ignore_errors=True)
 
 
 @pytest.fixture

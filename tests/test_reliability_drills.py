@@ -214,7 +214,7 @@ def test_a_job_that_raises_fails_the_submission_with_its_reason(user, workers, c
     workers.start("w1")
     _wait_end(submission, workers)
     assert submission.status == Status.FAILED
-    assert "minp-sampling: RuntimeError: the files of paper minp-sampling are not on this worker" in submission.failure_reason
+    assert "minp-sampling: PaperFilesMissing: the files of paper minp-sampling are not on this worker" in submission.failure_reason
     assert not submission.jobs.filter(status__in=[Status.QUEUED, Status.RUNNING]).exists()
     assert submission.jobs.get(paper__paper_id="rope").status == Status.FINISHED
     client.force_login(user)
