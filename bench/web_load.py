@@ -193,7 +193,7 @@ def _touch(release: str) -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rcbsite.settings")
     django.setup()
     from leaderboard.models import Release
-    from leaderboard.services import release_touch as touch
+    from leaderboard.aggregates import release_touch as touch
 
     touch(release_id=Release.objects.get(slug=release).pk)
     return 0

@@ -23,11 +23,12 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from benchmark_core.hashing import folder_hash, release_hash
+from benchmark_core.hashing import folder_hash
 from benchmark_core.problemset import Paper as CorePaper
 from benchmark_core.problemset import ProblemSetError, load_problemset, paper_entry
 from benchmark_core.runner import HARNESS_VERSION, Task, reference_code, run_tasks
 from leaderboard.models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
+from leaderboard.releases import release_content_hash
 from leaderboard.services import evaluation_aggregates_refresh, paper_summary_text, release_touch
 
 from .models import PaperContribution
@@ -281,11 +282,6 @@ def release_draft_paper_add(*, contribution: PaperContribution, by: Any) -> Rele
     return rp
 
 
-def release_content_hash(release: Release) -> str:
-    """The release's content hash from its papers' stored folder hashes (benchmark_core.hashing)."""
-    return release_hash((rp.paper.paper_id, rp.content_hash) for rp in release.release_papers.select_related("paper"))
-
-
 def baseline_model_get_or_create(*, kind: str) -> LLMModel:
     model = LLMModel.objects.filter(baseline=kind).order_by("pk").first()
     if model is None:
@@ -313,7 +309,7 @@ def release_publish(*, release: Release, by: Any, make_default: bool = False) ->
                 if current != rp.content_hash:
                     rp.content_hash = current
                     rp.save(update_fields=["content_hash"])
-        row.content_hash = release_content_hash(row)
+        row.content_hash = release_content_hash(release=row)
         row.status = Release.PUBLISHED
         row.published_at = timezone.now()
         row.release_date = row.release_date or row.published_at.date()

@@ -1,7 +1,7 @@
-"""Generate a synthetic release at scale for bench/ (replaces the previous one)."""
+"""Generate a synthetic release at scale for bench/ (replaces the previous one): bench.synthetic does it."""
 from django.core.management.base import BaseCommand, CommandError
 
-from leaderboard.services import synthetic_generate
+from bench.synthetic import synthetic_generate
 
 
 class Command(BaseCommand):

@@ -1,7 +1,8 @@
 """Load a problem-set folder into a release (or attach it to the published one it matches)."""
 from django.core.management.base import BaseCommand, CommandError
 
-from leaderboard.services import ImportProblem, pset_import
+from leaderboard.importers.common import ImportProblem
+from leaderboard.importers.pset import pset_import
 
 
 class Command(BaseCommand):

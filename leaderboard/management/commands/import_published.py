@@ -3,7 +3,8 @@ import datetime as dt
 
 from django.core.management.base import BaseCommand, CommandError
 
-from leaderboard.services import PUBLISHED_RUN_DATE, ImportProblem, published_import
+from leaderboard.importers.common import ImportProblem
+from leaderboard.importers.published import PUBLISHED_RUN_DATE, published_import
 
 
 class Command(BaseCommand):
