@@ -190,9 +190,9 @@ RCB_ENV_PYTHONS = os.environ.get("RCB_ENV_PYTHONS", "")
 RCB_PSET_ROOT = Path(os.environ.get("RCB_PSET_ROOT", VAR_DIR / "psets"))
 RCB_RUN_TIMEOUT = float(os.environ.get("RCB_RUN_TIMEOUT", "60"))
 # where a worker unpacks the paper versions its jobs name (by content hash; see scoring/paper_store.py)
-RCB_PAPER_CACHE = Path(os.environ.get("RCB_PAPER_CACHE", VAR_DIR / "paper-cache"))
-RCB_PAPER_ARCHIVE_MAX_BYTES = int(float(os.environ.get("RCB_PAPER_ARCHIVE_MAX_MB", "500")) * 1024 * 1024)
-RCB_PAPER_ARCHIVE_MAX_FILES = int(os.environ.get("RCB_PAPER_ARCHIVE_MAX_FILES", "20000"))
+RCB_PAPER_CACHE = Path(os.environ.get("RCB_PAPER_CACHE") or VAR_DIR / "paper-cache")
+RCB_PAPER_ARCHIVE_MAX_BYTES = int(float(os.environ.get("RCB_PAPER_ARCHIVE_MAX_MB") or "500") * 1024 * 1024)
+RCB_PAPER_ARCHIVE_MAX_FILES = int(os.environ.get("RCB_PAPER_ARCHIVE_MAX_FILES") or "20000")
 
 # Paper contributions (see contributions/services.py): untrusted zips and code
 RCB_CONTRIB_MAX_UPLOAD_MB = int(os.environ.get("RCB_CONTRIB_MAX_UPLOAD_MB", "20"))

@@ -129,3 +129,19 @@ def test_a_release_paper_gets_its_hash_where_jobs_are_made_and_a_worker_needs_no
     rp.archive = ""
     with pytest.raises(PaperFilesMissing, match="not on this worker"):
         paper_store.release_paper_folder(release_paper=rp)
+
+
+def test_the_s3_setting_makes_the_papers_storage_a_bucket():
+    """RCB_PAPER_STORAGE=s3 gives django-storages' S3 backend with the bucket settings (no bucket is reached)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "RCB_PAPER_STORAGE": "s3", "RCB_PAPER_S3_BUCKET": "rcb-papers",
+           "RCB_PAPER_S3_ENDPOINT_URL": "http://127.0.0.1:9", "RCB_PAPER_S3_PREFIX": "p", "DJANGO_DEBUG": "1"}
+    code = ("import django; django.setup(); from django.core.files.storage import storages; s = storages['papers']; "
+            "print(type(s).__name__, s.bucket_name, s.endpoint_url, s.location, s.file_overwrite)")
+    out = subprocess.run([sys.executable, "-c", code], env={**env, "DJANGO_SETTINGS_MODULE": "rcbsite.settings"},
+                         cwd=DEMO.parent, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["S3Storage", "rcb-papers", "http://127.0.0.1:9", "p", "False"]
