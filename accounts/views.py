@@ -12,6 +12,7 @@ from submissions import selectors as submission_selectors
 from submissions import services as submission_services
 
 from .forms import SignupForm, TokenForm
+from .roles import user_is_reviewer
 
 __all__ = ["signup", "profile", "token_revoke"]
 
@@ -43,7 +44,7 @@ def profile(request: HttpRequest) -> HttpResponse:
             "form": form,
             "new_token": new_token,
             "tokens": request.user.api_tokens.all(),
-            "is_reviewer": submission_selectors.user_is_reviewer(request.user),
+            "is_reviewer": user_is_reviewer(request.user),
             "submissions": submission_selectors.submissions_of_user(user=request.user)[:10],
         },
     )

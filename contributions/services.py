@@ -23,6 +23,7 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
+from accounts.roles import user_is_reviewer
 from benchmark_core.hashing import folder_hash as paper_folder_hash
 from benchmark_core.sandbox.base import BACKENDS, Limits, Sandbox, SandboxUnavailable, get_sandbox
 
@@ -46,7 +47,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-REVIEWERS_GROUP = "reviewers"
 PAPER_TEST = "paper2code_test.py"
 REQUIREMENTS_FILE = "paper2code_requirements.txt"
 
@@ -66,10 +66,6 @@ class ContributionData:
     annotated_files: tuple[str, ...] = ()
     context_files: tuple[str, ...] = ()
     requirements: tuple[str, ...] = ()
-
-
-def user_is_reviewer(user: Any) -> bool:
-    return bool(user.is_authenticated and (user.is_staff or user.groups.filter(name=REVIEWERS_GROUP).exists()))
 
 
 def _media_root() -> Path:

@@ -6,6 +6,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Count, Q, QuerySet, Sum
 
+from accounts.roles import REVIEWERS_GROUP, user_is_reviewer
 from leaderboard.models import Release, ReleasePaper, SnippetResult
 from leaderboard.services import MISSING
 
@@ -27,13 +28,6 @@ __all__ = [
     "releases_open",
     "environments_overview",
 ]
-
-REVIEWERS_GROUP = "reviewers"
-
-
-def user_is_reviewer(user: Any) -> bool:
-    return bool(user.is_authenticated and (user.is_staff or user.groups.filter(name=REVIEWERS_GROUP).exists()))
-
 
 def submission_can_view(*, submission: PredictionSubmission, user: Any) -> bool:
     return bool(user.is_authenticated and (submission.user_id == user.pk or user_is_reviewer(user)))

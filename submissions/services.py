@@ -48,6 +48,7 @@ from benchmark_core.runner import (
     reference_run,
     run_task,
 )
+from accounts.roles import user_is_reviewer
 from benchmark_core.sandbox.base import PaperSpec, Sandbox, SandboxUnavailable, get_sandbox
 from benchmark_core.scoring import parse_cutoff
 from benchmark_core.tamper import review_flags
@@ -966,8 +967,6 @@ def evaluation_moderate(*, evaluation: Evaluation, hidden: bool | None = None, v
 
 def submission_flags_clear(*, submission: PredictionSubmission, user: Any) -> bool:
     """A reviewer looked at the engine's flags of this submission and found them harmless: rank it."""
-    from .selectors import user_is_reviewer
-
     if not user_is_reviewer(user):
         raise PermissionError("only reviewers can clear the flags of a submission")
     evaluation = submission.evaluation

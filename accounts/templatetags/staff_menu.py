@@ -6,6 +6,8 @@ from typing import Any
 from django import template
 from django.urls import NoReverseMatch, reverse
 
+from accounts.roles import user_is_reviewer
+
 register = template.Library()
 
 #: (label, URL name, who sees it): 'reviewer' = group reviewers or staff
@@ -21,8 +23,6 @@ STAFF_PAGES = [
 
 def staff_links(*, user: Any) -> list[dict[str, str]]:
     """The staff pages this user may open, with their URLs (a page whose route is missing is left out)."""
-    from contributions.services import user_is_reviewer
-
     if user is None or not user.is_authenticated:
         return []
     reviewer = user_is_reviewer(user)
