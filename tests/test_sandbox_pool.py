@@ -56,7 +56,7 @@ def _alive(pid: int) -> bool:
 
 def test_a_paper_opened_again_reuses_its_warm_runner_until_it_idles_out(pset):
     clock = Clock()
-    pool = SandboxPool(get_sandbox("bwrap"), idle_seconds=60, clock=clock, reaper=False)
+    pool = SandboxPool(get_sandbox("bwrap", shared_parent=False), idle_seconds=60, clock=clock, reaper=False)
     try:
         with pool.open(_spec(pset)) as first:
             pid = first.server_pid
@@ -79,7 +79,7 @@ def test_a_paper_opened_again_reuses_its_warm_runner_until_it_idles_out(pset):
 
 
 def test_a_changed_paper_gets_a_new_runner(pset):
-    pool = SandboxPool(get_sandbox("bwrap"), reaper=False)
+    pool = SandboxPool(get_sandbox("bwrap", shared_parent=False), reaper=False)
     try:
         with pool.open(_spec(pset)) as first:
             pid = first.server_pid
@@ -94,7 +94,7 @@ def test_a_changed_paper_gets_a_new_runner(pset):
 
 def test_count_and_memory_bounds_close_the_least_recently_used(pset):
     clock = Clock()
-    pool = SandboxPool(get_sandbox("bwrap"), max_sessions=1, clock=clock, reaper=False)
+    pool = SandboxPool(get_sandbox("bwrap", shared_parent=False), max_sessions=1, clock=clock, reaper=False)
     try:
         a = pool.open(_spec(pset, "probe"))
         b = pool.open(_spec(pset, "other"))
@@ -108,7 +108,7 @@ def test_count_and_memory_bounds_close_the_least_recently_used(pset):
         pool.close()
     assert not _alive(pid_b)
 
-    tight = SandboxPool(get_sandbox("bwrap"), memory_mb=1, reaper=False)
+    tight = SandboxPool(get_sandbox("bwrap", shared_parent=False), memory_mb=1, reaper=False)
     try:
         with tight.open(_spec(pset)) as session:
             assert session_memory_bytes(session.inner) > 1024 * 1024  # a warm interpreter holds more than 1 MB
@@ -120,7 +120,7 @@ def test_count_and_memory_bounds_close_the_least_recently_used(pset):
 
 def test_scorings_through_the_pool_share_a_runner_and_give_the_same_verdicts(pset):
     plain = get_sandbox("bwrap")
-    pool = SandboxPool(get_sandbox("bwrap"), reaper=False)
+    pool = SandboxPool(get_sandbox("bwrap", shared_parent=False), reaper=False)
     try:
         bodies = ["return x * 2", "return x + 1", "return undefined_name"]
         expected = [(r.passed, r.category) for r in run_tasks(_tasks(pset, bodies), sandbox=plain)]

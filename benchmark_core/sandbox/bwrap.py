@@ -18,6 +18,7 @@ import json
 import os
 import secrets
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -158,6 +159,10 @@ class BwrapSandbox(Sandbox):
         self._infos_lock = threading.Lock()
         self.info = self.interpreter_info(self.python)
         self.is_root = os.geteuid() == 0
+        #: (interpreter, papers' folder) -> its warm parent; what a parent refused to serve, and why
+        self._parents: dict[tuple[str, str], _Parent] = {}
+        self._parents_refused: dict[tuple[str, str], str] = {}
+        self._parents_lock = threading.Lock()
 
     def interpreter_info(self, python: str) -> dict[str, Any]:
         """Where ``python`` lives and what it has installed (asked once per interpreter)."""
@@ -188,8 +193,9 @@ class BwrapSandbox(Sandbox):
     def _environment_id(info: dict[str, Any]) -> str:
         return f"bwrap:{info['executable']}:{info['version']}:{info['packages']}"
 
-    def command(self, paper: PaperSpec) -> list[str]:
-        """The bwrap command line that starts the warm runner for ``paper``."""
+    def command(self, paper: PaperSpec, *, parent_root: Path | None = None) -> list[str]:
+        """The bwrap command line that starts the warm runner for ``paper``; with ``parent_root``, the
+        warm parent of the papers under that folder (``paper`` first), see ``warm.zygote_serve``."""
         python = self.paper_python(paper)
         info = self.interpreter_info(python)
         args = [self.binary, "--die-with-parent", "--new-session"]
@@ -236,6 +242,26 @@ class BwrapSandbox(Sandbox):
             *prefix_args,
             "--dir", INSIDE,
             "--ro-bind", str(WARM_SCRIPT), f"{INSIDE}/warm.py",
+        ]
+        if parent_root is not None:
+            # the papers are read by their servers only (root there): a run copies its own paper, and
+            # its uid cannot pass the 0700 folder to see another paper's files
+            rel = Path(paper.folder).resolve().relative_to(parent_root)
+            args += [
+                "--perms", "0700", "--dir", f"{INSIDE}/papers",
+                "--ro-bind", str(parent_root), f"{INSIDE}/papers/all",
+                "--size", str(limits.tmpfs_mb * 1024 * 1024), "--tmpfs", f"{INSIDE}/runs",
+                "--chdir", INSIDE,
+                "--",
+                python, f"{INSIDE}/warm.py", "--zygote", "--papers", f"{INSIDE}/papers/all",
+                "--first-paper", f"{INSIDE}/papers/all/{rel.as_posix()}", "--work", f"{INSIDE}/runs",
+                "--python", python,
+            ]
+            preload = self.options.get("preload")
+            if preload:
+                args += ["--preload", ",".join(preload)]
+            return args
+        args += [
             "--ro-bind", str(Path(paper.folder).resolve()), f"{INSIDE}/paper",
             "--size", str(limits.tmpfs_mb * 1024 * 1024), "--tmpfs", f"{INSIDE}/runs",
             "--chdir", INSIDE,
@@ -254,37 +280,232 @@ class BwrapSandbox(Sandbox):
         return args
 
     def open(self, paper: PaperSpec) -> SandboxSession:
+        """A session of ``paper``: served by its environment's warm parent when it has one (option
+        ``shared_parent``, default on), else by a warm runner of its own."""
+        if self.options.get("shared_parent", True) and not paper.fresh_process:
+            try:
+                return ParentedSession(self, paper)
+            except _NotServed:
+                pass
         return BwrapSession(self, paper)
+
+    def parent_for(self, paper: PaperSpec) -> "_Parent":
+        """The warm parent of the paper's environment and folder (started on first use)."""
+        root = Path(paper.folder).resolve().parent
+        key = (self.paper_python(paper), str(root))
+        with self._parents_lock:
+            parent = self._parents.get(key)
+            if parent is not None and not parent.alive:
+                parent.close()
+                parent = None
+            if parent is None:
+                if key in self._parents_refused:
+                    raise _NotServed(self._parents_refused[key])
+                parent = _Parent(self, paper, root)
+                if parent.refused:
+                    self._parents_refused[key] = parent.refused
+                    parent.close()
+                    raise _NotServed(parent.refused)
+                self._parents[key] = parent
+            return parent
+
+    def close(self) -> None:
+        with self._parents_lock:
+            parents = list(self._parents.values())
+            self._parents.clear()
+        for parent in parents:
+            parent.close()
+
+
+def spawn_lasting(argv: list[str], *, env: Mapping[str, str], pass_fds: tuple[int, ...] = (),
+                  **popen: Any) -> subprocess.Popen:
+    """Start ``argv`` in a new session from a thread that lives as long as the process does: bwrap's
+    --die-with-parent fires when the *thread* that started it ends (sessions open from pool threads)."""
+    started = threading.Event()
+    box: list = []
+
+    def spawn_and_wait() -> None:
+        try:
+            box.append(subprocess.Popen(argv, env=dict(env), start_new_session=True, close_fds=True,
+                                        pass_fds=pass_fds, **popen))
+        except OSError as exc:
+            box.append(exc)
+        started.set()
+        if isinstance(box[0], subprocess.Popen):
+            box[0].wait()
+
+    threading.Thread(target=spawn_and_wait, daemon=True, name="warm-runner").start()
+    started.wait()
+    if isinstance(box[0], OSError):
+        raise SandboxUnavailable(f"cannot start {argv[0]}: {box[0]}")
+    return box[0]
+
+
+class _NotServed(Exception):
+    """The environment's warm parent does not serve this paper (the paper gets a runner of its own)."""
+
+
+class _Writer:
+    """The write half of a paper server's socket; closing it is the end of the server's stdin."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+
+    def write(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+
+class _Channel:
+    """A paper server forked by a warm parent, as ``WarmClient`` sees a process (stdin, stdout, stderr)."""
+
+    def __init__(self, parent: "_Parent", sock: socket.socket, err_fd: int, pid: int):
+        self.parent, self.sock, self.pid = parent, sock, pid  # pid: in the parent's pid namespace
+        self.stdin = _Writer(sock)
+        self.stdout = sock.makefile("rb")
+        self.stderr = os.fdopen(err_fd, "rb")
+        self.ended = threading.Event()
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None and (self.ended.is_set() or not self.parent.alive):
+            self.returncode = 0
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired("paper server", timeout or 0)
+            self.ended.wait(0.05)
+        self.sock.close()
+        return 0
+
+    def kill(self) -> None:
+        self.parent.kill(self.pid)
+        self.ended.wait(5)
+        self.ended.set()
+
+
+class _Parent:
+    """One warm parent: a bwrap sandbox whose runner imported an environment's modules once and
+    forks a server per paper (warm.zygote_serve); papers are those under one folder."""
+
+    def __init__(self, sandbox: "BwrapSandbox", paper: PaperSpec, root: Path):
+        self.sandbox, self.root = sandbox, root
+        self.lock = threading.Lock()
+        self.ctl, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        filter_fd = seccomp_filter_fd()
+        argv = sandbox.command(paper, parent_root=root) + ["--control-fd", str(child.fileno())]
+        if filter_fd is not None:
+            argv[1:1] = ["--seccomp", str(filter_fd)]
+        fds = (child.fileno(),) + (() if filter_fd is None else (filter_fd,))
+        try:
+            self.proc = spawn_lasting(argv, env=child_env(f"{INSIDE}/runs"), pass_fds=fds,
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        finally:
+            child.close()
+            if filter_fd is not None:
+                os.close(filter_fd)
+        self.stderr_tail = bytearray()
+        threading.Thread(target=self._read_stderr, daemon=True, name="warm-parent-stderr").start()
+        ready = self._receive(READY_TIMEOUT)
+        if not ready or not ready.get("ready"):
+            detail = self.stderr_tail.decode(errors="replace")[-2000:]
+            self.close()
+            raise SandboxUnavailable(f"the warm parent did not start: {detail or 'no output'}")
+        self.ready = ready
+        self.refused = str(ready.get("refused") or "")
+
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for raw in self.proc.stderr:
+            self.stderr_tail += raw
+            if len(self.stderr_tail) > 65536:
+                del self.stderr_tail[:-32768]
+
+    def _receive(self, timeout: float) -> dict | None:
+        self.ctl.settimeout(timeout)
+        try:
+            data = self.ctl.recv(1 << 16)
+        except OSError:
+            return None
+        try:
+            return json.loads(data) if data else None
+        except ValueError:
+            return None
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def serve(self, paper: PaperSpec) -> WarmClient:
+        """A client of a new server of ``paper``, forked from this parent; _NotServed when it refuses."""
+        rel = Path(paper.folder).resolve().relative_to(self.root).as_posix()
+        request: dict[str, Any] = {"paper": f"{INSIDE}/papers/all/{rel}", "work": f"p-{uuid.uuid4().hex}"}
+        if self.sandbox.is_root:
+            request["run_uid_base"] = RUN_UID_MIN + secrets.randbelow(RUN_UID_BLOCKS) * RUN_UID_BLOCK
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        err_r, err_w = os.pipe()
+        with self.lock:
+            try:
+                socket.send_fds(self.ctl, [json.dumps(request).encode()], [theirs.fileno(), err_w])
+                answer = self._receive(60.0)
+            except OSError:
+                answer = None
+            finally:
+                theirs.close()
+                os.close(err_w)
+        if not answer or not answer.get("ok"):
+            mine.close()
+            os.close(err_r)
+            raise _NotServed(str((answer or {}).get("why") or "the warm parent did not answer"))
+        channel = _Channel(self, mine, err_r, int(answer["pid"]))
+        client = WarmClient(None, channel=channel)
+        return client
+
+    def kill(self, pid: int) -> None:
+        with self.lock:
+            try:
+                self.ctl.send(json.dumps({"kill": pid}).encode())  # no answer comes
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        try:
+            self.ctl.close()
+        except OSError:
+            pass
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, 9)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
 
 
 class WarmClient:
-    """Talks the warm runner's JSON-lines protocol over a process's stdin/stdout; thread-safe."""
+    """Talks the warm runner's JSON-lines protocol over a process's stdin/stdout (or a paper server's
+    channel from a warm parent); thread-safe."""
 
-    def __init__(self, argv: list[str], *, env: Mapping[str, str], ready_timeout: float = READY_TIMEOUT,
-                 pass_fds: tuple[int, ...] = ()):
+    def __init__(self, argv: list[str] | None, *, env: Mapping[str, str] | None = None,
+                 ready_timeout: float = READY_TIMEOUT, pass_fds: tuple[int, ...] = (),
+                 channel: "_Channel | None" = None):
         self.argv = argv
-        # bwrap's --die-with-parent fires when the *thread* that started it ends: start it from a
-        # thread that lives exactly as long as the process (sessions are opened from pool threads)
-        started = threading.Event()
-        box: list = []
-
-        def spawn_and_wait() -> None:
-            try:
-                box.append(subprocess.Popen(
-                    argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(env),
-                    start_new_session=True, close_fds=True, pass_fds=pass_fds,
-                ))
-            except OSError as exc:
-                box.append(exc)
-            started.set()
-            if isinstance(box[0], subprocess.Popen):
-                box[0].wait()
-
-        threading.Thread(target=spawn_and_wait, daemon=True, name="warm-runner").start()
-        started.wait()
-        if isinstance(box[0], OSError):
-            raise SandboxUnavailable(f"cannot start {argv[0]}: {box[0]}")
-        self.proc: subprocess.Popen = box[0]
+        self.proc: Any = channel if channel is not None else spawn_lasting(
+            argv or [], env=env or {}, pass_fds=pass_fds,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.write_lock = threading.Lock()
         self.pending: dict[str, list] = {}  # id -> [event, result]
         self.pending_lock = threading.Lock()
@@ -317,6 +538,8 @@ class WarmClient:
                 slot[1] = msg
                 slot[0].set()
         self.dead = True
+        if isinstance(self.proc, _Channel):
+            self.proc.ended.set()
         self.ready_event.set()
         with self.pending_lock:
             for slot in self.pending.values():
@@ -366,10 +589,13 @@ class WarmClient:
         except subprocess.TimeoutExpired:
             pass
         if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, 9)
-            except (ProcessLookupError, PermissionError):
-                pass
+            if isinstance(self.proc, _Channel):
+                self.proc.kill()
+            else:
+                try:
+                    os.killpg(self.proc.pid, 9)
+                except (ProcessLookupError, PermissionError):
+                    pass
             self.proc.wait()
         for stream in (self.proc.stdout, self.proc.stderr):
             try:
@@ -488,3 +714,28 @@ class BwrapSession(SandboxSession):
             if self.client is not None:
                 self.client.close()
                 self.client = None
+
+
+class ParentedSession(BwrapSession):
+    """A paper served by its environment's warm parent (``BwrapSandbox.parent_for``): the heavy imports
+    were made once for every paper of the environment; the runs are isolated as a standalone runner's."""
+
+    def _start(self) -> WarmClient:
+        sandbox: BwrapSandbox = self.sandbox  # type: ignore[assignment]
+        try:
+            self.client = sandbox.parent_for(self.paper).serve(self.paper)
+        except _NotServed:
+            if self.client is None and not getattr(self, "_served_once", False):
+                raise
+            # served before, refused now (its parent died and the new one will not): a runner of its own
+            self.client = BwrapSession._start(self)
+        self._served_once = True
+        return self.client
+
+    @property
+    def server_pid(self) -> int | None:
+        """The warm parent's bwrap process (it holds every server of the environment)."""
+        client = self.client
+        if client is None:
+            return None
+        return client.proc.parent.proc.pid if isinstance(client.proc, _Channel) else client.proc.pid

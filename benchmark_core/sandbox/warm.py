@@ -1081,6 +1081,8 @@ class Server:
         self.disk_check_at = 0.0
         self.retry: list[tuple[float, dict]] = []  # runs that could not be prepared on a full disk
         self.fresh_reason = "fresh_process" if self.fresh else ""
+        #: what the warm parent printed importing the environment's modules (zygote_serve): replayed too
+        self.inherited_output: tuple[bytes, bytes] = (b"", b"")
 
     # -- helpers
     def send(self, obj: dict) -> None:
@@ -1446,8 +1448,8 @@ class Server:
                 # the standard library's modules are not reported: they are not what "warm" is about
                 preload([m for m in ALWAYS_PRELOAD + tuple(scan_imports(self.paper, stdlib=True))
                          if m not in sys.modules], self.paper)
-            self.import_output = captured.output
-            os.write(2, self.import_output[1])
+            self.import_output = tuple(a + b for a, b in zip(self.inherited_output, captured.output))
+            os.write(2, captured.output[1])
             # a fork copies only the forking thread (others' locks stay held) and unsafe frameworks
             # may arrive indirectly: then a fresh interpreter per run, as a fresh process would be
             extra = sorted(t.name for t in set(threading.enumerate()) - threads if t.is_alive())
@@ -1515,6 +1517,134 @@ class Server:
         return 0
 
 
+# --------------------------------------------------------------------------- one warm parent per environment
+# ``--zygote``: the environment's modules (the first paper's third-party imports, torch say) are
+# imported once; then, per request on the control socket (a JSON message with two descriptors: the
+# protocol socket and a stderr pipe), a paper's Server is forked from it and serves that paper as a
+# standalone runner would (own work folder, own run uid block, its own imports on top). A paper
+# that does not import everything the parent imported gets ``{"ok": false}`` (a fresh interpreter
+# would not hold those modules): the host starts a standalone runner for it.
+
+def zygote_serve(args: argparse.Namespace) -> int:
+    import socket
+    import threading
+
+    ctl = socket.socket(fileno=args.control_fd)
+    papers = os.path.realpath(args.papers)
+    for var in _THREAD_ENV:
+        os.environ.setdefault(var, "1")
+    threads = set(threading.enumerate())
+    wanted = [m for m in dict.fromkeys(scan_imports(args.first_paper) + ARGS_PRELOAD) if m not in UNSAFE_TO_FORK]
+    with _Capture() as captured:
+        preloaded, _failed = preload(wanted, args.first_paper)
+        preload([m for m in ALWAYS_PRELOAD if m not in sys.modules], args.first_paper)
+    output = captured.output
+    refused = ""
+    extra = sorted(t.name for t in set(threading.enumerate()) - threads if t.is_alive())
+    if [m for m in UNSAFE_TO_FORK if m in sys.modules]:
+        refused = "a module unsafe to fork was imported"
+    elif extra:
+        refused = f"imports left threads running ({', '.join(extra)})"
+
+    def reply(obj: dict) -> None:
+        ctl.send(json.dumps(obj).encode())
+
+    reply({"ready": True, "preloaded": preloaded, "refused": refused})
+    while True:
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(ctl, 1 << 16, 4)
+        except OSError:
+            break
+        if not data:
+            for fd in fds:
+                os.close(fd)
+            break
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
+        try:
+            request = json.loads(data)
+        except ValueError:
+            request = {}
+        if request.get("kill"):
+            try:
+                os.kill(int(request["kill"]), signal.SIGKILL)
+            except (ProcessLookupError, ValueError, TypeError):
+                pass
+            for fd in fds:
+                os.close(fd)
+            continue
+        paper = os.path.realpath(str(request.get("paper") or ""))
+        why = ""
+        if refused:
+            why = refused
+        elif len(fds) != 2:
+            why = "two descriptors expected (protocol socket, stderr pipe)"
+        elif not paper.startswith(papers + os.sep) or not os.path.isfile(os.path.join(paper, "paper2code_test.py")):
+            why = f"{paper} is not a paper of this parent"
+        else:
+            missing = sorted(set(preloaded) - set(scan_imports(paper)))
+            if missing:
+                why = f"the paper does not import {', '.join(missing)} (the parent did)"
+        if why:
+            for fd in fds:
+                os.close(fd)
+            reply({"ok": False, "why": why})
+            continue
+        pid_r, pid_w = os.pipe()
+        middle = os.fork()
+        if middle == 0:
+            # twice forked: the paper's server is nobody's child here (bwrap's init reaps it)
+            os.close(pid_r)
+            server_pid = os.fork()
+            if server_pid == 0:
+                os.close(pid_w)
+                _paper_server(request, paper, fds, ctl, output, args)
+            os.write(pid_w, str(server_pid).encode())
+            os._exit(0)
+        os.close(pid_w)
+        for fd in fds:
+            os.close(fd)
+        os.waitpid(middle, 0)
+        with os.fdopen(pid_r, "rb") as fh:
+            server_pid = int(fh.read() or b"0")
+        reply({"ok": bool(server_pid), "pid": server_pid})
+    return 0
+
+
+def _paper_server(request: dict, paper: str, fds: list[int], ctl, output: tuple[bytes, bytes],
+                  args: argparse.Namespace) -> None:
+    """In the forked server: take the paper's channel as stdin/stdout and serve it (never returns)."""
+    code = 1
+    try:
+        ctl.close()
+        channel, err = fds
+        os.dup2(channel, 0)
+        os.dup2(channel, 1)
+        os.dup2(err, 2)
+        os.close(channel)
+        os.close(err)
+        token = str(request.get("work") or "")
+        if not _ID_RE.match(token):
+            raise ValueError(f"bad work folder name {token!r}")
+        server_args = argparse.Namespace(
+            paper=paper, work=os.path.join(os.path.realpath(args.work), token), fresh=False, python=args.python,
+            run_uid_base=int(request.get("run_uid_base") or 0),
+        )
+        server = Server(server_args)
+        server.inherited_output = output
+        code = server.serve()
+    except BaseException:  # noqa: BLE001 - never back into the parent's loop
+        try:
+            traceback.print_exc()
+        except BaseException:  # noqa: BLE001
+            pass
+    finally:
+        os._exit(code)
+
+
 ARGS_PRELOAD: list[str] = []
 
 
@@ -1529,10 +1659,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="when root: each run gets its own uid BASE+slot (default 0: off; the bwrap backend uses it)")
     parser.add_argument("--launch", help=argparse.SUPPRESS)
     parser.add_argument("--proof-fd", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--zygote", action="store_true", help="warm parent of several papers (zygote_serve)")
+    parser.add_argument("--papers", help="with --zygote: the folder holding the papers it may serve")
+    parser.add_argument("--first-paper", help="with --zygote: the paper whose imports it makes")
+    parser.add_argument("--control-fd", type=int, help="with --zygote: the control socket's descriptor")
     args = parser.parse_args(argv)
     if args.launch:
         launch(args.launch, args.proof_fd if args.proof_fd is not None else -1)
         return 0  # not reached
+    if args.zygote:
+        if not (args.papers and args.first_paper and args.work and args.control_fd is not None):
+            parser.error("--zygote needs --papers, --first-paper, --work and --control-fd")
+        ARGS_PRELOAD[:] = [m.strip() for m in args.preload.split(",") if m.strip()]
+        return zygote_serve(args)
     if not args.paper or not args.work:
         parser.error("--paper and --work are required")
     if not os.path.isfile(os.path.join(args.paper, "paper2code_test.py")):

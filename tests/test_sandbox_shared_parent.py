@@ -1,0 +1,95 @@
+"""One warm parent per environment (bwrap): two papers of one environment are served by one parent
+(torch imported once), with verdicts equal to standalone runners', and a run of one paper can neither
+read nor write the other paper's files or run folders."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from benchmark_core.problemset import load_problemset
+from benchmark_core.runner import Task, reference_code, run_tasks
+from benchmark_core.sandbox.base import PaperSpec, get_sandbox
+from benchmark_core.sandbox.bwrap import BwrapSession, ParentedSession
+
+ROOT = Path(__file__).resolve().parent.parent
+TORCH_PSET = ROOT / "tests" / "data" / "torch_pset"
+
+pytestmark = pytest.mark.bwrap
+
+
+def _runs(sandbox, pset):
+    tasks = [Task(p, s, reference_code(p, s)) for p, s in pset.snippets]
+    tasks += [Task(p, s, ("    return undefined_name",)) for p, s in pset.snippets]
+    return [(r.paper, r.snippet, r.passed, r.category, r.extra.get("tests_run")) for r in
+            run_tasks(tasks, sandbox=sandbox, workers=2, timeout=120)]
+
+
+def test_two_papers_share_one_parent_and_keep_their_verdicts():
+    pset = load_problemset(TORCH_PSET)
+    shared = get_sandbox("bwrap")
+    alone = get_sandbox("bwrap", shared_parent=False)
+    try:
+        sessions = [shared.open(PaperSpec.from_paper(p)) for p in pset.papers]
+        assert all(isinstance(s, ParentedSession) for s in sessions)
+        assert len({s.server_pid for s in sessions}) == 1  # one bwrap sandbox holds both papers' servers
+        assert all("torch" in s.ready["preloaded"] for s in sessions)
+        for s in sessions:
+            s.close()
+        assert isinstance(alone.open(PaperSpec.from_paper(pset.papers[0])), BwrapSession)
+        assert _runs(shared, pset) == _runs(alone, pset)
+    finally:
+        shared.close()
+        alone.close()
+
+
+SPY = '''import glob, os
+found = {}
+for pattern in ("/rcb/papers/all/*/*.py", "/rcb/runs/*/*/paper/*.py", "/rcb/runs/*"):
+    found[pattern] = glob.glob(pattern)
+others = [p for p in found["/rcb/runs/*"] if not os.getcwd().startswith(p + "/")]
+wrote = []
+for folder in others:
+    try:
+        open(os.path.join(folder, "x"), "w").write("x")
+        wrote.append(folder)
+    except OSError:
+        pass
+    try:
+        os.listdir(folder)
+        wrote.append("listed " + folder)
+    except OSError:
+        pass
+print("SPY", len(found["/rcb/runs/*"]), found["/rcb/papers/all/*/*.py"], found["/rcb/runs/*/*/paper/*.py"], wrote)
+'''
+
+
+@pytest.mark.skipif(__import__("os").geteuid() != 0, reason="runs get uids of their own only when the worker is root")
+def test_a_run_of_one_paper_cannot_reach_the_other_papers_files(tmp_path):
+    shutil.copytree(TORCH_PSET, tmp_path / "pset")
+    pset = load_problemset(tmp_path / "pset")
+    sandbox = get_sandbox("bwrap")
+    try:
+        a, b = (sandbox.open(PaperSpec.from_paper(p)) for p in pset.papers)
+        assert a.server_pid == b.server_pid
+        # paper B's run is going on (it sleeps) while paper A's run looks around
+        import threading
+
+        test_b = (pset.papers[1].folder / "paper2code_test.py").read_text()
+        slow = threading.Thread(target=b.run, args=({"paper2code_test.py": "import time\ntime.sleep(4)\n" + test_b},),
+                                kwargs={"timeout": 30})
+        slow.start()
+        import time
+
+        time.sleep(1.5)
+        test_a = (pset.papers[0].folder / "paper2code_test.py").read_text()
+        result = a.run({"paper2code_test.py": SPY + test_a}, timeout=60)
+        slow.join()
+        line = next(ln for ln in result.stdout.splitlines() if ln.startswith("SPY"))
+        # it sees both papers' work folders exist, and can open neither the other's nor any paper's files
+        assert line == "SPY 2 [] [] []", line
+        a.close()
+        b.close()
+    finally:
+        sandbox.close()
