@@ -152,7 +152,9 @@ def pooled_submissions(args, tasks: list[Task], count: int = 5) -> None:
     _, t_cli = timed(f"CLI: the runs of {count} submissions in one scoring", same_runs, sandbox,
                      workers=args.workers, timeout=args.timeout)
     sandbox.close()
-    pool = SandboxPool(get_sandbox(args.backend, python=args.python))
+    # room for every paper of the set: a pool smaller than the set evicts each paper before its next scoring
+    pool = SandboxPool(get_sandbox(args.backend, python=args.python),
+                       max_sessions=len({t.paper.id for t in tasks}))
     started = time.monotonic()
     print(f"... {count} submissions scored one after another through a warm pool", flush=True)
     for n in range(count):
