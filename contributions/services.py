@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-import yaml
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -25,10 +24,13 @@ from django.utils import timezone
 
 from accounts.roles import user_is_reviewer
 from benchmark_core.hashing import folder_hash as paper_folder_hash
-from benchmark_core.sandbox.base import BACKENDS, Limits, Sandbox, SandboxUnavailable, get_sandbox
+from benchmark_core.sandbox.base import Sandbox, SandboxUnavailable
+from scoring import queue
+from scoring.sandbox import PUBLIC, sandbox_for
 
 from .checks import CheckSettings, checks_run
 from .models import ContributionRevision, PaperContribution, Review
+from .papers import contribution_media_root, contribution_pset_materialize, contribution_pset_write
 from .unzip import UnsafeArchive, UnzipLimits, safe_unpack
 
 __all__ = [
@@ -48,7 +50,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 PAPER_TEST = "paper2code_test.py"
-REQUIREMENTS_FILE = "paper2code_requirements.txt"
 
 
 class UploadRefused(ValidationError):
@@ -66,10 +67,6 @@ class ContributionData:
     annotated_files: tuple[str, ...] = ()
     context_files: tuple[str, ...] = ()
     requirements: tuple[str, ...] = ()
-
-
-def _media_root() -> Path:
-    return Path(settings.MEDIA_ROOT)
 
 
 def _unzip_limits() -> UnzipLimits:
@@ -94,7 +91,7 @@ class _Stored:
 def _store_upload(archive: IO[bytes], name: str) -> _Stored:
     """Copy the upload to disk (bounded), unpack it safely; raise UploadRefused, leaving nothing."""
     limit = settings.RCB_CONTRIB_MAX_UPLOAD_MB * 1024 * 1024
-    root = _media_root() / "contributions"
+    root = contribution_media_root() / "contributions"
     root.mkdir(parents=True, exist_ok=True)
     base = root / uuid.uuid4().hex
     staging = Path(tempfile.mkdtemp(prefix=".upload-", dir=root))
@@ -171,7 +168,7 @@ def _add_revision(contribution: PaperContribution, stored: _Stored, number: int)
         archive_name=stored.notes["original_name"],
         archive_sha256=stored.sha256,
         archive_bytes=stored.size,
-        folder=str(stored.folder.relative_to(_media_root())),
+        folder=str(stored.folder.relative_to(contribution_media_root())),
         files=stored.files,
         unpack_notes=stored.notes,
     )
@@ -227,19 +224,17 @@ def contribution_revise(
 
 def contribution_enqueue_validation(*, contribution: PaperContribution, attempt: int = 1) -> None:
     """Queue the checks once the rows are committed (a worker must find them)."""
-    from . import jobs  # jobs import services: keep the cycle lazy
+    from redis.exceptions import RedisError
 
     contribution_id, revision = contribution.pk, contribution.revision
 
     def enqueue() -> None:
-        import django_rq
-        from redis.exceptions import RedisError
-
         try:
-            django_rq.get_queue("contributions").enqueue(
-                jobs.validate_contribution, contribution_id, revision,
-                job_id=validation_job_id(contribution_id, revision), job_timeout=settings.RCB_CONTRIB_JOB_TIMEOUT,
-                meta={"attempt": attempt},
+            queue.job_push(
+                queue=queue.CONTRIBUTIONS, func="contributions.jobs.validate_contribution",
+                args=(contribution_id, revision), rq_job_id=validation_job_id(contribution_id, revision),
+                timeout=settings.RCB_CONTRIB_JOB_TIMEOUT, meta={"attempt": attempt},
+                description=f"check contribution {contribution_id} revision {revision}",
             )
         except RedisError as exc:
             # the upload is stored and stays 'submitted': contributions_reconcile queues it once Redis is back
@@ -253,27 +248,11 @@ def validation_job_id(contribution_id: int, revision: int) -> str:
 
 
 def contribution_sandbox() -> Sandbox:
-    """The sandbox for untrusted code: docker or bwrap; 'local' only where a test setting allows it."""
-    name = settings.RCB_SANDBOX_BACKEND
-    candidates = [name]
-    if name == "auto" and "auto" not in BACKENDS:
-        candidates = ["docker", "bwrap"]
-    reasons = []
-    for candidate in candidates:
-        try:
-            sandbox = get_sandbox(candidate, python=settings.RCB_PYTHON or None, limits=Limits())
-        except SandboxUnavailable as exc:
-            reasons.append(str(exc))
-            continue
-        except Exception as exc:  # a backend that fails to start is as good as absent
-            reasons.append(f"{candidate}: {exc}")
-            continue
-        if sandbox.trusted_only and not getattr(settings, "RCB_ALLOW_LOCAL_SANDBOX", False):
-            sandbox.close()
-            reasons.append(f"backend {candidate!r} isolates nothing and contributions are untrusted code")
-            continue
-        return sandbox
-    raise SandboxUnavailable("no sandbox can run contributed code: " + "; ".join(reasons))
+    """The sandbox for contributed (untrusted) code: scoring.sandbox_for's 'public' level."""
+    try:
+        return sandbox_for(trust=PUBLIC, environments=False)
+    except SandboxUnavailable as exc:
+        raise SandboxUnavailable(f"no sandbox can run contributed code: {exc}") from exc
 
 
 def _image_builder(sandbox: Sandbox):
@@ -283,29 +262,6 @@ def _image_builder(sandbox: Sandbox):
     from benchmark_core.sandbox.docker import env_image_ensure
 
     return lambda reqs: env_image_ensure(sandbox.client, list(reqs), base=sandbox.base)
-
-
-def _entry(contribution: PaperContribution) -> dict[str, Any]:
-    """The paper's papers.yaml entry, in the published layout."""
-    return {
-        "id": contribution.paper_id,
-        "title": contribution.title,
-        "venue": contribution.venue or None,
-        "arxiv_abs": contribution.arxiv_url or None,
-        "github_url": contribution.code_url or None,
-        "first_commit_date": contribution.first_commit_date.isoformat() if contribution.first_commit_date else None,
-        "annotated_file_paths": list(contribution.annotated_files) or None,
-        "context_file_paths": list(contribution.context_files) or None,
-    }
-
-
-def contribution_pset_materialize(*, contribution: PaperContribution, revision: ContributionRevision, dest: Path) -> Path:
-    """Copy the revision's folder to ``dest`` (a new folder), adding the form's requirements; return it."""
-    source = _media_root() / revision.folder
-    shutil.copytree(source, dest, symlinks=False)
-    if contribution.requirements:
-        (dest / REQUIREMENTS_FILE).write_text("\n".join(contribution.requirements) + "\n", encoding="utf-8")
-    return dest
 
 
 def _check_settings(backend: str) -> CheckSettings:
@@ -365,8 +321,7 @@ def contribution_validate(*, contribution_id: int, revision: int) -> dict[str, A
         try:
             with tempfile.TemporaryDirectory(prefix="rcb-contrib-") as tmp:
                 root = Path(tmp)
-                contribution_pset_materialize(contribution=contribution, revision=rev, dest=root / contribution.paper_id)
-                (root / "papers.yaml").write_text(yaml.safe_dump([_entry(contribution)], sort_keys=False), encoding="utf-8")
+                contribution_pset_write(contribution=contribution, revision=rev, root=root)
                 report = checks_run(
                     root, contribution.paper_id,
                     sandbox=sandbox,
@@ -445,40 +400,12 @@ def contribution_review(*, contribution: PaperContribution, reviewer: AbstractBa
     return review
 
 
-def job_alive(queue, job_id: str) -> bool:
-    """Is the job waiting or running in Redis? (A worker that died leaves it 'started' until RQ's cleanup.)"""
-    from rq.exceptions import NoSuchJobError
-    from rq.job import Job
-    from rq.registry import StartedJobRegistry
-
-    StartedJobRegistry(queue=queue).cleanup()  # moves jobs of workers that stopped heart-beating to 'failed'
-    try:
-        status = Job.fetch(job_id, connection=queue.connection).get_status(refresh=True)
-    except NoSuchJobError:
-        return False
-    return status in ("queued", "started", "deferred", "scheduled")
-
-
-def _job_forget(queue, job_id: str) -> None:
-    """Drop what Redis still holds of a job (failed or stuck) so it can be queued again under its id."""
-    from rq.exceptions import NoSuchJobError
-    from rq.job import Job
-
-    try:
-        Job.fetch(job_id, connection=queue.connection).delete()
-    except NoSuchJobError:
-        pass
-
-
 def contribution_reconcile(*, stale_after: dt.timedelta | None = None) -> list[int]:
     """Queue again the checks of contributions left 'submitted' or 'validating' whose job is gone.
 
     The database is the source of truth: after a Redis loss, or when a worker died, this puts the
     job back. A job 'validating' for longer than the job timeout counts as gone whatever Redis says.
     """
-    import django_rq
-
-    queue = django_rq.get_queue("contributions")
     if stale_after is None:
         stale_after = dt.timedelta(seconds=settings.RCB_CONTRIB_JOB_TIMEOUT + 60)
     requeued = []
@@ -489,11 +416,9 @@ def contribution_reconcile(*, stale_after: dt.timedelta | None = None) -> list[i
         overdue = contribution.status == PaperContribution.VALIDATING and (
             timezone.now() - contribution.status_changed_at > stale_after
         )
-        if job_alive(queue, job_id) and not overdue:
+        if queue.job_alive(queue=queue.CONTRIBUTIONS, rq_job_id=job_id) and not overdue:
             continue
-        from .release_services import _job_attempt
-
-        attempt = _job_attempt(queue, job_id)
+        attempt = queue.job_attempt(queue=queue.CONTRIBUTIONS, rq_job_id=job_id)
         if contribution.status == PaperContribution.VALIDATING and attempt >= MAX_VALIDATION_ATTEMPTS:
             # the checks killed their worker again and again: say so instead of trying forever
             report = {"passed": False, "checks": [], "snippets": [], "revision": contribution.revision,
@@ -501,7 +426,7 @@ def contribution_reconcile(*, stale_after: dt.timedelta | None = None) -> list[i
                                "memory); an administrator has to look"}
             _set_status(contribution.pk, contribution.revision, PaperContribution.ERROR, report)
             continue
-        _job_forget(queue, job_id)
+        queue.job_forget(queue=queue.CONTRIBUTIONS, rq_job_id=job_id)
         with transaction.atomic():
             # back to 'submitted' with a fresh clock: the next reconcile sees a queued job, not an overdue one
             PaperContribution.objects.filter(pk=contribution.pk, revision=contribution.revision).update(

@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from django.conf import settings
-from django.db import transaction
 
 from benchmark_core import scoring
+
+from scoring.results import evaluation_results_write, result_row_from_run
+from scoring.sandbox import DEMO, sandbox_for
 
 from .aggregates import (
     MISSING,
@@ -27,7 +29,7 @@ from .aggregates import (
 from .importers.common import ImportProblem
 from .importers.published import PUBLISHED_RELEASE_SLUG, PUBLISHED_RUN_DATE, PublishedImportResult, published_import
 from .importers.pset import PsetImportResult, paper_copy_store, paper_summary_text, pset_import
-from .models import Evaluation, LLMModel, Release, ReleasePaper, Snippet, SnippetResult
+from .models import Evaluation, LLMModel, Release, ReleasePaper, Snippet
 from .releases import release_set_default
 
 __all__ = [
@@ -63,28 +65,12 @@ def results_store(
         )
     }
     completions = completions or {}
-    rows = []
-    for run in runs:
-        sid = snippet_ids.get((run.paper, run.file, run.snippet))
-        if sid is None:
-            continue
-        rows.append(
-            SnippetResult(
-                evaluation=evaluation,
-                snippet_id=sid,
-                sample=run.sample,
-                passed=run.passed,
-                category=run.category or "",
-                exit_code=run.exit_code,
-                seconds=run.seconds,
-                output_tail=run.output_tail,
-                completion=completions.get((run.paper, run.file, run.snippet, run.sample), ""),
-            )
-        )
-    with transaction.atomic():
-        SnippetResult.objects.filter(evaluation=evaluation).delete()
-        SnippetResult.objects.bulk_create(rows, batch_size=2000)
-        evaluation_aggregates_refresh(evaluation=evaluation, refresh_release=False)
+    rows = [
+        result_row_from_run(snippet_id=snippet_ids[(run.paper, run.file, run.snippet)], run=run,
+                            completion=completions.get((run.paper, run.file, run.snippet, run.sample), ""))
+        for run in runs if (run.paper, run.file, run.snippet) in snippet_ids
+    ]
+    evaluation_results_write(evaluation=evaluation, rows=rows, replace=True, refresh_release=False)
     return evaluation
 
 
@@ -103,19 +89,6 @@ class DemoLoadResult:
     scored: list[str] = field(default_factory=list)  # model keys scored in this run
     skipped: list[str] = field(default_factory=list)  # already scored with the same input
     warnings: list[str] = field(default_factory=list)
-
-
-def _demo_sandbox(backend: str, warnings: list[str]):
-    """The configured backend; the demo is our own trusted code, so local is an acceptable fallback."""
-    from benchmark_core.sandbox.base import SandboxUnavailable, get_sandbox
-
-    python = getattr(settings, "RCB_PYTHON", "") or None
-    if backend and backend != "local":
-        try:
-            return get_sandbox(backend, python=python)
-        except SandboxUnavailable as exc:
-            warnings.append(f"sandbox {backend!r} unavailable ({exc}); the demo (trusted code) runs with 'local'")
-    return get_sandbox("local", python=python)
 
 
 def _demo_models(path: Path) -> dict[str, dict[str, Any]]:
@@ -221,7 +194,8 @@ def demo_load(
         else:
             todo.append((name, tasks, completions, digest))
     if todo:
-        sandbox = _demo_sandbox(backend if backend is not None else getattr(settings, "RCB_SANDBOX_BACKEND", "local"), warnings)
+        # the demo is our own trusted code: local is an acceptable fallback
+        sandbox = sandbox_for(trust=DEMO, backend=backend, environments=False, warnings=warnings)
         result.backend = sandbox.describe()
         try:
             all_tasks = [t for _, tasks, _, _ in todo for t in tasks]

@@ -1,9 +1,11 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from scoring import queue
+
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("django-rq/", include("django_rq.urls")),
+    path("django-rq/", include(queue.URLS_MODULE)),  # the operators' queue pages
     path("api/v1/", include("leaderboard.api_urls")),
     path("accounts/", include("accounts.urls")),
     path("accounts/", include("django.contrib.auth.urls")),  # login, logout, password reset

@@ -42,20 +42,20 @@ from scoring.paper_store import release_paper_archive_ensure, release_paper_fold
 from benchmark_core.runner import (
     HARNESS_VERSION,
     Task,
-    TestRun,
     answer_code,
     missing_run,
     reference_run,
     run_task,
 )
 from accounts.roles import user_is_reviewer
-from benchmark_core.sandbox.base import PaperSpec, Sandbox, SandboxUnavailable, get_sandbox
+from benchmark_core.sandbox.base import PaperSpec, SandboxUnavailable
 from benchmark_core.scoring import parse_cutoff
-from benchmark_core.tamper import review_flags
 from leaderboard.models import Evaluation, LLMModel, Release, ReleasePaper, Snippet, SnippetResult
+from scoring import queue
+from scoring.results import evaluation_results_write, result_row_from_run
+from scoring.sandbox import PUBLIC, SandboxRefused, sandbox_for
 from leaderboard.services import evaluation_aggregates_refresh, release_touch
 
-from . import queue
 from .flags import CompletionInput, submission_flags_compute
 from .models import ACTIVE_STATUSES, APIToken, PredictionSubmission, ScoringJob, Status, SubmissionPrediction
 
@@ -75,7 +75,6 @@ __all__ = [
     "prediction_submission_create",
     "scoring_job_run",
     "scoring_jobs_create",
-    "snippet_result_store",
     "submission_status_refresh",
     "submission_cancel",
     "submission_rerun",
@@ -85,7 +84,6 @@ __all__ = [
     "submission_flags_clear",
     "scoring_jobs_watchdog",
     "scoring_queue_reconcile",
-    "scoring_sandbox",
     "environment_jobs_requeue",
 ]
 
@@ -143,10 +141,6 @@ def coverage_warning(coverage: dict[str, Any]) -> str:
         f"({coverage['percent']} %): the {coverage['missing']} without a prediction count as missing (failed), and "
         "the evaluation is shown but not ranked"
     )
-
-
-class SandboxRefused(RuntimeError):
-    """The configured sandbox may not run untrusted code."""
 
 
 def max_upload_bytes() -> int:
@@ -488,32 +482,6 @@ def _job_requeue(job: ScoringJob, *, expect: Q, note: str) -> bool:
 # Running a job
 
 
-def sandbox_environment_options() -> dict[str, Any]:
-    """The sandbox options naming each environment's interpreter (settings RCB_ENVS_DIR, RCB_ENV_PYTHONS)."""
-    from benchmark_core.env_command import parse_env_pythons
-
-    options: dict[str, Any] = {}
-    if settings.RCB_ENVS_DIR:
-        options["envs_dir"] = str(settings.RCB_ENVS_DIR)
-    pairs = [p.strip() for p in str(settings.RCB_ENV_PYTHONS or "").split(",") if p.strip()]
-    if pairs:
-        options["pythons"] = parse_env_pythons(pairs)
-    return options
-
-
-def scoring_sandbox() -> Sandbox:
-    """The configured sandbox; the local backend only when settings say the data is trusted."""
-    sandbox = get_sandbox(settings.RCB_SANDBOX_BACKEND, python=settings.RCB_PYTHON or None,
-                          **sandbox_environment_options())
-    if sandbox.trusted_only and not settings.RCB_ALLOW_LOCAL_SANDBOX:
-        sandbox.close()
-        raise SandboxRefused(
-            f"the {sandbox.name!r} sandbox isolates nothing and is refused for submissions: set "
-            "RCB_SANDBOX_BACKEND to bwrap or docker (RCB_ALLOW_LOCAL_SANDBOX=1 is for trusted demo data only)"
-        )
-    return sandbox
-
-
 def _worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -556,36 +524,6 @@ def _core_paper_load(release_paper: ReleasePaper) -> CorePaper:
     release folder of its own.
     """
     return paper_folder_load(release_paper_folder(release_paper=release_paper))
-
-
-def snippet_result_store(*, evaluation_id: int, snippet_id: int, run: TestRun, completion: str) -> None:
-    """Write one verdict; a second write of the same (evaluation, snippet, sample) replaces it."""
-    SnippetResult.objects.update_or_create(
-        evaluation_id=evaluation_id,
-        snippet_id=snippet_id,
-        sample=run.sample,
-        defaults=dict(
-            passed=run.passed,
-            category=run.category or "",
-            exit_code=run.exit_code,
-            seconds=round(run.seconds, 3),
-            output_tail=run.output_tail,
-            completion=completion,
-            # the engine's tampering flags (PEP 578 audit, AST): a flagged row keeps its evaluation unranked
-            flags=list(run.flags or []),
-        ),
-    )
-    # ast:* flags (the code's capabilities) inform; the run's audit trail (tampering:*, audit:*) blocks ranking
-    flagged = sum(
-        1 for flags in SnippetResult.objects.filter(evaluation_id=evaluation_id).exclude(flags=[]).values_list(
-            "flags", flat=True
-        ) if review_flags(flags)
-    )
-    # more flags than a reviewer saw undo the clearing: the new ones need a look of their own
-    Evaluation.objects.filter(pk=evaluation_id, flagged_results__lt=flagged).update(
-        flagged_results=flagged, flags_cleared_at=None, flags_cleared_by=""
-    )
-    Evaluation.objects.filter(pk=evaluation_id, flagged_results__gt=flagged).update(flagged_results=flagged)
 
 
 class _EnvironmentBroken(Exception):
@@ -671,7 +609,7 @@ def _paper_score(job: ScoringJob, beat: _Heartbeat) -> str:
                 run = missing_run(task)
             else:
                 if session is None:
-                    sandbox = scoring_sandbox()
+                    sandbox = sandbox_for(trust=PUBLIC)
                     try:
                         session = sandbox.open(PaperSpec.from_paper(paper))
                     except SandboxUnavailable as exc:  # its environment cannot be built or opened here
@@ -683,7 +621,8 @@ def _paper_score(job: ScoringJob, beat: _Heartbeat) -> str:
                         str(run.extra.get("environment") or _environment_name(paper)),
                         str(run.extra.get("environment_error") or run.output_tail[-500:] or "environment error"),
                     )
-            snippet_result_store(evaluation_id=submission.evaluation_id, snippet_id=snippet_id, run=run, completion=answer)
+            evaluation_results_write(evaluation=submission.evaluation_id, aggregates=False,
+                                     rows=[result_row_from_run(snippet_id=snippet_id, run=run, completion=answer)])
     finally:
         if session is not None:
             session.close()

@@ -19,11 +19,18 @@ from benchmark_core.predictions import MAX_DEPTH
 from benchmark_core import runner
 from leaderboard import selectors as lb_selectors
 from leaderboard.models import Evaluation, LLMModel, Snippet
+from scoring.results import evaluation_results_write, result_row_from_run
 from submissions import services
 from submissions.models import PredictionSubmission, ScoringJob, Status, SubmissionPrediction
 from submissions.selectors import REVIEWERS_GROUP
 
 from submissions_support import DEMO, demo_release_create, predictions_bytes
+
+
+def _result_store(*, evaluation_id, snippet_id, run, completion):
+    """Store one verdict the way a scoring job does (the one writer, aggregates at the job's end)."""
+    evaluation_results_write(evaluation=evaluation_id, aggregates=False,
+                             rows=[result_row_from_run(snippet_id=snippet_id, run=run, completion=completion)])
 
 pytestmark = pytest.mark.django_db
 
@@ -293,7 +300,7 @@ def test_a_flagged_evaluation_is_not_ranked_until_a_reviewer_clears_it(client, r
     sub = PredictionSubmission.objects.get(pk=resp.json()["id"])
     snippets = list(Snippet.objects.filter(release=release))
     for n, snip in enumerate(snippets):
-        services.snippet_result_store(evaluation_id=sub.evaluation_id, snippet_id=snip.pk,
+        _result_store(evaluation_id=sub.evaluation_id, snippet_id=snip.pk,
                                       run=_flagged_run(snip, flags=["tampering:fd-write"] if n == 0 else []),
                                       completion="pass")
     ScoringJob.objects.filter(submission=sub).update(status=Status.FINISHED)
@@ -327,12 +334,12 @@ def test_a_flagged_evaluation_is_not_ranked_until_a_reviewer_clears_it(client, r
     sub.evaluation.refresh_from_db()
     assert sub.evaluation.flags_cleared_by == "rita" and row().ranked is True
     # flags of the completion's code alone (ast:*) inform, they do not undo the clearing
-    services.snippet_result_store(evaluation_id=sub.evaluation_id, snippet_id=snippets[1].pk,
+    _result_store(evaluation_id=sub.evaluation_id, snippet_id=snippets[1].pk,
                                   run=_flagged_run(snippets[1], flags=["ast:dynamic-getattr"]), completion="pass")
     sub.evaluation.refresh_from_db()
     assert sub.evaluation.flagged_results == 1 and row().ranked is True
     # a new flag of the run's audit trail after the clearing undoes it
-    services.snippet_result_store(evaluation_id=sub.evaluation_id, snippet_id=snippets[1].pk,
+    _result_store(evaluation_id=sub.evaluation_id, snippet_id=snippets[1].pk,
                                   run=_flagged_run(snippets[1], flags=["ast:dynamic-getattr", "audit:spawn"]),
                                   completion="pass")
     sub.evaluation.refresh_from_db()
@@ -344,7 +351,7 @@ def test_staff_clear_flags_with_the_admin_action(client, release, token, user):
     resp = _post(client, token, json.dumps(_line()).encode(), model_name="Flagged")
     sub = PredictionSubmission.objects.get(pk=resp.json()["id"])
     snip = Snippet.objects.get(release=release, name="inverse frequencies")
-    services.snippet_result_store(evaluation_id=sub.evaluation_id, snippet_id=snip.pk,
+    _result_store(evaluation_id=sub.evaluation_id, snippet_id=snip.pk,
                                   run=_flagged_run(snip, flags=["tampering:exec"]), completion="pass")
     admin = User.objects.create_superuser("boss", "boss@example.org", "pw-boss-123!")
     client.force_login(admin)

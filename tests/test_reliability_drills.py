@@ -21,7 +21,7 @@ from django.contrib.auth.models import User
 from leaderboard.models import ReleasePaper, SnippetResult
 from submissions import services
 from submissions.models import PredictionSubmission, ScoringJob, Status
-from submissions.queue import scoring_queue
+from scoring.queue import queue_get as scoring_queue
 
 from submissions_support import (
     ROOT,

@@ -8,6 +8,8 @@ from django.urls import NoReverseMatch, reverse
 
 from accounts.roles import user_is_reviewer
 
+from scoring import queue
+
 register = template.Library()
 
 #: (label, URL name, who sees it): 'reviewer' = group reviewers or staff
@@ -16,7 +18,7 @@ STAFF_PAGES = [
     ("Submission review", "submissions:review_queue", "reviewer"),
     ("Releases", "contributions:releases", "staff"),
     ("Environments", "submissions:environments", "staff"),
-    ("Job queues", "django_rq:home", "staff"),
+    ("Job queues", queue.HOME_URL_NAME, "staff"),
     ("Admin", "admin:index", "staff"),
 ]
 

@@ -11,9 +11,10 @@ from typing import Any
 from django.db import transaction
 
 from benchmark_core import scoring
+from scoring.results import ResultRow, evaluation_results_write
 
-from ..aggregates import evaluation_aggregates_refresh, release_tiers_refresh
-from ..models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
+from ..aggregates import release_tiers_refresh
+from ..models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet
 from ..releases import release_set_default
 from .common import ImportProblem, paper_fields
 
@@ -190,14 +191,12 @@ def published_import(
                 },
             )
             if ev.input_hash != content_hash:
-                SnippetResult.objects.filter(evaluation=ev).delete()
                 rows = []
                 for paper_id, entry in data["results"].items():
                     for name, samples in entry["results"].get(key, {}).get("results", {}).items():
                         for s in samples:
                             rows.append(
-                                SnippetResult(
-                                    evaluation=ev,
+                                ResultRow(
                                     snippet_id=snippet_ids[(paper_id, name)],
                                     sample=int(s.get("completion_idx", 0)),
                                     passed=bool(s["passed"]),
@@ -206,9 +205,8 @@ def published_import(
                                     category="" if s["passed"] else "unknown",
                                 )
                             )
-                SnippetResult.objects.bulk_create(rows, batch_size=2000)
                 ev.input_hash = content_hash
-                evaluation_aggregates_refresh(evaluation=ev, refresh_release=False)
+                evaluation_results_write(evaluation=ev, rows=rows, replace=True, refresh_release=False)
             if ev.verified or ev.run_date != run_date:
                 # imported, not re-run here (no completions): never "verified"; dated by the published run
                 ev.verified, ev.run_date = False, run_date
