@@ -14,7 +14,7 @@ from . import __version__
 from .errors import CATEGORIES
 from .masking import task_record
 from .predictions import parse_predictions
-from .problemset import ProblemSet, ProblemSetError, load_problemset, validate_problemset
+from .problemset import ProblemSet, validate_problemset
 from .runner import HARNESS_VERSION, Task, TestRun, answer_code, reference_code, run_tasks
 from .sandbox.base import Limits, SandboxUnavailable, get_sandbox
 from .scoring import summarize
@@ -22,6 +22,7 @@ from .generate import add_generate_parser, add_run_parser, generate_command, run
 from .submit import add_submit_parser, cmd_submit
 from .tamper import review_flags
 from .env_command import add_env_parser, cmd_env, parse_env_pythons
+from .pset_args import _load, _papers_arg
 
 __all__ = ["main", "build_parser"]
 
@@ -86,20 +87,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_generate_parser(sub)
     add_run_parser(sub)
     return parser
-
-
-def _papers_arg(value: str | None) -> list[str] | None:
-    return [p.strip() for p in value.split(",") if p.strip()] if value else None
-
-
-def _load(pset_dir: str, papers: list[str] | None, err: TextIO) -> ProblemSet | None:
-    try:
-        return load_problemset(pset_dir, papers=papers)
-    except ProblemSetError as exc:
-        for problem in exc.problems:
-            print(problem, file=err)
-        print(f"{len(exc.problems)} problem(s) in {pset_dir}; nothing was done", file=err)
-        return None
 
 
 def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -360,7 +347,7 @@ def cmd_generate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    return run_command(args, out, err, env=dict(os.environ))
+    return run_command(args, out, err, env=dict(os.environ), cli_main=main)
 
 
 COMMANDS = {"validate": cmd_validate, "tasks": cmd_tasks, "score": cmd_score, "report": cmd_report, "submit": cmd_submit,

@@ -12,6 +12,7 @@ from .environments import (
     venv_build,
     venv_python,
 )
+from .pset_args import _load, _papers_arg
 
 __all__ = ["add_env_parser", "cmd_env", "parse_env_pythons"]
 
@@ -44,8 +45,6 @@ def parse_env_pythons(values: list[str] | None) -> dict[str, str]:
 
 
 def cmd_env(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from .cli import _load, _papers_arg  # noqa: PLC0415 - one loader and its error report
-
     pset = _load(args.pset, _papers_arg(args.papers), err)
     if pset is None:
         return EXIT_INVALID

@@ -827,9 +827,8 @@ def generate_command(args: Any, out: TextIO, err: TextIO, *, env: dict[str, str]
     return EXIT_OK
 
 
-def run_command(args: Any, out: TextIO, err: TextIO, *, env: dict[str, str]) -> int:
-    """``run``: generate, then score, then the report; then submit when asked."""
-    from .cli import main as cli_main
+def run_command(args: Any, out: TextIO, err: TextIO, *, env: dict[str, str], cli_main: Any) -> int:
+    """``run``: generate, then score, then the report; then submit when asked (``cli_main`` runs those commands)."""
 
     args.url = None
     release, args.release = args.release, None
