@@ -273,10 +273,11 @@ def _retire_in(release: Release, snippets: list[Snippet]) -> None:
             Snippet.objects.bulk_update(rows, ["start_line", "end_line", "position"])
             rp.snippet_count, rp.total_weight = len(core.snippets), core.total_weight
             rp.content_hash = folder_hash(folder)
+            rp.archive = ""  # the files changed: stored again by content hash when jobs are made (scoring.paper_store)
         else:
             rp.snippet_count = remaining.count()
             rp.total_weight = sum(remaining.values_list("weight", flat=True))
-        rp.save(update_fields=["snippet_count", "total_weight", "content_hash"])
+        rp.save(update_fields=["snippet_count", "total_weight", "content_hash", "archive"])
 
 
 def release_errata(*, release: Release, retire: list[str], reason: str, by: Any = None, name: str = "") -> Release:

@@ -15,6 +15,7 @@ from benchmark_core.environments import environment_get
 from benchmark_core.hashing import folder_hash, ignored
 from benchmark_core.problemset import Paper as CorePaper
 from benchmark_core.problemset import ProblemSet, paper_entry, paper_entry_write, validate_problemset
+from scoring.paper_store import paper_archive_put
 
 from ..aggregates import release_touch
 from ..models import Paper, Release, ReleasePaper, Snippet
@@ -209,6 +210,8 @@ def pset_import(*, path: str | Path, release_name: str | None = None, status: st
                 defaults={
                     "folder": str(dst),
                     "content_hash": digest,
+                    # the files once more, by content hash: what every worker host fetches (scoring.paper_store)
+                    "archive": paper_archive_put(folder=dst),
                     "snippet_count": len(snippets),
                     "total_weight": sum(created[(c.file, c.name)].weight for c in snippets),
                     "entry": json.loads(json.dumps(entry, default=str)),
