@@ -30,11 +30,16 @@ from benchmark_core.problemset import paper_folder_load
 from benchmark_core.runner import HARNESS_VERSION, Task, reference_code, run_tasks
 from leaderboard.models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
 from leaderboard.releases import release_content_hash
-from leaderboard.services import evaluation_aggregates_refresh, paper_summary_text, release_touch
+from leaderboard.services import paper_summary_text, release_touch
+
+from scoring import queue
+from scoring.results import evaluation_results_write, result_row_from_run
+from scoring.sandbox import PUBLIC, sandbox_for
 
 from scoring.paper_store import release_paper_archive_ensure, release_paper_folder
 
 from .models import PaperContribution
+from .papers import contribution_pset_write
 
 __all__ = [
     "release_draft_get_or_create",
@@ -213,8 +218,6 @@ def release_draft_get_or_create(*, by: Any = None, name: str = "") -> Release:
 
 def release_draft_paper_add(*, contribution: PaperContribution, by: Any) -> ReleasePaper:
     """Put an approved contribution's paper into the draft (replacing an older version of it)."""
-    from .services import _entry, contribution_pset_materialize
-
     revision = contribution.current
     if revision is None:
         raise ValidationError("the contribution has no uploaded revision")
@@ -228,9 +231,7 @@ def release_draft_paper_add(*, contribution: PaperContribution, by: Any) -> Rele
         staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=root))
         pid = contribution.paper_id
         try:
-            contribution_pset_materialize(contribution=contribution, revision=revision, dest=staging / pid)
-            (staging / "papers.yaml").write_text(yaml.safe_dump([_entry(contribution)], sort_keys=False),
-                                                 encoding="utf-8")
+            contribution_pset_write(contribution=contribution, revision=revision, root=staging)
             core = load_problemset(staging, papers=[pid]).paper(pid)
         except ProblemSetError as exc:
             shutil.rmtree(staging, ignore_errors=True)
@@ -349,17 +350,14 @@ def release_publish(*, release: Release, by: Any, make_default: bool = False) ->
 
 def release_baselines_enqueue(*, evaluations: list[Evaluation], paper_ids: list[str], attempt: int = 1) -> None:
     """One scoring job per (baseline, paper)."""
-    import django_rq
     from redis.exceptions import RedisError
 
-    from . import jobs
-
-    queue = django_rq.get_queue("scoring")
     for evaluation in evaluations:
         for pid in paper_ids:
             try:
-                queue.enqueue(jobs.score_baseline, evaluation.pk, pid, job_id=baseline_job_id(evaluation.pk, pid),
-                              job_timeout=settings.RCB_CONTRIB_JOB_TIMEOUT, meta={"attempt": attempt})
+                queue.job_push(queue=queue.SCORING, func="contributions.jobs.score_baseline", args=(evaluation.pk, pid),
+                               rq_job_id=baseline_job_id(evaluation.pk, pid), timeout=settings.RCB_CONTRIB_JOB_TIMEOUT,
+                               meta={"attempt": attempt}, description=f"baseline {evaluation.pk} on {pid}")
             except RedisError as exc:
                 # the release is published either way; baselines_reconcile queues what is missing
                 logger.warning("baseline %s on %s not queued (%s); reconcile will queue it", evaluation.pk, pid, exc)
@@ -371,11 +369,6 @@ def baseline_job_id(evaluation_id: int, paper_id: str) -> str:
 
 def baselines_reconcile() -> list[tuple[int, str]]:
     """Queue again the baseline jobs of published releases whose results are missing and whose job is gone."""
-    import django_rq
-
-    from .services import _job_forget, job_alive
-
-    queue = django_rq.get_queue("scoring")
     requeued = []
     evaluations = Evaluation.objects.filter(source=Evaluation.BASELINE, release__status=Release.PUBLISHED,
                                             model__baseline__in=list(BASELINES))
@@ -387,14 +380,14 @@ def baselines_reconcile() -> list[tuple[int, str]]:
                       .values_list("paper__paper_id", flat=True))
         for pid in missing:
             job_id = baseline_job_id(evaluation.pk, pid)
-            if pid not in folders or job_alive(queue, job_id):
+            if pid not in folders or queue.job_alive(queue=queue.SCORING, rq_job_id=job_id):
                 continue
-            attempt = _job_attempt(queue, job_id)
+            attempt = queue.job_attempt(queue=queue.SCORING, rq_job_id=job_id)
             if attempt >= MAX_BASELINE_ATTEMPTS:
                 # it keeps failing (see its traceback in django-rq): retrying forever would hide that
                 logger.error("baseline job %s failed %s times; not queued again", job_id, attempt)
                 continue
-            _job_forget(queue, job_id)
+            queue.job_forget(queue=queue.SCORING, rq_job_id=job_id)
             release_baselines_enqueue(evaluations=[evaluation], paper_ids=[pid], attempt=attempt + 1)
             requeued.append((evaluation.pk, pid))
     return requeued
@@ -403,21 +396,8 @@ def baselines_reconcile() -> list[tuple[int, str]]:
 MAX_BASELINE_ATTEMPTS = 3
 
 
-def _job_attempt(queue, job_id: str) -> int:
-    """How many times the job was queued (0 when Redis has no trace of it)."""
-    from rq.exceptions import NoSuchJobError
-    from rq.job import Job
-
-    try:
-        return int(Job.fetch(job_id, connection=queue.connection).meta.get("attempt", 1))
-    except NoSuchJobError:
-        return 0
-
-
 def release_baseline_score(*, evaluation_id: int, paper_id: str) -> Evaluation:
     """Score a baseline (reference or empty) on one paper of a published release; idempotent."""
-    from .services import contribution_sandbox
-
     evaluation = Evaluation.objects.select_related("model", "release").get(pk=evaluation_id)
     kind = evaluation.model.baseline
     if kind not in BASELINES:
@@ -427,22 +407,13 @@ def release_baseline_score(*, evaluation_id: int, paper_id: str) -> Evaluation:
     core = paper_folder_load(release_paper_folder(release_paper=release_paper))  # by content hash
     rows = {(s.file, s.name): s for s in Snippet.objects.filter(release=release, paper__paper_id=paper_id)}
     tasks = [Task(core, s, reference_code(core, s) if kind == LLMModel.REFERENCE else ()) for s in core.snippets]
-    sandbox = contribution_sandbox()
+    sandbox = sandbox_for(trust=PUBLIC, environments=False)
     try:
         runs = run_tasks(tasks, sandbox=sandbox, workers=settings.RCB_CONTRIB_WORKERS, timeout=settings.RCB_RUN_TIMEOUT)
     finally:
         sandbox.close()
-    with transaction.atomic():
-        for run, task in zip(runs, tasks):
-            snippet = rows.get((run.file, run.snippet))
-            if snippet is None:
-                continue  # the folder and the rows disagree: the release would not have been published
-            SnippetResult.objects.update_or_create(
-                evaluation=evaluation, snippet=snippet, sample=0,
-                defaults=dict(passed=run.passed, category=run.category or "", exit_code=run.exit_code,
-                              seconds=run.seconds, output_tail=run.output_tail, completion="\n".join(task.code or ())),
-            )
-        # one refresh at a time, so the last one sees every paper's rows
-        locked = Evaluation.objects.select_for_update().get(pk=evaluation.pk)
-        evaluation_aggregates_refresh(evaluation=locked)
-    return locked
+    # the folder and the rows disagree only for a release that would not have been published: skip those
+    results = [result_row_from_run(snippet_id=rows[(run.file, run.snippet)].pk, run=run,
+                                   completion="\n".join(task.code or ()))
+               for run, task in zip(runs, tasks) if (run.file, run.snippet) in rows]
+    return evaluation_results_write(evaluation=evaluation, rows=results, lock=True)
