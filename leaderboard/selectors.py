@@ -12,7 +12,7 @@ import difflib
 import hashlib
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -23,6 +23,7 @@ from django.db.models.functions import Cast
 from benchmark_core import scoring
 
 from .models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
+from .query import VIEWS, LeaderboardParams, leaderboard_params_parse
 
 __all__ = [
     "VIEWS",
@@ -71,7 +72,6 @@ __all__ = [
     "tiers_fingerprint",
 ]
 
-VIEWS = ("overall", "contamination_safe")
 #: below this many papers in a date window the figures are flagged as unreliable
 FEW_PAPERS = 5
 
@@ -93,22 +93,6 @@ class ReleaseInfo:
     citation: str
     scorable_papers: int = 0  # papers this site can score now (release_scorability)
     not_scorable: list[dict[str, str]] = field(default_factory=list)  # [{"paper", "reason"}]
-
-
-@dataclass(frozen=True)
-class LeaderboardParams:
-    """Validated query parameters of a leaderboard (see leaderboard_params_parse)."""
-
-    view: str = "overall"
-    cutoff: dt.date | None = None
-    date_from: dt.date | None = None
-    date_to: dt.date | None = None
-    open_weights: bool | None = None
-    organisation: str | None = None
-    with_paper: bool = True
-
-    def as_kwargs(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
@@ -548,59 +532,6 @@ def releases_list() -> list[ReleaseInfo]:
 
 
 # --------------------------------------------------------------------------- the leaderboards
-def _parse_date(value: str) -> dt.date:
-    return scoring.parse_cutoff(value) if value.count("-") < 2 else dt.date.fromisoformat(value)
-
-
-def _parse_bool(value: str) -> bool:
-    v = value.strip().lower()
-    if v in ("1", "true", "yes", "on"):
-        return True
-    if v in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(value)
-
-
-def leaderboard_params_parse(query: Mapping[str, str]) -> tuple[LeaderboardParams, list[str]]:
-    """Validate query parameters: (params, messages). A bad value is left at its default and
-    named in a message (pages show the default view with the messages; the API answers 400).
-
-    Keys: view (overall|contamination_safe), cutoff, from, to (YYYY-MM-DD, or YYYY-MM meaning the
-    month's last day), open_weights (1/0/true/false), organisation, with_paper (1/0).
-    """
-    messages: list[str] = []
-    kwargs: dict[str, Any] = {}
-    view = (query.get("view") or "overall").strip()
-    if view not in VIEWS:
-        messages.append(f"unknown view {view!r} (use {' or '.join(VIEWS)})")
-        view = "overall"
-    kwargs["view"] = view
-    for name, attr in (("cutoff", "cutoff"), ("from", "date_from"), ("to", "date_to")):
-        raw = (query.get(name) or "").strip()
-        if not raw:
-            continue
-        try:
-            kwargs[attr] = _parse_date(raw)
-        except ValueError:
-            messages.append(f"{name}={raw[:40]!r} is not a date (use YYYY-MM-DD)")
-    if kwargs.get("date_from") and kwargs.get("date_to") and kwargs["date_from"] > kwargs["date_to"]:
-        messages.append("'from' is after 'to'")
-        kwargs.pop("date_from")
-        kwargs.pop("date_to")
-    for name in ("open_weights", "with_paper"):
-        raw = (query.get(name) or "").strip()
-        if not raw:
-            continue
-        try:
-            kwargs[name] = _parse_bool(raw)
-        except ValueError:
-            messages.append(f"{name}={raw[:40]!r} is not a yes/no value (use 1 or 0)")
-    organisation = (query.get("organisation") or "").strip()
-    if organisation:
-        kwargs["organisation"] = organisation[:200]
-    return LeaderboardParams(**kwargs), messages
-
-
 def _window_papers(
     paper_dates: Mapping[str, dt.date | None],
     *,

@@ -22,6 +22,7 @@ from benchmark_core.errors import CATEGORIES
 
 from . import charts, selectors
 from .models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
+from .query import parse_bool
 from .templatetags.leaderboard_tags import diff_rows, highlight_code, render_markdown
 
 HEADLINE_MODELS = 12
@@ -53,12 +54,11 @@ def _bool_param(request: HttpRequest, name: str, notices: list[str], default: bo
     raw = (request.GET.get(name) or "").strip().lower()
     if not raw:
         return default
-    if raw in ("1", "true", "yes", "on"):
-        return True
-    if raw in ("0", "false", "no", "off"):
-        return False
-    notices.append(f"{name}={raw!r} is not a yes/no value (use 1 or 0); ignored.")
-    return default
+    try:
+        return parse_bool(raw)
+    except ValueError:
+        notices.append(f"{name}={raw!r} is not a yes/no value (use 1 or 0); ignored.")
+        return default
 
 
 def _wants_csv(request: HttpRequest) -> bool:
