@@ -169,7 +169,7 @@ SCHEMAS: dict[str, Any] = {
                                    {"flags": _array(STRING) | {"description": "the engine's flags of this run"}})) | {
                 "description": "with ?results=1, for the owner"},
             "duplicate": BOOLEAN | {"description": "uploads: the same file was sent before; this is that submission"},
-            "outcome": STRING | {"description": "publish/withdraw: what was done"},
+            "outcome": STRING | {"description": "publish/withdraw/cancel: what was done"},
         },
     ),
     "Queue": _obj({
@@ -328,13 +328,14 @@ PATHS: dict[str, Any] = {
     }},
     "/submissions/{id}/{action}": {"post": {
         "operationId": "submission_action", "tags": ["submissions"], "security": TOKEN,
-        "summary": "Publish (now, or when scoring finishes) or withdraw a submission",
+        "summary": "Publish (now, or when scoring finishes), withdraw or cancel a submission",
         "parameters": [_path("id", "the submission's id", INTEGER),
-                       _path("action", "publish or withdraw", {"enum": ["publish", "withdraw"]})],
+                       _path("action", "publish, withdraw or cancel",
+                             {"enum": ["publish", "withdraw", "cancel"]})],
         "responses": {"200": _json("Submission", "done; outcome says what"), "401": UNAUTHORIZED,
                       "403": _error("not the owner", "SubmissionError"),
                       "404": _error("no such submission or action", "SubmissionError"),
-                      "409": _error("cannot be published now", "SubmissionError")},
+                      "409": _error("cannot be published (or cancelled) now", "SubmissionError")},
     }},
     "/queue": {"get": {
         "operationId": "queue", "tags": ["submissions"],

@@ -259,9 +259,9 @@ def queue_endpoint(request: HttpRequest) -> JsonResponse:
 
 @csrf_exempt  # token authentication only, as for uploads
 def submission_publish_endpoint(request: HttpRequest, pk: int, action: str) -> JsonResponse:
-    """POST /api/v1/submissions/<id>/publish (now, or when scoring finishes) or .../withdraw."""
-    if action not in ("publish", "withdraw"):
-        return _error(404, f"no action {action[:40]!r} (publish or withdraw)")
+    """POST /api/v1/submissions/<id>/publish (now, or when scoring finishes), .../withdraw or .../cancel."""
+    if action not in ("publish", "withdraw", "cancel"):
+        return _error(404, f"no action {action[:40]!r} (publish, withdraw or cancel)")
     if request.method != "POST":
         return _error(405, f"POST to {action} this submission")
     submission, refused = _submission_for(request, pk, session_ok=False)  # a write: the token only, no cookie
@@ -271,6 +271,11 @@ def submission_publish_endpoint(request: HttpRequest, pk: int, action: str) -> J
     try:
         if action == "publish":
             outcome = services.submission_publish(submission=submission, user=user)
+        elif action == "cancel":
+            if not services.submission_cancel(submission=submission, user=user):
+                return _error(409, f"only a queued, running or waiting submission can be cancelled "
+                                   f"(this one is {submission.status})")
+            outcome = "cancelled"
         else:
             services.submission_unpublish(submission=submission, user=user)
             outcome = "withdrawn"

@@ -28,7 +28,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
-from django.db import DatabaseError, close_old_connections, connection, transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.text import slugify
@@ -494,6 +494,8 @@ class _Heartbeat(threading.Thread):
         self.job_id, self.rq_job_id, self.interval = job_id, rq_job_id, interval
         self.halt = threading.Event()
         self.lost = False
+        #: called once when the job is no longer ours: it ends the running test (closes its session)
+        self.on_lost: Any = None
 
     def run(self) -> None:
         try:
@@ -508,6 +510,12 @@ class _Heartbeat(threading.Thread):
                     continue
                 if not alive:  # cancelled, or the watchdog gave the job to another attempt
                     self.lost = True
+                    if self.on_lost is not None:
+                        try:
+                            self.on_lost()
+                        except Exception:  # the test is ending anyway; its result is not written
+                            logger.warning("scoring job %s: stopping its running test failed", self.job_id,
+                                           exc_info=True)
                     return
         finally:
             connection.close()
@@ -612,6 +620,7 @@ def _paper_score(job: ScoringJob, beat: _Heartbeat) -> str:
                     sandbox = sandbox_for(trust=PUBLIC)
                     try:
                         session = sandbox.open(PaperSpec.from_paper(paper))
+                        beat.on_lost = session.close  # a cancel stops the running test within a heartbeat
                     except SandboxUnavailable as exc:  # its environment cannot be built or opened here
                         raise _EnvironmentBroken(_environment_name(paper) or sandbox.describe(), str(exc)) from exc
                     _environment_gate(job, session, paper, timeout=timeout)
@@ -621,8 +630,15 @@ def _paper_score(job: ScoringJob, beat: _Heartbeat) -> str:
                         str(run.extra.get("environment") or _environment_name(paper)),
                         str(run.extra.get("environment_error") or run.output_tail[-500:] or "environment error"),
                     )
-            evaluation_results_write(evaluation=submission.evaluation_id, aggregates=False,
-                                     rows=[result_row_from_run(snippet_id=snippet_id, run=run, completion=answer)])
+            with transaction.atomic():
+                # the job row locked: a cancel (or a watchdog re-assignment) either came before, and nothing
+                # is written, or waits for this write
+                if not ScoringJob.objects.select_for_update().filter(
+                    pk=job.pk, rq_job_id=job.rq_job_id, status=Status.RUNNING
+                ).exists():
+                    return "lost"
+                evaluation_results_write(evaluation=submission.evaluation_id, aggregates=False,
+                                         rows=[result_row_from_run(snippet_id=snippet_id, run=run, completion=answer)])
     finally:
         if session is not None:
             session.close()
@@ -634,6 +650,23 @@ def _paper_score(job: ScoringJob, beat: _Heartbeat) -> str:
 def _reason(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return f"{type(exc).__name__}: {text}"[:2000]
+
+
+def _job_retry_after_db_loss(*, job_id: int, rq_job_id: str, reason: str, tries: int = 10) -> None:
+    """Queue the job again on a fresh connection; if the database stays away, the watchdog will."""
+    for n in range(tries):
+        if not connection.in_atomic_block:  # (a test's transaction keeps its connection)
+            connection.close()  # the dead connection goes; the next query opens a new one
+        try:
+            with transaction.atomic():
+                job = ScoringJob.objects.filter(pk=job_id, rq_job_id=rq_job_id, status=Status.RUNNING).first()
+                if job is None or _job_requeue(job, expect=Q(status=Status.RUNNING),
+                                               note=f"the database connection was lost ({reason[:120]})"):
+                    return
+        except DatabaseError as exc:
+            logger.warning("scoring job %s: database still unreachable (%s)", job_id, exc)
+        time.sleep(min(0.5 * (n + 1), 3))
+    logger.error("scoring job %s: database unreachable; left running for the watchdog", job_id)
 
 
 def scoring_job_run(*, job_id: int, rq_job_id: str) -> str:
@@ -667,6 +700,11 @@ def scoring_job_run(*, job_id: int, rq_job_id: str) -> str:
         if _environment_record(release_paper_id=job.release_paper_id, environment=exc.environment, ok=False,
                                reason=exc.reason[:2000]):
             _environment_alert(release_paper_id=job.release_paper_id, reason=reason)
+    except (InterfaceError, OperationalError) as exc:
+        # the database connection dropped (restart, pg_terminate_backend): not the submission's fault
+        logger.warning("scoring job %s: database connection lost (%s); queued again", job_id, exc)
+        outcome = "retry"
+        _job_retry_after_db_loss(job_id=job_id, rq_job_id=rq_job_id, reason=_reason(exc))
     except Exception as exc:  # any failure ends the job as failed with its reason; never left running
         logger.exception("scoring job %s failed", job_id)
         outcome = "failed"
