@@ -368,12 +368,20 @@ class _Channel:
     """A paper server forked by a warm parent, as ``WarmClient`` sees a process (stdin, stdout, stderr)."""
 
     def __init__(self, parent: "_Parent", sock: socket.socket, err_fd: int, pid: int):
-        self.parent, self.sock, self.pid = parent, sock, pid  # pid: in the parent's pid namespace
+        self.parent, self.sock, self.inner_pid = parent, sock, pid  # in the parent's pid namespace
+        self._host_pid: int | None = None
         self.stdin = _Writer(sock)
         self.stdout = sock.makefile("rb")
         self.stderr = os.fdopen(err_fd, "rb")
         self.ended = threading.Event()
         self.returncode: int | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """The server's pid as the host sees it (found by its pid in the parent's namespace)."""
+        if self._host_pid is None:
+            self._host_pid = _host_pid(self.parent.proc.pid, self.inner_pid)
+        return self._host_pid
 
     def poll(self) -> int | None:
         if self.returncode is None and (self.ended.is_set() or not self.parent.alive):
@@ -390,9 +398,36 @@ class _Channel:
         return 0
 
     def kill(self) -> None:
-        self.parent.kill(self.pid)
+        self.parent.kill(self.inner_pid)
         self.ended.wait(5)
         self.ended.set()
+
+
+def _host_pid(ancestor: int, inner: int) -> int | None:
+    """The host pid of the descendant of ``ancestor`` whose pid in its own namespace is ``inner``."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            status = Path(f"/proc/{entry}/status").read_text()
+        except OSError:
+            continue
+        nspid = next((ln.split()[1:] for ln in status.splitlines() if ln.startswith("NSpid:")), [])
+        if len(nspid) < 2 or int(nspid[-1]) != inner:
+            continue
+        pid = int(entry)
+        for _ in range(64):  # climb to the parent's bwrap process
+            try:
+                ppid = int(next(ln.split()[1] for ln in Path(f"/proc/{pid}/status").read_text().splitlines()
+                                if ln.startswith("PPid:")))
+            except (OSError, StopIteration, ValueError):
+                break
+            if ppid == ancestor:
+                return int(entry)
+            if ppid <= 1:
+                break
+            pid = ppid
+    return None
 
 
 class _Parent:
