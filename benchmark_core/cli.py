@@ -286,7 +286,8 @@ def print_report(results: dict, out: TextIO) -> None:
             print(f"  {s['paper']}/{s['snippet']} [sample {s['sample']}] {s['category']}: {last[:100]}", file=out)
         if len(failed) > 50:
             print(f"  ... and {len(failed) - 50} more (see the results file)", file=out)
-    # tampering:* and audit:* flags come from the run's audit trail, ast:* from the completion's code
+    # tampering:* and audit:* flags come from the run's audit trail, ast:* from the completion's code;
+    # every one of them keeps an evaluation off the ranked board until a reviewer clears it
     flagged = [s for s in results["snippets"] if review_flags(s.get("flags") or [])]
     if flagged:
         print(f"\nFlagged runs ({len(flagged)}; a flagged evaluation is not ranked until a reviewer clears it):",

@@ -5,7 +5,8 @@ Two sources, one vocabulary of flags (``<source>:<reason>`` slugs, kept in every
 - ``ast:*`` — ``completion_flags`` reads the completion's code. Dynamic names and built strings
   do not dodge it: it flags the *capabilities* used (``getattr`` with a non-literal name, dunder
   attributes, imports of process-level modules, fd-level ``os`` calls), not text patterns. AST
-  flags never fail a run on their own.
+  flags never fail a run on their own, but like every flag they keep its evaluation off the ranked
+  board until a reviewer clears them (``review_flags``).
 - ``tampering:*`` and ``audit:*`` — ``audit_verdict`` compares what the run's audit hook reported
   (sandbox/warm.py) with what the paper's reference run did in the same environment. A departure
   that can forge or bend the verdict is ``tampering:*`` (the run fails, category ``tampering``);
@@ -37,6 +38,8 @@ TAMPERING_FLAGS = (
     "tampering:snapshot",  # a *_ref module or the test's namespace differs from the reference run's
     "tampering:skip",  # more skipped test cases than the reference run
     "tampering:code-spoof",  # code compiled under a file name of the interpreter's own library
+    "tampering:stdio",  # fd 1 or 2 (the output the published rule reads) replaced
+    "tampering:count",  # a test start reported from the completion's code or after the script ended
 )
 #: flags that keep a passing run off the ranked board until a reviewer clears it
 AUDIT_FLAGS = (
@@ -48,9 +51,13 @@ AUDIT_FLAGS = (
 
 
 def review_flags(flags: Iterable[str]) -> list[str]:
-    """The flags that keep an evaluation off the ranked board until a reviewer clears them: those
-    of the run's audit trail (tampering:*, audit:*); ast:* flags (the code's capabilities) inform."""
-    return [f for f in flags if not f.startswith("ast:")]
+    """The flags that keep an evaluation off the ranked board until a reviewer clears them: all.
+
+    ast:* flags too: a capability the completion's code uses (built attribute names, dunder
+    attributes, process-level modules, fd calls) is how the cheats the audit trail cannot see in
+    time work (a module's dict patched and restored between two checkpoints, say); honest code
+    rarely needs one, and a reviewer clears it in one click."""
+    return [f for f in flags if f]
 
 
 _PROCESS_MODULES = {"os", "sys", "ctypes", "gc", "inspect", "subprocess", "signal", "unittest", "builtins",
@@ -223,6 +230,10 @@ def _event_flag(event: Mapping) -> str | None:
         return "audit:code-object" if paper else None
     if name == "rcb.modattr" and caller.startswith("std:importlib"):
         return None  # the import system binding a newly imported submodule to its package
+    if name == "rcb.stdio":
+        return "tampering:stdio"
+    if name == "rcb.test-spoof":
+        return "tampering:count"
     if name in {"rcb.attr", "rcb.modattr", "rcb.modules"}:
         return "tampering:patch"
     if name == "rcb.signal-handler":

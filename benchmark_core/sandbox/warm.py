@@ -266,7 +266,26 @@ def _install_audit(fd: int, key: bytes, script: str):
     st = fstat(fd)
     channel = (st.st_dev, st.st_ino)
     lock = _thread.RLock()
-    state = {"handlers": set()}
+    state = {"handlers": set(), "returned": False}
+
+    def stdio_ids() -> tuple:
+        ids = []
+        for std in (1, 2):
+            try:
+                now = fstat(std)
+                ids.append((now.st_dev, now.st_ino))
+            except OSError:
+                ids.append(None)
+        return tuple(ids)
+
+    # what decides the published verdict besides the exit code: fds 1 and 2 (the output pipes) and
+    # the few functions of sys that end the process or print its errors; sys itself is not watched
+    # (tests rebind sys.stdout and friends), these are compared at every checkpoint
+    stdio = stdio_ids()
+    sys_dict = modules["sys"].__dict__
+    sys_watched = ("exit", "excepthook", "displayhook", "audit", "addaudithook", "settrace", "setprofile",
+                   "_getframe", "unraisablehook")
+    sys_base = {name: sys_dict.get(name) for name in sys_watched}
     sent: set = set()  # events already reported, with their origin
     base: dict = {}  # module name -> (module, {attr: (value, code)})
     classes: dict = {}  # protected class -> (label, {attr: (value, code)})
@@ -413,6 +432,15 @@ def _install_audit(fd: int, key: bytes, script: str):
                                       if ttype(k) is tstr})
 
     def checkpoint(where: str) -> None:
+        if where == "returned":
+            state["returned"] = True  # the script is over: no test starts after this
+            return
+        if stdio_ids() != stdio:
+            emit("E", "rcb.stdio", "fd 1 or 2 replaced")
+        for name, value in sys_base.items():
+            if sys_dict.get(name) is not value:
+                emit("E", "rcb.attr", "sys." + name + " changed")
+                sys_base[name] = sys_dict.get(name)
         if where == "test-start" and "__main__" in base:
             return  # between two tests nothing of the completion's runs: each test's end is checked
         check_classes()
@@ -505,7 +533,13 @@ def _install_audit(fd: int, key: bytes, script: str):
             if tlen(args) > 1 and args[1] == 0:
                 return  # signal 0 only asks whether a process exists
         elif event == "rcb.test":
-            emit("T", text(args[0] if args else "?"))
+            # anyone may call sys.audit("rcb.test") or our startTest wrapper: a start counts only
+            # while the script runs and with no paper code on the stack (the runner starts tests)
+            _caller, origin = stack_origin()
+            if state["returned"] or "P" in origin:
+                emit("E", "rcb.test-spoof", text(args[0] if args else "?"), stack=True)
+            else:
+                emit("T", text(args[0] if args else "?"))
             return None
         elif event == "rcb.checkpoint":
             checkpoint(text(args[0] if args else "?"))
@@ -610,6 +644,7 @@ def launch(script: str, proof_fd: int) -> None:
             tb = tb.tb_next
         traceback.print_exception(type(exc), exc, tb or exc.__traceback__)
         code = 130 if isinstance(exc, KeyboardInterrupt) else 1
+    audit("rcb.checkpoint", "returned")
     # like interpreter shutdown: wait for non-daemon threads, run atexit handlers, flush
     try:
         threading._shutdown()  # type: ignore[attr-defined]

@@ -222,6 +222,23 @@ code = compile("import gc\\ngc.get_objects()", "<frozen importlib._bootstrap>", 
 exec(code, {})
 return x * 2
 """, "tampering", flagged=r"tampering:code-spoof"),
+    _p("sys_exit_noop_and_stdio_to_devnull", """
+import os, sys
+sys.exit = lambda *a, **k: None
+null = os.open(os.devnull, os.O_WRONLY)
+os.dup2(null, 1)
+os.dup2(null, 2)
+return None
+""", "tampering", flagged=r"tampering:(stdio|patch)"),
+    _p("audit_event_count_spoof", """
+import sys
+for _ in range(100):
+    sys.audit("rcb.test", "start")
+import unittest.result
+for _ in range(100):
+    unittest.result.TestResult.startTest(unittest.result.TestResult(), None)
+return x * 2
+""", "tampering", flagged=r"tampering:count"),
     _p("fork_child_gc", """
 import os
 pid = os.fork()
@@ -596,7 +613,7 @@ import os
 os.close(1)
 os.close(2)
 return None
-""", "other crash logic"),
+""", "tampering other crash logic"),
     _p("kill_the_runner", """
 import os, signal
 for target in (os.getppid(), 1):
