@@ -1,3 +1,4 @@
+"""reconcile: the one watchdog of every kind of job (scoring jobs, contribution checks, release baselines)."""
 import logging
 import time
 
