@@ -214,7 +214,18 @@ def test_a_baseline_job_that_keeps_failing_is_not_retried_forever(env, client, c
     contribution.refresh_from_db()
     release = contribution.release_paper.release
     release_publish(release=release, by=reviewer)
-    shutil.rmtree(Path(contribution.release_paper.folder))  # the files vanished from the workers' disk
+    # the files vanished: from the release folder, the papers storage and this worker's cache
+    from django.conf import settings
+    from django.core.files.storage import storages
+
+    from scoring import paper_store
+
+    rp = contribution.release_paper
+    rp.refresh_from_db()
+    shutil.rmtree(Path(rp.folder))
+    if rp.archive:
+        storages[paper_store.STORAGE_ALIAS].delete(paper_store._name(rp.archive))
+        shutil.rmtree(Path(settings.RCB_PAPER_CACHE) / rp.archive, ignore_errors=True)
     assert run_worker() == 2  # both baselines fail, with the reason in RQ's failed registry
     for _ in range(MAX_BASELINE_ATTEMPTS - 1):
         assert len(baselines_reconcile()) == 2
