@@ -32,7 +32,7 @@ def test_every_bad_line_is_listed_with_its_number(tmp_path):
     assert "unknown snippet" in text[4]
     assert "duplicate prediction" in text[5] and "first on line 1" in text[5]
     assert "several files" in text[6]
-    assert "non-negative integer" in text[7]
+    assert "an integer from 0 to 9999" in text[7]
     assert [p.snippet for p in preds] == ["t"]
 
 
