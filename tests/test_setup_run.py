@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 # what manage.py imports: the project's code, templates and static files (no var/, no .env, no tests)
 TREE = ["manage.py", "rcbsite", "leaderboard", "submissions", "contributions", "accounts", "benchmark_core",
-        "templates", "static", "scripts", "requirements.txt"]
+        "scoring", "templates", "static", "scripts", "requirements.txt"]
 
 
 @pytest.fixture
