@@ -82,7 +82,9 @@ def _new_process(monkeypatch) -> None:
 
 def test_a_later_scoring_reuses_the_stored_reference_outcome(tmp_path, bwrap, monkeypatch):
     pset = tmp_path / "pset"
-    shutil.copytree(PROBE_PSET, pset)  # its own content hash: nothing earlier in this process knows it
+    shutil.copytree(PROBE_PSET, pset)
+    # the content hash is the probe paper's, which earlier tests of this process ran: forget them
+    _new_process(monkeypatch)
     path = tmp_path / "verdicts.sqlite"
     counting = _Counting(bwrap)
     first = run_tasks(_tasks(pset, ["return x * 2", "return x + 1"]), sandbox=counting, cache=VerdictCache(path))
