@@ -9,7 +9,11 @@ import pytest
 os.environ.setdefault("DJANGO_DEBUG", "1")
 # paper archives (scoring.paper_store) of this test process, never under the repository's var/: the
 # environment carries the paths to the worker subprocesses the tests start (one "host" sharing them)
-_PAPERS_TMP = tempfile.mkdtemp(prefix="rcb-test-papers-")
+# Once per process: a module importing this file by another name (``tests.conftest``) executes it
+# again, and a second folder here would send the workers to a store the test process never writes.
+_PAPERS_KEY = f"RCB_TEST_PAPERS_TMP_{os.getpid()}"
+_PAPERS_TMP = os.environ.get(_PAPERS_KEY) or tempfile.mkdtemp(prefix="rcb-test-papers-")
+os.environ[_PAPERS_KEY] = _PAPERS_TMP
 os.environ["RCB_PAPER_STORAGE_ROOT"] = os.path.join(_PAPERS_TMP, "store")
 os.environ["RCB_PAPER_CACHE"] = os.path.join(_PAPERS_TMP, "cache")
 

@@ -220,3 +220,17 @@ def test_one_bootstrap():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and "bootstrap" in node.name:
                 offenders.append(f"{module}.{node.name}")
     assert not offenders, offenders
+
+
+def test_no_test_module_imports_a_conftest():
+    # pytest imports each conftest once; `from tests.conftest import ...` executes it a second time
+    # under another name, and its per-process set-up (the paper store's folder) with it
+    offenders = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(n == "conftest" or n.endswith(".conftest") for n in names):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not offenders, offenders

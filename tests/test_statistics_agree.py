@@ -2,6 +2,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from django.core.cache import cache
@@ -9,7 +10,9 @@ from django.core.cache import cache
 from benchmark_core import runner
 from leaderboard.models import Evaluation, LLMModel, Release
 from leaderboard.services import pset_import, results_store
-from tests.conftest import DEMO, ROOT
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "demo"
 
 pytestmark = pytest.mark.django_db
 
