@@ -40,6 +40,7 @@ from scoring.paper_store import release_paper_archive_ensure, release_paper_fold
 
 from .models import PaperContribution
 from .papers import contribution_pset_write
+from .succession import release_successor_populate
 
 __all__ = [
     "release_draft_get_or_create",
@@ -341,8 +342,6 @@ def release_publish(*, release: Release, by: Any, make_default: bool = False) ->
         transaction.on_commit(lambda: release_baselines_enqueue(evaluations=evaluations, paper_ids=paper_ids))
         if row.predecessor_id:
             # every public result of the predecessor comes along: re-scored (jobs queued on commit) or carried
-            from .succession import release_successor_populate
-
             release_successor_populate(release=row, by=by)
     release.refresh_from_db()
     return release

@@ -15,7 +15,8 @@ from . import selectors
 from .forms import ContributionForm, ErrataForm, PublishForm, ReleaseNameForm, ReviewForm
 from .models import PaperContribution
 from .release_services import release_draft_rename, release_publish
-from .succession import release_default_switch_warning, release_errata
+from .errata import release_errata
+from .succession import release_default_switch_warning
 from .services import UploadRefused, contribution_create, contribution_review, contribution_revise, user_is_reviewer
 
 

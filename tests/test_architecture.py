@@ -148,9 +148,6 @@ def test_no_import_cycles():
     """No two modules of the project import each other, directly or through others (function-level too)."""
     graph = import_graph()
     found = cycles(graph)
-    if found and all(all(m.startswith("contributions.") for m in c) for c in found):
-        # contributions jobs <-> services <-> release_services is J10a's move (issue 10, the scoring app)
-        pytest.xfail("import cycles left inside contributions: " + "; ".join(_path_in(c, graph) for c in found))
     assert not found, "import cycles:\n" + "\n".join(_path_in(c, graph) for c in found)
 
 
@@ -172,9 +169,7 @@ def test_rq_imported_by_one_site_module():
     """RQ (rq, django_rq) is imported by exactly one module of the site: the queue facade."""
     users = {m for m in _importers_of("rq") | _importers_of("django_rq") if not m.startswith("benchmark_core")}
     site_users = {m for m in users if not m.startswith(("bench.", "bench"))}
-    if len(site_users) != 1:
-        pytest.xfail(f"RQ is imported by {sorted(site_users)} (the one-facade move is J10a's)")
-    assert len(site_users) == 1
+    assert site_users == {"scoring.queue"}, sorted(site_users)
 
 
 def _snippet_result_writers() -> set[str]:
@@ -199,9 +194,7 @@ def test_snippet_results_written_in_one_function():
     """SnippetResult rows are created or updated in exactly one function of the site."""
     writers = _snippet_result_writers()
     assert writers, "no SnippetResult writer found: the detector is broken"
-    if len(writers) != 1:
-        pytest.xfail(f"SnippetResult rows are written by {sorted(writers)} (the one writer is J10a's)")
-    assert len(writers) == 1
+    assert writers == {"scoring.results.evaluation_results_write"}, sorted(writers)
 
 
 def test_one_bootstrap():

@@ -11,11 +11,13 @@ from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.urls import reverse
+from django.utils import timezone
 
 from benchmark_core.problemset import load_problemset
-from contributions import release_services, succession
+from contributions import errata, release_services, succession
 from leaderboard.models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
 from leaderboard.services import evaluation_aggregates_refresh
+from scoring.results import ResultRow, evaluation_results_write
 from submissions import jobs, services
 from submissions.models import PredictionSubmission, Status
 
@@ -164,7 +166,7 @@ def test_errata_retires_a_snippet_carries_and_rescores_with_previous_figures(cli
     demo_model = _evaluation(demo, "demo-model", source=Evaluation.DEMO, passed_every=1, completions=True)
     before = {e.model.key: e.scaled_pass_rate for e in (published, demo_model)}
     with pytest.raises(ValidationError) as bad:
-        succession.release_errata(release=demo, retire=["rope/no such", "nopaper/x", "rope"], reason="r")
+        errata.release_errata(release=demo, retire=["rope/no such", "nopaper/x", "rope"], reason="r")
     assert len(bad.value.messages) == 3 and Release.objects.count() == 1
 
     call_command("release_errata", "demo", "--retire", "rope/attention scores", "--reason", "passes when blanked")
@@ -203,6 +205,29 @@ def test_errata_retires_a_snippet_carries_and_rescores_with_previous_figures(cli
     assert rows["demo-model"]["succession"] == "rescored"
     # publishing again carries nothing twice
     assert succession.release_successor_populate(release=new).skipped
+
+
+def test_carried_results_keep_their_flags_and_a_reviewers_clearing(demo):
+    # carried verdicts go through the one writer: their flags are counted on the new evaluation, and a
+    # clearing of the predecessor's flags (the same verdicts) comes along with them
+    evs = {key: _evaluation(demo, key, source=Evaluation.PUBLISHED) for key in ("flagged", "cleared", "clean")}
+    for key in ("flagged", "cleared"):
+        first = SnippetResult.objects.filter(evaluation=evs[key]).order_by("snippet__position").first()
+        evaluation_results_write(evaluation=evs[key].pk, rows=[ResultRow(
+            snippet_id=first.snippet_id, sample=0, passed=False, category="logic", flags=["tampering:os.exec"])])
+    Evaluation.objects.filter(pk=evs["cleared"].pk).update(flags_cleared_at=timezone.now(), flags_cleared_by="rev")
+    draft = release_services.release_draft_get_or_create()
+    report = succession.release_successor_populate(release=draft)
+    assert len(report.carried) == 3 and not report.rescored
+    carried = {e.model.key: e for e in Evaluation.objects.filter(release=draft).select_related("model")}
+    assert {k: (e.flagged_results, e.flags_cleared_by) for k, e in carried.items()} == {
+        "flagged": (1, ""), "cleared": (1, "rev"), "clean": (0, "")}
+    assert carried["flagged"].flags_cleared_at is None and carried["cleared"].flags_cleared_at is not None
+    assert SnippetResult.objects.filter(evaluation=carried["flagged"], flags=["tampering:os.exec"]).count() == 1
+    for key, ev in carried.items():  # the figures were refreshed by the writer: the same as before
+        assert ev.computed_at is not None and ev.scaled_pass_rate == pytest.approx(
+            Evaluation.objects.get(pk=evs[key].pk).scaled_pass_rate, abs=0.01)
+        assert ev.succession["carried"] == Snippet.objects.filter(release=draft).count()
 
 
 def test_default_switch_warns_when_fewer_models_would_be_ranked(demo):
@@ -315,7 +340,7 @@ def test_cli_warns_how_much_is_missing_before_sending_and_can_refuse(user, tmp_p
 def test_errata_rebases_the_open_draft_on_the_new_release(demo):
     draft = release_services.release_draft_get_or_create()
     assert draft.predecessor == demo and Snippet.objects.filter(release=draft, name="attention scores").exists()
-    new = succession.release_errata(release=demo, retire=["rope/attention scores"], reason="passes blanked")
+    new = errata.release_errata(release=demo, retire=["rope/attention scores"], reason="passes blanked")
     draft.refresh_from_db()
     assert draft.predecessor == new and not draft.frozen
     assert not Snippet.objects.filter(release=draft, name="attention scores").exists()

@@ -2,7 +2,8 @@
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from contributions.succession import release_default_switch_warning, release_errata
+from contributions.errata import release_errata
+from contributions.succession import release_default_switch_warning
 from leaderboard.models import Release
 from leaderboard.selectors import release_succession
 
