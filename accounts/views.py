@@ -9,10 +9,10 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from submissions import selectors as submission_selectors
-from submissions import services as submission_services
 
 from .forms import SignupForm, TokenForm
 from .roles import user_is_reviewer
+from .services import api_token_create, api_token_revoke
 
 __all__ = ["signup", "profile", "token_revoke"]
 
@@ -34,7 +34,7 @@ def profile(request: HttpRequest) -> HttpResponse:
     new_token = None
     form = TokenForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        _, new_token = submission_services.api_token_create(user=request.user, name=form.cleaned_data["name"])
+        _, new_token = api_token_create(user=request.user, name=form.cleaned_data["name"])
         form = TokenForm()
     # the new token is rendered in this response only (no redirect): it is never stored in clear
     return render(
@@ -53,6 +53,6 @@ def profile(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
-    if submission_services.api_token_revoke(user=request.user, token_id=pk):
+    if api_token_revoke(user=request.user, token_id=pk):
         messages.success(request, "The token is revoked: requests with it are refused from now on.")
     return redirect("accounts:profile")

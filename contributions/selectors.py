@@ -13,11 +13,11 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer, TextLexer, get_lexer_for_filename
 from pygments.util import ClassNotFound
 
+from accounts.roles import user_is_reviewer
 from benchmark_core.hashing import folder_hash
 from leaderboard.models import Paper, Release, ReleasePaper
 
 from .models import ContributionRevision, PaperContribution
-from .services import user_is_reviewer
 
 __all__ = [
     "contribution_get_for_user",

@@ -43,7 +43,6 @@ __all__ = [
     "contribution_reconcile",
     "contribution_pset_materialize",
     "contribution_sandbox",
-    "user_is_reviewer",
     "UploadRefused",
 ]
 

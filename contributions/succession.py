@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from accounts.services import user_get_or_create
 from benchmark_core.annotation import TAG_RE
 from benchmark_core.runner import HARNESS_VERSION
 from leaderboard import selectors as lb_selectors
@@ -87,14 +87,6 @@ def _snippet_index(release: Release) -> dict[tuple[str, str, str], tuple[int, st
 
 
 # --------------------------------------------------------------------------- carrying over
-def _maintainers() -> Any:
-    user, created = get_user_model().objects.get_or_create(username=MAINTAINERS_USER)
-    if created:
-        user.set_unusable_password()
-        user.save(update_fields=["password"])
-    return user
-
-
 def _succession(ev: Evaluation, mode: str, **extra: Any) -> dict[str, Any]:
     return {"mode": mode, "from_evaluation": ev.pk, "from_release": ev.release.slug,
             "from_release_name": ev.release.name, **extra}
@@ -111,7 +103,7 @@ def _rescore(ev: Evaluation, release: Release, new_index: dict) -> PredictionSub
     if not predictions:
         return None
     original = PredictionSubmission.objects.filter(evaluation=ev).select_related("user").first()
-    owner = original.user if original is not None else _maintainers()
+    owner = original.user if original is not None else user_get_or_create(username=MAINTAINERS_USER)[0]
     samples = sorted({s for _, s, _ in predictions})
     model = ev.model
     new_ev = Evaluation.objects.create(

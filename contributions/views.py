@@ -9,6 +9,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from accounts.roles import user_is_reviewer
 from leaderboard.models import Evaluation, Release
 
 from . import selectors
@@ -17,7 +18,7 @@ from .models import PaperContribution
 from .release_services import release_draft_rename, release_publish
 from .errata import release_errata
 from .succession import release_default_switch_warning
-from .services import UploadRefused, contribution_create, contribution_review, contribution_revise, user_is_reviewer
+from .services import UploadRefused, contribution_create, contribution_review, contribution_revise
 
 
 def _errors(exc: ValidationError) -> list[str]:

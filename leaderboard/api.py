@@ -18,6 +18,8 @@ from django.utils.http import quote_etag
 from django.views.decorators.http import require_GET
 from django.views.defaults import page_not_found
 
+from accounts.services import api_token_user
+
 from . import csv as lb_csv
 from . import page_cache
 from . import selectors
@@ -82,15 +84,7 @@ def _release_json(release: Release) -> dict[str, Any]:
 
 def _viewer(request: HttpRequest) -> Any:
     """The user of the session or of an API token ('Authorization: Token ...'), else the anonymous one."""
-    header = request.headers.get("Authorization", "")
-    scheme, _, raw = header.partition(" ")
-    if scheme.lower() in ("token", "bearer") and raw.strip():
-        from submissions.services import api_token_authenticate  # the one token check; the write side owns tokens
-
-        user = api_token_authenticate(raw=raw.strip())
-        if user is not None:
-            return user
-    return request.user
+    return api_token_user(request) or request.user
 
 
 def _release(request: HttpRequest) -> Release:

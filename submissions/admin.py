@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib import admin, messages
 
 from . import services
-from .models import APIToken, PredictionSubmission, ScoringJob, Status
+from .models import PredictionSubmission, ScoringJob, Status
 
 
 class ScoringJobInline(admin.TabularInline):
@@ -97,10 +97,3 @@ class ScoringJobAdmin(admin.ModelAdmin):
     list_display = ("id", "submission", "paper", "status", "attempt", "worker", "heartbeat_at", "rq_job_id")
     list_filter = ("status",)
     readonly_fields = [f.name for f in ScoringJob._meta.fields]
-
-
-@admin.register(APIToken)
-class APITokenAdmin(admin.ModelAdmin):
-    list_display = ("prefix", "name", "user", "created_at", "last_used_at", "revoked_at")
-    readonly_fields = ("prefix", "key_hash", "created_at", "last_used_at")
-    search_fields = ("user__username", "prefix")

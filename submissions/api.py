@@ -15,6 +15,8 @@ from django.http.multipartparser import MultiPartParserError
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 
+from accounts.roles import user_is_reviewer
+from accounts.services import api_token_user
 from benchmark_core.generate import RunCardError, card_parse
 from benchmark_core.predictions import text_problem
 from leaderboard.models import Release
@@ -34,14 +36,6 @@ _TRUE = ("1", "true", "yes", "on")
 
 def _error(status: int, message: str, **extra: Any) -> JsonResponse:
     return JsonResponse({"error": message, **extra}, status=status)
-
-
-def _token_user(request: HttpRequest) -> Any | None:
-    header = request.headers.get("Authorization", "")
-    scheme, _, raw = header.partition(" ")
-    if scheme.lower() not in ("token", "bearer") or not raw.strip():
-        return None
-    return services.api_token_authenticate(raw=raw.strip())
 
 
 def _read_body(request: HttpRequest, limit: int) -> tuple[bytes, int]:
@@ -99,7 +93,7 @@ def submission_payload(request: HttpRequest, submission: PredictionSubmission, *
             "verified": ev.verified,
             "hidden": ev.hidden,
         }
-    if user is not None and selectors.user_is_reviewer(user):
+    if user is not None and user_is_reviewer(user):
         payload["flags"] = submission.flags
     if with_results:
         payload["results"] = [
@@ -169,7 +163,7 @@ def _meta(source: Any) -> dict[str, Any]:
 def submissions_endpoint(request: HttpRequest) -> JsonResponse:
     if request.method != "POST":
         return _error(405, "POST predictions here; GET /api/v1/submissions/<id> for one submission")
-    user = _token_user(request)
+    user = api_token_user(request)
     if user is None:
         return _error(401, "send a valid API token: 'Authorization: Token <token>' (create one on your profile page)")
     request.user = user
@@ -221,7 +215,7 @@ def submissions_endpoint(request: HttpRequest) -> JsonResponse:
 def _submission_for(request: HttpRequest, pk: int, *, session_ok: bool) -> tuple[Any, JsonResponse | None]:
     """(submission, None) when the caller (its API token, or its session if ``session_ok``) may see it,
     else (None, the error answer): 401 without credentials, 404 for someone else's."""
-    user = _token_user(request) or (request.user if session_ok and request.user.is_authenticated else None)
+    user = api_token_user(request) or (request.user if session_ok and request.user.is_authenticated else None)
     if user is None:
         return None, _error(401, "send a valid API token: 'Authorization: Token <token>'")
     request.user = user
@@ -248,7 +242,7 @@ def queue_endpoint(request: HttpRequest) -> JsonResponse:
     """GET /api/v1/queue: the queue page's rows (others' submissions anonymous)."""
     if request.method != "GET":
         return _error(405, "GET only")
-    user = _token_user(request) or request.user
+    user = api_token_user(request) or request.user
     overview = selectors.scoring_queue_overview(user=user)
     for row in overview["rows"]:
         row["queued_at"] = row["queued_at"].isoformat()

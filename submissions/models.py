@@ -1,4 +1,4 @@
-"""Prediction submissions, their per-paper scoring jobs, and API tokens.
+"""Prediction submissions and their per-paper scoring jobs (API tokens are in ``accounts.models``).
 
 The database is the source of truth for every job: Redis only carries a pointer (the RQ job id of
 the current attempt), so whatever Redis loses can be rebuilt from these rows (``reconcile``).
@@ -23,29 +23,6 @@ class Status(models.TextChoices):
 
 ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING)
 TERMINAL_STATUSES = (Status.FINISHED, Status.FAILED, Status.CANCELLED)
-
-
-class APIToken(models.Model):
-    """A personal API token; only its SHA-256 is stored, the token itself is shown once."""
-
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
-    name = models.CharField(max_length=100, blank=True)
-    prefix = models.CharField(max_length=12, help_text="first characters, to recognise a token")
-    key_hash = models.CharField(max_length=64, unique=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    last_used_at = models.DateTimeField(null=True, blank=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at"]
-        verbose_name = "API token"
-
-    def __str__(self) -> str:
-        return f"{self.prefix}… ({self.user})"
-
-    @property
-    def active(self) -> bool:
-        return self.revoked_at is None
 
 
 class PredictionSubmission(models.Model):

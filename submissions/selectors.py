@@ -6,15 +6,13 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Count, Q, QuerySet, Sum
 
-from accounts.roles import REVIEWERS_GROUP, user_is_reviewer
+from accounts.roles import user_is_reviewer
 from leaderboard.models import Release, ReleasePaper, SnippetResult
 from leaderboard.services import MISSING
 
 from .models import ACTIVE_STATUSES, PredictionSubmission, ScoringJob, Status
 
 __all__ = [
-    "REVIEWERS_GROUP",
-    "user_is_reviewer",
     "submission_can_view",
     "submission_can_see_outputs",
     "submission_get",

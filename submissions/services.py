@@ -1,4 +1,4 @@
-"""Writes of the submissions app: upload, scoring jobs and their lifecycle, tokens, publication.
+"""Writes of the submissions app: upload, scoring jobs and their lifecycle, publication (tokens: ``accounts``).
 
 Lifecycle of a submission: queued -> running -> finished | failed (with the reason) | cancelled,
 or waiting while a paper's environment is broken. It is derived from its scoring jobs, one per
@@ -57,7 +57,7 @@ from scoring.sandbox import PUBLIC, SandboxRefused, sandbox_for
 from leaderboard.services import evaluation_aggregates_refresh, release_touch
 
 from .flags import CompletionInput, submission_flags_compute
-from .models import ACTIVE_STATUSES, APIToken, PredictionSubmission, ScoringJob, Status, SubmissionPrediction
+from .models import ACTIVE_STATUSES, PredictionSubmission, ScoringJob, Status, SubmissionPrediction
 
 __all__ = [
     "SubmissionError",
@@ -68,10 +68,6 @@ __all__ = [
     "FileTooLarge",
     "SandboxRefused",
     "max_upload_bytes",
-    "api_token_create",
-    "api_token_revoke",
-    "api_token_authenticate",
-    "user_get_or_create",
     "prediction_submission_create",
     "scoring_job_run",
     "scoring_jobs_create",
@@ -149,51 +145,6 @@ def max_upload_bytes() -> int:
 
 def _now() -> dt.datetime:
     return timezone.now()
-
-
-# --------------------------------------------------------------------------------------------
-# API tokens
-
-
-def _token_hash(raw: str) -> str:
-    return hashlib.sha256(raw.strip().encode("utf-8")).hexdigest()
-
-
-def api_token_create(*, user: Any, name: str = "") -> tuple[APIToken, str]:
-    """Create a token; the returned string is the only copy of it (the database keeps a hash)."""
-    raw = "rcb_" + secrets.token_urlsafe(32)
-    token = APIToken.objects.create(user=user, name=name.strip()[:100], prefix=raw[:10], key_hash=_token_hash(raw))
-    return token, raw
-
-
-def api_token_revoke(*, user: Any, token_id: int) -> bool:
-    return bool(APIToken.objects.filter(pk=token_id, user=user, revoked_at__isnull=True).update(revoked_at=_now()))
-
-
-def api_token_authenticate(*, raw: str) -> Any | None:
-    """The active user of an active token, or None."""
-    if not raw or len(raw) > 200:
-        return None
-    token = (
-        APIToken.objects.select_related("user")
-        .filter(key_hash=_token_hash(raw), revoked_at__isnull=True, user__is_active=True)
-        .first()
-    )
-    if token is None:
-        return None
-    now = _now()
-    # one write a minute at most: a polling client must not turn every GET into a write
-    if token.last_used_at is None or now - token.last_used_at > dt.timedelta(minutes=1):
-        APIToken.objects.filter(pk=token.pk).update(last_used_at=now)
-    return token.user
-
-
-def user_get_or_create(*, username: str, email: str = "") -> tuple[Any, bool]:
-    user, created = User.objects.get_or_create(username=username, defaults={"email": email})
-    if created:
-        user.set_unusable_password()
-        user.save(update_fields=["password"])
-    return user, created
 
 
 # --------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
+from accounts.roles import user_is_reviewer
 from leaderboard.selectors import evaluation_flags_pending
 
 from . import selectors, services
@@ -122,11 +123,11 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "release": submission.release,  # the header's leaderboard links follow the submission's release
             "progress": selectors.submission_progress(submission=submission),
             "owner": owner,
-            "reviewer": selectors.user_is_reviewer(request.user),
+            "reviewer": user_is_reviewer(request.user),
             # the engine's flags: the owner and reviewers see what kept the evaluation off the board
             "engine_flags": (
                 selectors.submission_engine_flags(submission=submission)
-                if owner or selectors.user_is_reviewer(request.user) else None
+                if owner or user_is_reviewer(request.user) else None
             ),
             "results": shown[:RESULTS_SHOWN],
             "results_total": len(shown),
@@ -191,7 +192,7 @@ def queue_page(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def review_queue(request: HttpRequest) -> HttpResponse:
-    if not selectors.user_is_reviewer(request.user):
+    if not user_is_reviewer(request.user):
         raise PermissionDenied("reviewers only")
     rows = []
     for sub in selectors.submissions_for_review()[:200]:

@@ -136,8 +136,8 @@ def test_graph_sees_function_level_imports():
     graph = import_graph()
     # the thin command calls the generator under bench/
     assert "bench.synthetic" in graph["leaderboard.management.commands.generate_synthetic"]
-    # a function-level import (leaderboard.api reads tokens through submissions inside a function)
-    assert any(target.startswith("submissions") for target in graph["leaderboard.api"])
+    # a function-level import (succession queues re-scorings through submissions.services inside a function)
+    assert "submissions.services" in graph["contributions.succession"]
     tree = ast.parse("def f():\n    from .selectors import x\n")
     node = next(n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom))
     assert _resolve("leaderboard.models", node) == "leaderboard.selectors"
@@ -227,3 +227,73 @@ def test_no_test_module_imports_a_conftest():
             if any(n == "conftest" or n.endswith(".conftest") for n in names):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not offenders, offenders
+
+
+#: identity is the accounts app's: each name is defined in its home module, and reached only from it
+IDENTITY = {
+    "APIToken": "accounts.models",
+    "api_token_create": "accounts.services",
+    "api_token_revoke": "accounts.services",
+    "api_token_authenticate": "accounts.services",
+    "api_token_user": "accounts.services",
+    "user_get_or_create": "accounts.services",
+    "REVIEWERS_GROUP": "accounts.roles",
+    "user_is_reviewer": "accounts.roles",
+}
+
+
+def _identity_offenders(module: str, tree: ast.Module, modules: set[str]) -> list[str]:
+    """Where ``module`` defines, re-exports, imports or reads an IDENTITY name other than from its home."""
+    offenders: list[str] = []
+    bound: dict[str, str] = {}  # local name -> the project module it is bound to
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if IDENTITY.get(node.name, module) != module:
+                offenders.append(f"{module}: defines {node.name}")
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name) and IDENTITY.get(target.id, module) != module:
+                    offenders.append(f"{module}: defines {target.id}")
+                if isinstance(target, ast.Name) and target.id == "__all__" and isinstance(node.value, (ast.List, ast.Tuple)):
+                    offenders += [f"{module}: re-exports {e.value}" for e in node.value.elts
+                                  if isinstance(e, ast.Constant) and IDENTITY.get(e.value, module) != module]
+        elif isinstance(node, ast.ImportFrom):
+            base = _resolve(module, node)
+            for alias in node.names:
+                if alias.name in IDENTITY and base != IDENTITY[alias.name]:
+                    offenders.append(f"{module}: imports {alias.name} from {base}")
+                if f"{base}.{alias.name}" in modules:
+                    bound[alias.asname or alias.name] = f"{base}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    bound[alias.asname] = alias.name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in IDENTITY:
+            owner = ast.unparse(node.value)
+            owner = bound.get(owner, owner if owner in modules else None)
+            if owner is not None and owner != IDENTITY[node.attr]:
+                offenders.append(f"{module}: reads {node.attr} through {owner}")
+    return offenders
+
+
+def test_identity_detector_sees_definitions_reexports_and_reads():
+    modules = {"accounts.roles", "accounts.services", "submissions", "submissions.selectors", "x"}
+    code = ("from submissions import selectors\nfrom accounts.roles import user_is_reviewer\n"
+            "__all__ = ['user_is_reviewer']\nclass APIToken: pass\n"
+            "def f(u):\n    from submissions.selectors import REVIEWERS_GROUP\n    return selectors.user_is_reviewer(u)\n")
+    assert sorted(_identity_offenders("x", ast.parse(code), modules)) == [
+        "x: defines APIToken", "x: imports REVIEWERS_GROUP from submissions.selectors",
+        "x: re-exports user_is_reviewer", "x: reads user_is_reviewer through submissions.selectors"]
+    assert _identity_offenders("x", ast.parse("from accounts import roles\nroles.user_is_reviewer(1)\n"), modules) == []
+
+
+def test_identity_is_defined_once_in_accounts():
+    """API tokens (model and services) and roles live in accounts, and every module takes them from there."""
+    sources = _sources()
+    modules = set(sources)
+    offenders = [o for module, (_path, tree) in sources.items() for o in _identity_offenders(module, tree, modules)]
+    assert not offenders, offenders
+    homes = {home: ast.unparse(tree) for home, (_path, tree) in sources.items() if home in set(IDENTITY.values())}
+    for name, home in IDENTITY.items():  # each one is where it is said to be
+        assert f"def {name}(" in homes[home] or f"class {name}(" in homes[home] or f"{name} = " in homes[home], name

@@ -7,6 +7,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.db import OperationalError
 
+from accounts.services import api_token_create
 from leaderboard.models import SnippetResult
 from submissions import jobs, services
 from submissions.models import PredictionSubmission, ScoringJob, Status
@@ -35,7 +36,7 @@ def release():
 @pytest.fixture
 def token():
     user = User.objects.create_user("alice", "alice@example.org", "pw-alice-123!")
-    return services.api_token_create(user=user, name="test")[1]
+    return api_token_create(user=user, name="test")[1]
 
 
 def _submit(client, token) -> PredictionSubmission:
@@ -58,7 +59,7 @@ def test_cancel_through_the_token_api(client, release, token):
     again = client.post(f"/api/v1/submissions/{sub.pk}/cancel", HTTP_AUTHORIZATION=f"Token {token}")
     assert again.status_code == 409 and "cancelled" in again.json()["error"]
     other = User.objects.create_user("bob", "bob@example.org", "pw-bob-123!")
-    bob = services.api_token_create(user=other, name="b")[1]
+    bob = api_token_create(user=other, name="b")[1]
     assert client.post(f"/api/v1/submissions/{sub.pk}/cancel", HTTP_AUTHORIZATION=f"Token {bob}").status_code in (403, 404)
 
 

@@ -14,6 +14,8 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.urls import reverse
 
+from accounts.roles import REVIEWERS_GROUP
+from accounts.services import api_token_create
 from benchmark_core.cli import main as core_main
 from benchmark_core.predictions import MAX_DEPTH
 from benchmark_core import runner
@@ -22,7 +24,6 @@ from leaderboard.models import Evaluation, LLMModel, Snippet
 from scoring.results import evaluation_results_write, result_row_from_run
 from submissions import services
 from submissions.models import PredictionSubmission, ScoringJob, Status, SubmissionPrediction
-from submissions.selectors import REVIEWERS_GROUP
 
 from submissions_support import DEMO, demo_release_create, predictions_bytes
 
@@ -53,7 +54,7 @@ def user():
 
 @pytest.fixture
 def token(user):
-    return services.api_token_create(user=user, name="t")[1]
+    return api_token_create(user=user, name="t")[1]
 
 
 def _post(client, token: str, data: bytes, **params: str):
@@ -269,7 +270,7 @@ def test_a_private_model_is_a_404_to_everyone_but_its_owner_and_staff(client, re
         r, u = client.get(api), client.get(unknown_api)
         assert r.status_code == 404 and r.json()["error"] == f"unknown model {key!r}"
         assert u.status_code == 404
-    other_token = services.api_token_create(user=other)[1]
+    other_token = api_token_create(user=other)[1]
     assert client.get(api, HTTP_AUTHORIZATION=f"Token {other_token}").status_code == 404
     # the owner (session or token) and staff see it
     client.logout()

@@ -25,8 +25,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from accounts.services import api_token_create
 from leaderboard.openapi import openapi_document
-from submissions import services
 
 from factories import make_demo
 
@@ -76,7 +76,7 @@ def fuzz_site(db):
     """A release with papers, models, a private upload and a token, for the fuzzer to find."""
     demo = make_demo(n_models=2, n_papers=2, slug="fuzz")
     user = User.objects.create_user("fuzzer", "f@example.org", "pw-fuzzer-123!", is_staff=True)
-    return {"demo": demo, "token": services.api_token_create(user=user)[1]}
+    return {"demo": demo, "token": api_token_create(user=user)[1]}
 
 
 @pytest.mark.django_db(transaction=True)  # the live server's threads read the fixtures' rows

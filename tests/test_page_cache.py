@@ -340,7 +340,8 @@ def test_an_unknown_hole_is_a_clear_error():
 # --------------------------------------------------------------------------- a submission, end to end
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 def test_a_submission_finishing_and_published_shows_on_the_next_request_of_every_page(client, settings, alice):
-    from submissions import jobs, services
+    from accounts.services import api_token_create
+    from submissions import jobs
     from submissions.models import PredictionSubmission, Status
     from submissions_support import demo_release_create, predictions_bytes
 
@@ -360,7 +361,7 @@ def test_a_submission_finishing_and_published_shows_on_the_next_request_of_every
         assert visitor.get(url).status_code == 200, name
     releases_before = visitor.get("/releases/").content.decode()
 
-    token = services.api_token_create(user=alice, name="test")[1]
+    token = api_token_create(user=alice, name="test")[1]
     response = client.post(f"/api/v1/submissions?model_name=Launch-Day-Model", data=predictions_bytes(papers=["rope"]),
                            content_type="application/x-ndjson", HTTP_AUTHORIZATION=f"Token {token}")
     assert response.status_code in (200, 201, 202), response.content

@@ -20,11 +20,11 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.urls import reverse
 
+from accounts.services import api_token_create
 from benchmark_core.cli import main as core_main
 from benchmark_core.problemset import load_problemset, paper_folder_load
 from leaderboard.models import Release, ReleasePaper, Snippet
 from leaderboard.services import PUBLISHED_RELEASE_SLUG
-from submissions import services
 from submissions.models import PredictionSubmission, Status
 
 from submissions_support import ROOT, RedisServer, process_group_kill, worker_env, worker_start
@@ -111,7 +111,7 @@ def test_the_release_page_lists_what_cannot_be_scored_and_offers_the_tasks(clien
 def test_the_submit_form_and_the_api_accept_the_published_release(client, tmp_path, settings):
     settings.RQ_QUEUES = {name: {"URL": "redis://127.0.0.1:1/0"} for name in ("default", "scoring", "contributions")}
     user = User.objects.create_user("eve", "eve@example.org", "pw-eve-123456!")
-    token = services.api_token_create(user=user)[1]
+    token = api_token_create(user=user)[1]
     call_command("import_published", str(UPSTREAM), stdout=io.StringIO())
     release = Release.objects.get(slug=PUBLISHED_RELEASE_SLUG)
     data = b'{"paper": "minp", "snippet": "scale min_p threshold", "completion": "x"}\n'
@@ -148,7 +148,7 @@ def test_cli_submit_to_the_published_release_is_scored_by_a_worker_to_100_percen
     try:
         release = _attach()
         user = User.objects.create_user("rita", "rita@example.org", "pw-rita-123456!")
-        token = services.api_token_create(user=user)[1]
+        token = api_token_create(user=user)[1]
         worker = worker_start(worker_env(redis.url, RCB_SANDBOX_BACKEND="bwrap"), name="published", log_dir=tmp_path)
         preds = tmp_path / "reference.jsonl"
         preds.write_bytes(_reference_predictions(release))

@@ -15,8 +15,8 @@ from django.contrib.auth.models import User
 from django.core.servers.basehttp import ThreadedWSGIServer
 from django.test.testcases import LiveServerThread, _StaticFilesHandler
 
+from accounts.services import api_token_create
 from leaderboard.models import Evaluation
-from submissions import services
 from submissions.models import PredictionSubmission
 
 from submissions_support import demo_release_create, predictions_bytes
@@ -54,7 +54,7 @@ def test_thirty_concurrent_uploads_against_a_quota_of_five_store_exactly_five(se
     settings.RQ_QUEUES = {name: {"URL": "redis://127.0.0.1:1/0"} for name in ("default", "scoring", "contributions")}
     demo_release_create(papers=["rope"])
     user = User.objects.create_user("racer", "r@example.org", "pw-racer-123!")
-    token = services.api_token_create(user=user)[1]
+    token = api_token_create(user=user)[1]
     lines = predictions_bytes(papers=["rope"]).splitlines()
     # every upload a different file (same content would be a duplicate, answered with the first one)
     bodies = [b"\n".join(lines[:-1] + [json.dumps({**json.loads(lines[-1]), "completion": f"x = {n}"}).encode()])

@@ -18,9 +18,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 
+from accounts.services import api_token_create
 from leaderboard.models import Evaluation, LLMModel, Release, Snippet, SnippetResult
 from leaderboard.services import evaluation_aggregates_refresh
-from submissions import services
 from submissions.models import PredictionSubmission, Status
 
 from submissions_support import (
@@ -74,7 +74,7 @@ def test_partial_file_published_unranked_then_errata_rescored_by_a_worker(tmp_pa
         demo = demo_release_create(slug="demo")
         demo_model = _demo_model_with_completions(demo)
         user = User.objects.create_user("maria", "maria@example.org", "pw-maria-123456!")
-        token = services.api_token_create(user=user)[1]
+        token = api_token_create(user=user)[1]
         worker = worker_start(worker_env(redis.url, RCB_SANDBOX_BACKEND="bwrap", RCB_RUN_TIMEOUT="5"),
                               name="errata", log_dir=tmp_path)
 

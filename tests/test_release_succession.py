@@ -13,6 +13,7 @@ from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
 
+from accounts.services import api_token_create
 from benchmark_core.problemset import load_problemset
 from contributions import errata, release_services, succession
 from leaderboard.models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
@@ -84,7 +85,7 @@ def test_missing_predictions_are_not_coverage_and_not_ranked(client, demo):
 
 def test_partial_file_is_refused_until_confirmed_everywhere(client, user):
     release = demo_release_create(papers=["rope", "focal-loss"])
-    token = services.api_token_create(user=user)[1]
+    token = api_token_create(user=user)[1]
     data = predictions_bytes(papers=["rope"])
     resp = client.post("/api/v1/submissions?model_name=M", data=data, content_type="application/x-ndjson",
                        HTTP_AUTHORIZATION=f"Token {token}")
@@ -117,12 +118,12 @@ def test_partial_file_is_refused_until_confirmed_everywhere(client, user):
 @needs_bwrap
 def test_publish_by_api_now_or_when_scoring_finishes(client, user):
     release = demo_release_create(papers=["rope"])
-    token = services.api_token_create(user=user)[1]
+    token = api_token_create(user=user)[1]
     auth = {"HTTP_AUTHORIZATION": f"Token {token}"}
     resp = client.post("/api/v1/submissions?model_name=Pub", data=predictions_bytes(papers=["rope"]),
                        content_type="application/x-ndjson", **auth)
     sub = PredictionSubmission.objects.get(pk=resp.json()["id"])
-    other = services.api_token_create(user=User.objects.create_user("bob"))[1]
+    other = api_token_create(user=User.objects.create_user("bob"))[1]
     assert client.post(f"/api/v1/submissions/{sub.pk}/publish", HTTP_AUTHORIZATION=f"Token {other}").status_code == 404
     assert client.post(f"/api/v1/submissions/{sub.pk}/publish").status_code == 401
     assert client.get(f"/api/v1/submissions/{sub.pk}/publish", **auth).status_code == 405
@@ -320,7 +321,7 @@ def test_cli_warns_how_much_is_missing_before_sending_and_can_refuse(user, tmp_p
     from benchmark_core.cli import main as core_main
 
     release = demo_release_create(papers=["rope", "focal-loss"])
-    token = services.api_token_create(user=user)[1]
+    token = api_token_create(user=user)[1]
     partial = tmp_path / "rope-only.jsonl"
     partial.write_bytes(predictions_bytes(papers=["rope"]))
     args = ["submit", "--url", live_server.url, "--token", token, "--model-name", "M", "--release", release.slug]

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 
+from accounts.services import api_token_create
 from benchmark_core.cli import main as core_main
 from benchmark_core.generate import card_path
 from leaderboard.models import Evaluation
@@ -45,7 +46,7 @@ def release():
 @pytest.fixture
 def token():
     user = User.objects.create_user("carol", "carol@example.org", "pw-carol-123!")
-    return services.api_token_create(user=user, name="t")[1]
+    return api_token_create(user=user, name="t")[1]
 
 
 @pytest.fixture

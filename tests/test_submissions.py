@@ -15,10 +15,12 @@ from django.core import mail
 from django.core.management import call_command
 from django.urls import reverse
 
+from accounts.models import APIToken
+from accounts.services import api_token_create, api_token_revoke
 from benchmark_core.cli import main as core_main
 from leaderboard.models import Evaluation, LLMModel, SnippetResult
 from submissions import jobs, services
-from submissions.models import APIToken, PredictionSubmission, ScoringJob, Status, SubmissionPrediction
+from submissions.models import PredictionSubmission, ScoringJob, Status, SubmissionPrediction
 from submissions.selectors import submission_progress
 
 from submissions_support import DEMO, demo_release_create, predictions_bytes
@@ -52,7 +54,7 @@ def user():
 
 @pytest.fixture
 def token(user):
-    return services.api_token_create(user=user, name="test")[1]
+    return api_token_create(user=user, name="test")[1]
 
 
 def _api_post(client, token, data: bytes, **params):
@@ -113,7 +115,7 @@ def test_api_needs_a_valid_token(client, release, user, token):
     assert client.post("/api/v1/submissions", data=data, content_type="application/x-ndjson").status_code == 401
     stored = APIToken.objects.get(user=user)
     assert token not in (stored.key_hash, stored.prefix) and len(stored.key_hash) == 64
-    assert services.api_token_revoke(user=user, token_id=stored.pk)
+    assert api_token_revoke(user=user, token_id=stored.pk)
     assert _api_post(client, token, data).status_code == 401
     assert PredictionSubmission.objects.count() == 0
 

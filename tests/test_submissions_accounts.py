@@ -1,15 +1,20 @@
 """Accounts: sign-up, login/logout, password reset by e-mail, tokens on the profile page, roles."""
 from __future__ import annotations
 
+import hashlib
 import re
 
 import pytest
 from django.contrib.auth.models import Group, User
+from django.contrib.contenttypes.models import ContentType
 from django.core import mail
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 from django.urls import reverse
 
-from submissions.models import APIToken
-from submissions.selectors import user_is_reviewer
+from accounts.models import APIToken
+from accounts.roles import user_is_reviewer
+from accounts.services import api_token_authenticate, api_token_create
 
 pytestmark = pytest.mark.django_db
 
@@ -96,3 +101,49 @@ def test_roles(client):
     assert client.get(reverse("submissions:review_queue")).status_code == 403
     client.force_login(reviewer)
     assert client.get(reverse("submissions:review_queue")).status_code == 200
+
+
+#: the newest migrations in which the submissions app still owned API tokens
+_BEFORE_MOVE = [("submissions", "0003_environment_error_states"), ("accounts", "0001_reviewers_group")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_token_move_to_accounts_keeps_the_rows_and_the_permissions():
+    """A database made before the move (tokens in ``submissions``) migrates with its rows: same table, ids,
+    hashes; the content type (so granted permissions) follows the model; back and forth again."""
+    executor = MigrationExecutor(connection)
+    latest = executor.loader.graph.leaf_nodes()
+    try:
+        executor.migrate(_BEFORE_MOVE)
+        old = MigrationExecutor(connection).loader.project_state(_BEFORE_MOVE).apps
+        with pytest.raises(LookupError):
+            old.get_model("accounts", "APIToken")
+        owner = old.get_model("auth", "User").objects.create(username="old-owner", password="!")
+        raw = "rcb_made-before-the-move"
+        row = old.get_model("submissions", "APIToken").objects.create(
+            user=owner, name="ci", prefix=raw[:10], key_hash=hashlib.sha256(raw.encode()).hexdigest())
+        # what post_migrate had made on such a database: the old app's content type and its permissions
+        types = old.get_model("contenttypes", "ContentType").objects
+        types.filter(model="apitoken").delete()
+        kind = types.create(app_label="submissions", model="apitoken")
+        permission = old.get_model("auth", "Permission").objects.create(
+            content_type=kind, codename="view_apitoken", name="Can view API token")
+        owner.user_permissions.add(permission)
+
+        MigrationExecutor(connection).migrate(latest)
+        ContentType.objects.clear_cache()
+        token = APIToken.objects.get()
+        assert (token.pk, token.name, token.user.username) == (row.pk, "ci", "old-owner")
+        assert api_token_authenticate(raw=raw).username == "old-owner"
+        assert APIToken._meta.db_table in connection.introspection.table_names()
+        assert ContentType.objects.get(pk=kind.pk).app_label == "accounts"
+        assert User.objects.get(username="old-owner").has_perm("accounts.view_apitoken")
+        # new tokens get the next id of the same table
+        assert api_token_create(user=token.user, name="new")[0].pk > row.pk
+
+        MigrationExecutor(connection).migrate(_BEFORE_MOVE)  # and back: the content type returns to submissions
+        assert old.get_model("contenttypes", "ContentType").objects.get(pk=kind.pk).app_label == "submissions"
+        assert old.get_model("submissions", "APIToken").objects.count() == 2
+    finally:
+        MigrationExecutor(connection).migrate(latest)
+        ContentType.objects.clear_cache()

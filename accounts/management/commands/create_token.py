@@ -1,6 +1,7 @@
+"""Print a new API token for a user (made without a password if new): for scripts and CI."""
 from django.core.management.base import BaseCommand
 
-from submissions.services import api_token_create, user_get_or_create
+from accounts.services import api_token_create, user_get_or_create
 
 
 class Command(BaseCommand):
