@@ -1,4 +1,9 @@
-"""CSV downloads of every leaderboard table (used by the API's ?format=csv and by the pages)."""
+"""The one CSV writer of the site: every download (the API's ``?format=csv`` and the pages') is written here.
+
+``csv_text`` writes the rows with one cell rule (spreadsheet-safe text, ``yes``/``no``, 4 decimals);
+``csv_download`` is the attachment response of a header and rows; the ``*_csv`` builders are the
+API's tables. The pages build their rows in ``leaderboard.views`` and write them with ``csv_download``.
+"""
 from __future__ import annotations
 
 import csv
@@ -12,6 +17,7 @@ from .selectors import AblationRow, ContaminationRow, ErrorCategories, Heatmap, 
 __all__ = [
     "csv_text",
     "csv_response",
+    "csv_download",
     "leaderboard_table_csv",
     "heatmap_csv",
     "error_categories_csv",
@@ -35,9 +41,18 @@ def _cell(value: Any) -> Any:
     if isinstance(value, float):
         return f"{value:.4f}"
     text = str(value)
-    if text[:1] in ("=", "+", "-", "@", "\t", "\r"):
+    if text[:1] in ("=", "+", "-", "@", "\t", "\r") and not _is_number(text):
         return "'" + text
     return text
+
+
+def _is_number(text: str) -> bool:
+    """A plain number ('-3.20', '+5'): a spreadsheet reads it as a number, not a formula."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return text.strip() == text
 
 
 def csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
@@ -47,6 +62,11 @@ def csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     for row in rows:
         writer.writerow([_cell(v) for v in row])
     return out.getvalue()
+
+
+def csv_download(filename: str, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> HttpResponse:
+    """The attachment ``filename`` holding the header and the rows (``csv_text``)."""
+    return csv_response(csv_text(header, rows), filename=filename)
 
 
 def csv_response(text: str, *, filename: str) -> HttpResponse:

@@ -6,11 +6,10 @@ parameters fall back to the default view with a notice on the page.
 """
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import json
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
@@ -21,6 +20,7 @@ from benchmark_core.completions import completion_lines
 from benchmark_core.errors import CATEGORIES
 
 from . import charts, selectors
+from . import csv as lb_csv
 from .models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
 from .query import parse_bool
 from .templatetags.leaderboard_tags import diff_rows, highlight_code, render_markdown
@@ -63,17 +63,6 @@ def _bool_param(request: HttpRequest, name: str, notices: list[str], default: bo
 
 def _wants_csv(request: HttpRequest) -> bool:
     return (request.GET.get("format") or "").lower() == "csv"
-
-
-def _csv_response(filename: str, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> HttpResponse:
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    writer = csv.writer(response)
-    writer.writerow(header)
-    for row in rows:
-        # a leading =,+,-,@ makes spreadsheets evaluate a cell; user-provided names must stay text
-        writer.writerow([f"'{v}" if isinstance(v, str) and v[:1] in ("=", "+", "-", "@") else ("" if v is None else v) for v in row])
-    return response
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:
@@ -148,7 +137,7 @@ def _leaderboard_csv(table: selectors.LeaderboardTable, name: str) -> HttpRespon
          r.output_cost, r.samples, r.snippets, r.papers, r.with_paper]
         for r in table.rows
     )
-    return _csv_response(name, header, rows)
+    return lb_csv.csv_download(name, header, rows)
 
 
 def _ci_chart(rows: Sequence[selectors.LeaderboardRow], *, limit: int | None = None) -> dict[str, Any] | None:
@@ -228,12 +217,12 @@ def per_paper(request: HttpRequest) -> HttpResponse:
     board = selectors.paper_leaderboard(release=release, paper_id=paper_id, with_paper=with_paper) if paper_id else None
     if _wants_csv(request):
         if request.GET.get("table") == "paper" and board is not None:
-            return _csv_response(
+            return lb_csv.csv_download(
                 f"paper-{paper_id}-{release.slug}.csv",
                 ["model", "name", "scaled_pass_rate", "pass_rate", "coverage", "baseline"],
                 ([r.model_key, r.name, _fmt(r.scaled_pass_rate), _fmt(r.pass_rate), _fmt(r.coverage, 1), r.baseline] for r in board.rows),
             )
-        return _csv_response(
+        return lb_csv.csv_download(
             f"heatmap-{release.slug}.csv",
             ["model", "name", *hm.papers],
             ([key, name, *[_fmt(v) for v in values]] for (key, name), values in zip(hm.models, hm.values)),
@@ -279,7 +268,7 @@ def contamination(request: HttpRequest) -> HttpResponse:
         date_from = table.cutoff + dt.timedelta(days=1)
     if _wants_csv(request):
         if request.GET.get("table") == "per_model":
-            return _csv_response(
+            return lb_csv.csv_download(
                 f"contamination-per-model-{release.slug}.csv",
                 ["model", "name", "knowledge_cutoff", "papers_after_cutoff", "snippets", "scaled_pass_rate", "pass_rate", "overall_scaled_pass_rate"],
                 ([r.model_key, r.name, r.knowledge_cutoff, len(r.papers), r.snippets, _fmt(r.scaled_pass_rate),
@@ -325,7 +314,7 @@ def errors(request: HttpRequest) -> HttpResponse:
     # the engine's order (syntax ... missing) reads better than the alphabet and keeps colours stable
     data.categories.sort(key=lambda c: (CATEGORIES.index(c) if c in CATEGORIES else len(CATEGORIES), c))
     if _wants_csv(request):
-        return _csv_response(
+        return lb_csv.csv_download(
             f"error-categories-{release.slug}.csv",
             ["model", "name", *data.categories, "failures", "runs"],
             ([r["model_key"], r["name"], *[r["counts"][c] for c in data.categories], r["failures"], r["runs"]] for r in data.rows),
@@ -343,7 +332,7 @@ def ablation(request: HttpRequest) -> HttpResponse:
     release = _release(request)
     rows = selectors.paper_ablation(release=release)
     if _wants_csv(request):
-        return _csv_response(
+        return lb_csv.csv_download(
             f"paper-ablation-{release.slug}.csv",
             ["model", "name", "with_paper", "without_paper", "difference", "ci_low", "ci_high"],
             ([r.model_key, r.name, _fmt(r.with_paper), _fmt(r.without_paper), _fmt(r.diff), _fmt(r.ci_low), _fmt(r.ci_high)] for r in rows),
@@ -359,7 +348,7 @@ def ablation(request: HttpRequest) -> HttpResponse:
 def releases(request: HttpRequest) -> HttpResponse:
     items = selectors.releases_list()
     if _wants_csv(request):
-        return _csv_response(
+        return lb_csv.csv_download(
             "releases.csv",
             ["slug", "name", "status", "release_date", "content_hash", "papers", "snippets", "models"],
             ([r.slug, r.name, r.status, r.release_date or "", r.content_hash, r.papers, r.snippets, r.models] for r in items),
@@ -375,7 +364,7 @@ def release_detail(request: HttpRequest, slug: str) -> HttpResponse:
         ReleasePaper.objects.filter(release=release).select_related("paper").order_by("paper__paper_id")
     )
     if _wants_csv(request):
-        return _csv_response(
+        return lb_csv.csv_download(
             f"release-{release.slug}-papers.csv",
             ["paper", "title", "venue", "first_commit_date", "snippets", "total_weight", "content_hash"],
             ([rp.paper.paper_id, rp.paper.title, rp.paper.venue, rp.paper.first_commit_date or "", rp.snippet_count,
@@ -414,7 +403,7 @@ def model_page(request: HttpRequest, key: str) -> HttpResponse:
         # lets it see that this one looked at the visitor (a private model's owner gets it rendered)
         return page_not_found(request, Http404(f"No model {key!r}."))
     if _wants_csv(request):
-        return _csv_response(
+        return lb_csv.csv_download(
             f"model-{detail.model.key.replace('/', '_')}-per-paper.csv",
             ["evaluation", "release", "with_paper", "paper", "scaled_pass_rate", "pass_rate", "snippets"],
             ([card.id, card.release_slug, card.with_paper, paper, _fmt(f.get("scaled_pass_rate")), _fmt(f.get("pass_rate")),
@@ -434,12 +423,12 @@ def paper_page(request: HttpRequest, paper_id: str) -> HttpResponse:
         raise Http404(f"No paper {paper_id!r} in {release.name}.") from None
     if _wants_csv(request):
         if request.GET.get("table") == "snippets":
-            return _csv_response(
+            return lb_csv.csv_download(
                 f"snippets-{paper_id}-{release.slug}.csv",
                 ["file", "snippet", "parent_depth", "weight", "start_line", "end_line", "pass_rate", "runs"],
                 ([n.file, n.name, n.depth, n.weight, n.start_line, n.end_line, _fmt(n.pass_rate), n.runs] for n in detail.snippets),
             )
-        return _csv_response(
+        return lb_csv.csv_download(
             f"paper-{paper_id}-{release.slug}.csv",
             ["model", "name", "scaled_pass_rate", "pass_rate", "coverage", "baseline"],
             ([r.model_key, r.name, _fmt(r.scaled_pass_rate), _fmt(r.pass_rate), _fmt(r.coverage, 1), r.baseline] for r in board.rows),
@@ -532,7 +521,7 @@ def snippet_page(request: HttpRequest, paper_id: str) -> HttpResponse:
             raise Http404(f"No public evaluation of model {model_key or evaluation_id!r} on {release.name}.") from None
     results = _snippet_results(snippet, with_paper=with_paper)
     if _wants_csv(request):
-        return _csv_response(
+        return lb_csv.csv_download(
             f"snippet-{paper_id}-{snippet.pk}.csv",
             ["model", "name", "baseline", "sample", "passed", "category"],
             ([r["key"], r["name"], r["baseline"], s["sample"], s["passed"], s["category"]] for r in results for s in r["samples"]),

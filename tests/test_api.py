@@ -158,10 +158,13 @@ def test_cached_response_goes_stale_on_write(published, api):
 def test_csv_cells_cannot_become_formulas():
     from leaderboard.csv import csv_text
 
-    text = csv_text(["name", "rate", "diff"], [["=HYPERLINK(\"http://x\")", 12.5, -3.25], ["@cmd", None, True]])
+    text = csv_text(["name", "rate", "diff"], [["=HYPERLINK(\"http://x\")", 12.5, -3.25], ["@cmd", None, True],
+                                               ["-1+cmd|' /C calc'!A0", "+5", "-3.20"]])
     rows = list(csv.reader(io.StringIO(text)))
     assert rows[1] == ["'=HYPERLINK(\"http://x\")", "12.5000", "-3.2500"]  # numbers stay numbers
     assert rows[2] == ["'@cmd", "", "yes"]
+    # numbers the pages format as text ('-3.20') stay numbers too; a formula starting with a sign does not
+    assert rows[3] == ["'-1+cmd|' /C calc'!A0", "+5", "-3.20"]
 
 
 @pytest.mark.django_db
