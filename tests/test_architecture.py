@@ -4,7 +4,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("accounts", "benchmark_core", "contributions", "leaderboard", "rcbsite", "scoring", "submissions", "bench")
