@@ -26,7 +26,15 @@ How a request to a page wrapped in ``public_page`` is served:
 
 Pages must take everything they show from the URL (path and query) and the database; a setting
 kept in a cookie or the session would not be part of the key. A write to a table that a page
-shows must move the release's data_version (call ``services.release_touch``).
+shows must move the release's data_version (call ``services.release_touch``). The page number
+of a long table (``?page=``, leaderboard.query.PAGE_PARAMS) is a query parameter like any other,
+so each page of a table is its own entry; the rows per page are in the key too.
+
+A *live* page (``public_page(stamp=..., live_seconds=N)``, the scoring queue) is not release data:
+its stamp is its own query (the queue's jobs and their states), so a job that starts, finishes or
+fails shows on the next request, and the key also changes every N seconds, so figures its stamp
+does not see (a job's progress, the estimated waits) are at most N seconds old. A proxy may keep
+it for at most N seconds too (``s-maxage``).
 """
 from __future__ import annotations
 
@@ -58,6 +66,7 @@ from django.utils.http import http_date, quote_etag
 from django.utils.safestring import SafeString, mark_safe
 
 from .models import Release
+from .query import table_rows
 
 __all__ = [
     "HOLES",
@@ -171,7 +180,9 @@ def code_version() -> str:
 
 def _key(request: HttpRequest, view_name: str, stamp: str) -> str:
     query = sorted((k, v) for k, values in request.GET.lists() for v in values)
-    raw = json.dumps([view_name, request.scheme, request.get_host(), request.path, query, stamp, code_version()])
+    # the rows per page of long tables: another size makes other pages under the same ?page=
+    raw = json.dumps([view_name, request.scheme, request.get_host(), request.path, query, stamp, code_version(),
+                      table_rows()])
     return "rcb:page:" + hashlib.sha256(raw.encode()).hexdigest()[:40]
 
 
@@ -295,8 +306,8 @@ def _local_put(key: str, entry: _Entry) -> None:
             _LOCAL_SIZES.pop(old, None)
 
 
-def _entry_get_or_render(key: str, render: Callable[[], tuple[_Entry, HttpResponseBase | None]]
-                         ) -> tuple[_Entry, HttpResponseBase | None]:
+def _entry_get_or_render(key: str, render: Callable[[], tuple[_Entry, HttpResponseBase | None]], *,
+                         timeout: int | None = None) -> tuple[_Entry, HttpResponseBase | None]:
     """The stored entry, else render it; one process renders a key while the others wait for it."""
     entry = _local_get(key)
     if entry is not None:
@@ -318,7 +329,7 @@ def _entry_get_or_render(key: str, render: Callable[[], tuple[_Entry, HttpRespon
                 break  # the other render ended without storing (an error): render here
     try:
         entry, response = render()
-        cache.set(key, entry, _setting("RCB_PAGE_CACHE_SECONDS", 3600))
+        cache.set(key, entry, timeout or _setting("RCB_PAGE_CACHE_SECONDS", 3600))
         _local_put(key, entry)
         return entry, response
     finally:
@@ -327,11 +338,15 @@ def _entry_get_or_render(key: str, render: Callable[[], tuple[_Entry, HttpRespon
 
 # --------------------------------------------------------------------------- headers
 def public_response_headers(response: HttpResponseBase, *, etag: str | None, last_modified: float | None = None,
-                            shared: bool = True) -> HttpResponseBase:
-    """Cache-Control, ETag, Last-Modified and Vary for a response that any visitor may be given."""
+                            shared: bool = True, max_seconds: int | None = None) -> HttpResponseBase:
+    """Cache-Control, ETag, Last-Modified and Vary for a response that any visitor may be given;
+    ``max_seconds`` caps how long a browser or proxy may keep it (a live page's refresh period)."""
     if shared:
-        response["Cache-Control"] = (f"public, max-age={int(_setting('RCB_PAGE_CACHE_MAX_AGE', 0))}, "
-                                     f"s-maxage={int(_setting('RCB_PAGE_CACHE_SHARED_MAX_AGE', 10))}")
+        max_age = int(_setting("RCB_PAGE_CACHE_MAX_AGE", 0))
+        shared_max_age = int(_setting("RCB_PAGE_CACHE_SHARED_MAX_AGE", 10))
+        if max_seconds is not None:
+            max_age, shared_max_age = min(max_age, max_seconds), min(shared_max_age, max_seconds)
+        response["Cache-Control"] = f"public, max-age={max_age}, s-maxage={shared_max_age}"
     else:
         response["Cache-Control"] = "private, no-cache"
     if etag:
@@ -367,7 +382,7 @@ def _plain_visitor(request: HttpRequest) -> bool:
     return settings.SESSION_COOKIE_NAME not in cookies and CookieStorage.cookie_name not in cookies
 
 
-def _replay(request: HttpRequest, entry: _Entry, *, plain: bool) -> HttpResponseBase:
+def _replay(request: HttpRequest, entry: _Entry, *, plain: bool, max_seconds: int | None = None) -> HttpResponseBase:
     """The entry as this visitor's response (a 304 when they have it already)."""
     anonymous = plain or (not request.user.is_authenticated and not _has_messages(request))
     shared = anonymous and not entry.has_csrf
@@ -389,7 +404,7 @@ def _replay(request: HttpRequest, entry: _Entry, *, plain: bool) -> HttpResponse
         response = HttpResponse(body, status=entry.status)
         for k, v in entry.headers:
             response[k] = v
-    public_response_headers(response, etag=etag, last_modified=last_modified, shared=shared)
+    public_response_headers(response, etag=etag, last_modified=last_modified, shared=shared, max_seconds=max_seconds)
     patch_vary_headers(response, ("Cookie",))
     return response
 
@@ -401,18 +416,31 @@ def _per_visitor(response: HttpResponseBase) -> HttpResponseBase:
 
 
 # --------------------------------------------------------------------------- the decorator
-def public_page(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
-    """Serve a public page from the page cache (see the module docstring for how)."""
+def public_page(view: Callable[..., HttpResponseBase] | None = None, *, stamp: Callable[[], str] = page_stamp,
+                live_seconds: int | None = None) -> Any:
+    """Serve a public page from the page cache (see the module docstring for how).
+
+    ``public_page(view)`` for release pages (the releases' stamp); ``public_page(stamp=f,
+    live_seconds=N)(view)`` for a live page: ``f()`` is one cheap query that changes whenever what
+    the page shows changes state, and the page is rendered afresh at least every N seconds.
+    """
+    if view is None:
+        return functools.partial(public_page, stamp=stamp, live_seconds=live_seconds)
     view_name = f"{view.__module__}.{view.__qualname__}"
+    timeout = 2 * live_seconds if live_seconds else None
 
     @wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         if request.method not in ("GET", "HEAD") or not _setting("RCB_PAGE_CACHE", True):
             return view(request, *args, **kwargs)
         stamp_time = time.time()
-        key = _key(request, view_name, page_stamp())
+        current = stamp()
+        if live_seconds:
+            current += f":{int(stamp_time // live_seconds)}"
+        key = _key(request, view_name, current)
         try:
-            entry, fresh = _entry_get_or_render(key, lambda: _render(view, request, args, kwargs, stamp_time))
+            entry, fresh = _entry_get_or_render(key, lambda: _render(view, request, args, kwargs, stamp_time),
+                                                timeout=timeout)
         except Exception:
             # e.g. a 404 for anonymous visitors: a logged-in owner may still be allowed to see it
             if request.user.is_authenticated:
@@ -425,7 +453,7 @@ def public_page(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResp
             if fresh is not None:  # rendered just now for an anonymous visitor: fine for this one too
                 return _per_visitor(_fresh_filled(fresh, request))
             return view(request, *args, **kwargs)
-        return _replay(request, entry, plain=plain)
+        return _replay(request, entry, plain=plain, max_seconds=live_seconds)
 
     wrapper.public_page = True  # type: ignore[attr-defined]
     return wrapper

@@ -3,6 +3,11 @@
 Every page works without JavaScript; charts are plotly specs embedded as JSON and drawn by
 static/js/charts.js. Unknown releases, papers, models and snippets give a 404; bad query
 parameters fall back to the default view with a notice on the page.
+
+Long tables (one row per model) come a page at a time (``leaderboard.query.table_page``, 100 rows):
+the whole table is computed and sorted first, so tiers and order are those of the whole table,
+then sliced; charts show the rows of the page; a CSV download has every row whatever the page.
+A page number that is not one of the table's pages is a 404 that names the valid range.
 """
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ from benchmark_core.errors import CATEGORIES
 from . import charts, selectors
 from . import csv as lb_csv
 from .models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
-from .query import parse_bool
+from .query import PageNotFound, TablePage, parse_bool, table_page
 from .templatetags.leaderboard_tags import diff_rows, highlight_code, render_markdown
 
 HEADLINE_MODELS = 12
@@ -59,6 +64,14 @@ def _bool_param(request: HttpRequest, name: str, notices: list[str], default: bo
     except ValueError:
         notices.append(f"{name}={raw!r} is not a yes/no value (use 1 or 0); ignored.")
         return default
+
+
+def _table_page(request: HttpRequest, rows: Sequence[Any], *, param: str = "page", anchor: str = "") -> TablePage:
+    """The page of ``rows`` the request asks for with ``?<param>=``; 404 for a page the table has not."""
+    try:
+        return table_page(rows, request.GET.get(param), param=param, anchor=anchor)
+    except PageNotFound as exc:
+        raise Http404(str(exc)) from None
 
 
 def _wants_csv(request: HttpRequest) -> bool:
@@ -191,13 +204,15 @@ def leaderboard(request: HttpRequest, slug: str | None = None) -> HttpResponse:
     if params.organisation and params.organisation.lower() not in {o.lower() for o in table.organisations}:
         notices.append(f"No model of organisation {params.organisation!r} in this release.")
     rows = _sorted_rows(table.rows, sort)
+    pager = _table_page(request, rows, anchor="leaderboard")
     context = {
         "table": table,
-        "rows": rows,
+        "rows": pager.rows,
+        "pager": pager,
         "params": params,
         "sort": {"column": sort.column, "direction": sort.direction},
         "notices": notices,
-        "chart": _ci_chart(table.rows),
+        "chart": _ci_chart(pager.rows),
         "ranked_count": sum(1 for r in rows if r.ranked),
     }
     return _page(request, "leaderboard/leaderboard.html", context, nav="leaderboard", release=release)
@@ -227,18 +242,21 @@ def per_paper(request: HttpRequest) -> HttpResponse:
             ["model", "name", *hm.papers],
             ([key, name, *[_fmt(v) for v in values]] for (key, name), values in zip(hm.models, hm.values)),
         )
+    pager = _table_page(request, list(zip(hm.models, hm.values)), anchor="heatmap-table")
+    board_pager = (_table_page(request, board.rows, param="board_page", anchor="paper-leaderboard")
+                   if board is not None else None)
     # cells are prepared here: a 32 x 20 table through template filters costs ~0.3 s
     grid = [
         {"key": key, "name": name,
          "cells": [("heat heat-none", "·") if v is None else (f"heat heat-{min(int(v // 20), 5)}", f"{v:.0f}") for v in values]}
-        for (key, name), values in zip(hm.models, hm.values)
+        for (key, name), values in pager.rows
     ]
     chart = (
-        charts.heatmap_figure(models=[n for _, n in hm.models], papers=hm.papers, z=hm.values)
-        if hm.models and hm.papers else None
+        charts.heatmap_figure(models=[n for (_, n), _ in pager.rows], papers=hm.papers, z=[v for _, v in pager.rows])
+        if pager.rows and hm.papers else None
     )
-    context = {"heatmap": hm, "grid": grid, "chart": chart, "board": board, "paper_id": paper_id,
-               "with_paper": with_paper, "notices": notices}
+    context = {"heatmap": hm, "grid": grid, "pager": pager, "chart": chart, "board": board, "board_pager": board_pager,
+               "paper_id": paper_id, "with_paper": with_paper, "notices": notices}
     return _page(request, "leaderboard/per_paper.html", context, nav="per_paper", release=release)
 
 
@@ -285,18 +303,22 @@ def contamination(request: HttpRequest) -> HttpResponse:
             papers=[p for p, _ in dated], dates=[d.isoformat() for _, d in dated], inside=[p in window for p, _ in dated]
         ) if dated else None
     )
+    pager = _table_page(request, _sorted_rows(table.rows, sort), anchor="window-leaderboard")
+    per_model_pager = _table_page(request, per_model, param="per_model_page", anchor="own-cutoff")
     context = {
         "table": table,
-        "rows": _sorted_rows(table.rows, sort),
+        "rows": pager.rows,
+        "pager": pager,
         "sort": {"column": sort.column, "direction": sort.direction},
         "params": params,
         "notices": notices,
-        "per_model": per_model,
+        "per_model": per_model_pager.rows,
+        "per_model_pager": per_model_pager,
         "few": selectors.FEW_PAPERS,
         "papers_json": papers_json,
         "undated": undated,
         "timeline": timeline,
-        "chart": _ci_chart(table.rows),
+        "chart": _ci_chart(pager.rows),
         "date_from": date_from,
         "date_to": date_to,
         "min_date": dated and min(d for _, d in dated),
@@ -319,12 +341,14 @@ def errors(request: HttpRequest) -> HttpResponse:
             ["model", "name", *data.categories, "failures", "runs"],
             ([r["model_key"], r["name"], *[r["counts"][c] for c in data.categories], r["failures"], r["runs"]] for r in data.rows),
         )
+    pager = _table_page(request, data.rows, anchor="errors-table")
     chart = (
         charts.error_stack_figure(
-            models=[r["name"] for r in data.rows], counts={c: [r["counts"][c] for r in data.rows] for c in data.categories}
-        ) if data.rows and data.categories else None
+            models=[r["name"] for r in pager.rows], counts={c: [r["counts"][c] for r in pager.rows] for c in data.categories}
+        ) if pager.rows and data.categories else None
     )
-    context = {"data": data, "chart": chart, "with_paper": with_paper, "notices": notices}
+    context = {"data": data, "rows": pager.rows, "pager": pager, "chart": chart, "with_paper": with_paper,
+               "notices": notices}
     return _page(request, "leaderboard/errors.html", context, nav="errors", release=release)
 
 
@@ -337,12 +361,15 @@ def ablation(request: HttpRequest) -> HttpResponse:
             ["model", "name", "with_paper", "without_paper", "difference", "ci_low", "ci_high"],
             ([r.model_key, r.name, _fmt(r.with_paper), _fmt(r.without_paper), _fmt(r.diff), _fmt(r.ci_low), _fmt(r.ci_high)] for r in rows),
         )
+    pager = _table_page(request, rows, anchor="ablation-table")
+    shown = pager.rows
     chart = (
-        charts.ablation_figure(names=[r.name for r in rows], deltas=[r.diff for r in rows],
-                               lows=[r.ci_low for r in rows], highs=[r.ci_high for r in rows])
-        if rows else None
+        charts.ablation_figure(names=[r.name for r in shown], deltas=[r.diff for r in shown],
+                               lows=[r.ci_low for r in shown], highs=[r.ci_high for r in shown])
+        if shown else None
     )
-    return _page(request, "leaderboard/ablation.html", {"rows": rows, "chart": chart}, nav="ablation", release=release)
+    return _page(request, "leaderboard/ablation.html", {"rows": shown, "pager": pager, "chart": chart}, nav="ablation",
+                 release=release)
 
 
 def releases(request: HttpRequest) -> HttpResponse:
@@ -443,6 +470,7 @@ def paper_page(request: HttpRequest, paper_id: str) -> HttpResponse:
         "summary_html": render_markdown(detail.paper.summary),
         "nodes": nodes,
         "board": board,
+        "board_pager": _table_page(request, board.rows, anchor="paper-leaderboard"),
     }
     return _page(request, "leaderboard/paper.html", context, nav="per_paper", release=release)
 
@@ -538,12 +566,14 @@ def snippet_page(request: HttpRequest, paper_id: str) -> HttpResponse:
                 "completion_html": highlight_code(inserted, filename=snippet.file) if inserted else "",
                 "raw_differs": inserted.strip() != (r["completion"] or "").strip(),
             })
+    pager = _table_page(request, results, anchor="verdicts-table")
     context = {
         "paper": snippet.paper,
         "snippet": snippet,
         "code_html": highlight_code(snippet.code, filename=snippet.file) if snippet.code else "",
         "masked_html": highlight_code(masked, filename=snippet.file, marked=_todo_lines(masked, snippet.name)) if masked else "",
-        "results": results,
+        "results": pager.rows,
+        "pager": pager,
         "drill": drill,
         "samples": samples,
         "card": selectors._card(drill.evaluation) if drill is not None else None,  # noqa: SLF001 - the selector's own card builder

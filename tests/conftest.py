@@ -72,3 +72,18 @@ def sandbox_backend_name(request) -> str:
         if problem:
             pytest.fail(f"bwrap must work here (scripts/test.sh installs bubblewrap): {problem}")
     return name
+
+
+@pytest.fixture
+def fresh_page_cache():
+    """An empty page cache before and after the test: Django's cache and this process's copies
+    (leaderboard.page_cache); release ids repeat between tests on a fresh database."""
+    from django.core.cache import cache
+
+    from leaderboard import page_cache
+
+    cache.clear()
+    page_cache.local_clear()
+    yield
+    cache.clear()
+    page_cache.local_clear()

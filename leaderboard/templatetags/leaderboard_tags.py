@@ -18,6 +18,7 @@ from pygments.lexers import PythonLexer, TextLexer, get_lexer_for_filename
 from pygments.util import ClassNotFound
 
 from leaderboard.mathml import math_protect, math_restore
+from leaderboard.query import PAGE_PARAMS
 
 register = template.Library()
 
@@ -156,7 +157,23 @@ def sort_query(context: template.Context, column: str) -> str:
     direction = "desc"
     if sort.get("column") == column:
         direction = "asc" if sort.get("direction") == "desc" else "desc"
-    return query(context, sort=column, dir=direction)
+    # another order is another table: back to its first page
+    return query(context, sort=column, dir=direction, **{p: None for p in PAGE_PARAMS})
+
+
+@register.simple_tag(takes_context=True)
+def page_query(context: template.Context, pager: Any, number: int) -> str:
+    """Link to page ``number`` of the table ``pager`` (a leaderboard.query.TablePage): the other
+    parameters (sort, filters, the other tables' pages) kept, the table's anchor appended."""
+    target = query(context, **{pager.param: number if number > 1 else None})
+    return target + (f"#{pager.anchor}" if pager.anchor else "")
+
+
+@register.simple_tag(takes_context=True)
+def download_query(context: template.Context, table: str = "") -> str:
+    """The current query as a CSV download of the whole table: format=csv, ``table`` when given,
+    no page parameter (a download has every row)."""
+    return query(context, format="csv", table=table or None, **{p: None for p in PAGE_PARAMS})
 
 
 @register.simple_tag(takes_context=True)
@@ -222,12 +239,13 @@ def plotly_css_markers() -> SafeString:
 
 @register.simple_tag(takes_context=True)
 def hidden_query_inputs(context: template.Context, *exclude: str) -> SafeString:
-    """Hidden inputs repeating the current query parameters (except ``exclude``), so a small GET
-    form (the release switcher) changes one parameter and keeps the rest of the view."""
+    """Hidden inputs repeating the current query parameters (except ``exclude`` and the tables'
+    page numbers: another release has other tables), so a small GET form (the release switcher)
+    changes one parameter and keeps the rest of the view."""
     request = context.get("request")
     if request is None:
         return mark_safe("")  # noqa: S308
-    skip = set(exclude)
+    skip = {*exclude, *PAGE_PARAMS}
     parts = [
         f'<input type="hidden" name="{escape(key)}" value="{escape(value)}">'
         for key, values in request.GET.lists()

@@ -244,3 +244,45 @@ def test_open_a_drilldown(live_server, browser, site):
     assert drill.locator(".repro").is_visible()
     tab.shot("drilldown-failed")
     assert _csp_errors(tab.errors) == [] and tab.violations() == []
+
+
+def test_page_through_a_long_leaderboard(live_server, browser, site, settings):
+    settings.RCB_TABLE_ROWS = 3  # the demo's rows then span several pages
+    tab = Tab(browser)
+    page = tab.open(live_server.url + "/leaderboard/?sort=model&dir=asc")
+    pager = page.locator("nav.pager[data-pager='page']")
+    assert pager.is_visible() and pager.locator("a[aria-current='page']").inner_text() == "1"
+    first = _names(page)
+    assert len(page.locator("#leaderboard tbody tr").all()) == 3
+    pager.locator("a[rel='next']").click()
+    page.wait_for_load_state("networkidle")
+    assert "page=2" in page.url and "sort=model" in page.url and page.url.endswith("#leaderboard")
+    second = _names(page)
+    assert second and not set(first) & set(second)
+    assert first + second == sorted(first + second, key=str.lower)  # the name order goes on across pages
+    tab.shot("leaderboard-page-2")
+    # a page of a longer table is sorted by the server: a header click loads the table's first page
+    with page.expect_navigation():
+        page.locator("#leaderboard th[data-sort='model'] a").click()
+    page.wait_for_load_state("networkidle")
+    assert "sort=model" in page.url and "dir=desc" in page.url and "page=" not in page.url
+    assert page.locator("nav.pager a[aria-current='page']").inner_text() == "1"
+    names = _names(page)
+    assert names == sorted(names, key=str.lower, reverse=True)
+    assert _csp_errors(tab.errors) == [] and tab.violations() == []
+
+
+def test_page_links_fit_a_phone(live_server, browser, site, settings):
+    settings.RCB_TABLE_ROWS = 1  # as many page links as the demo has models
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    page = context.new_page()
+    page.goto(live_server.url + "/leaderboard/?page=3")
+    page.wait_for_load_state("networkidle")
+    pager = page.locator("nav.pager")
+    assert pager.is_visible()
+    overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    assert overflow <= 0, overflow
+    box = pager.locator("a[rel='next']").bounding_box()
+    assert box["height"] >= 24 and box["x"] + box["width"] <= 390
+    page.screenshot(path=str(SHOTS / "leaderboard-pager-phone.png"), full_page=True)
+    context.close()
