@@ -1,9 +1,11 @@
 """Reads of the submissions app: progress, results, permissions."""
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Count, Q, QuerySet, Sum
 
 from accounts.roles import user_is_reviewer
@@ -21,6 +23,7 @@ __all__ = [
     "submission_progress",
     "submission_results",
     "scoring_queue_overview",
+    "scoring_queue_stamp",
     "submission_engine_flags",
     "submission_quota",
     "releases_open",
@@ -160,6 +163,40 @@ def scoring_queue_overview(*, user: Any = None) -> dict[str, Any]:
         })
     return {"rows": rows, "mean_job_seconds": round(mean, 1) if mean is not None else None,
             "recent_jobs": len(recent), "running_jobs": running, "queued_jobs": len(active_jobs) - running}
+
+
+@functools.cache
+def _queue_stamp_sql(vendor: str) -> str:
+    job, sub = ScoringJob._meta, PredictionSubmission._meta
+    q = connection.ops.quote_name
+
+    def col(meta: Any, field: str) -> str:
+        return q(meta.get_field(field).column)
+
+    status = f"j.{col(job, 'status')}"
+    return (
+        f"SELECT COUNT(*), SUM(j.{col(job, 'id')}), MAX(j.{col(job, 'id')}), "
+        f"SUM(CASE WHEN {status} = %s THEN 1 ELSE 0 END), SUM(j.{col(job, 'attempt')}), "
+        f"SUM(CASE WHEN s.{col(sub, 'status')} = %s THEN 1 ELSE 0 END) "
+        f"FROM {q(job.db_table)} j JOIN {q(sub.db_table)} s ON s.{col(sub, 'id')} = j.{col(job, 'submission')} "
+        f"WHERE {status} IN (%s, %s)"
+    )
+
+
+def scoring_queue_stamp() -> str:
+    """What the queue page shows, but the progress of running jobs and the waits computed from it,
+    in one query: the active jobs (how many, which, how many running, their attempts, their
+    submissions' cancellations). A job queued, started, re-queued, finished, failed or cancelled
+    changes it, so the cached queue page (submissions.views.queue_page) is rendered afresh on the
+    next request.
+    """
+    # plain SQL, as leaderboard.page_cache.page_stamp: on a cache hit this is the request's only
+    # query, and compiling the ORM's aggregate cost more than the rest of the hit
+    with connection.cursor() as cursor:
+        cursor.execute(_queue_stamp_sql(connection.vendor),
+                       [Status.RUNNING, Status.CANCELLED, *ACTIVE_STATUSES])
+        row = cursor.fetchone()
+    return "queue:" + ":".join(str(v or 0) for v in row)
 
 
 def submission_results(*, submission: PredictionSubmission) -> list[dict]:

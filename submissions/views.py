@@ -7,10 +7,10 @@ from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from accounts.roles import user_is_reviewer
+from leaderboard.page_cache import public_page
 from leaderboard.selectors import evaluation_flags_pending
 
 from . import selectors, services
@@ -23,6 +23,9 @@ __all__ = [
 ]
 
 RESULTS_SHOWN = 2000  # a page with more rows gets slow; the API has them all
+#: the public queue page is cached (leaderboard.page_cache, a live page): a job changing state shows
+#: on the next request; progress counts and estimated waits are at most this many seconds old
+QUEUE_PAGE_SECONDS = 5
 
 
 def _upload_form(request: HttpRequest) -> tuple[SubmissionForm, str | None]:
@@ -181,9 +184,14 @@ def _duration(seconds: float | None) -> str:
     return f"about {minutes} min" if minutes < 90 else f"about {minutes / 60:.1f} h"
 
 
-@never_cache  # live figures, and rows of one's own: never from the page cache
+@public_page(stamp=selectors.scoring_queue_stamp, live_seconds=QUEUE_PAGE_SECONDS)
 def queue_page(request: HttpRequest) -> HttpResponse:
-    """Public: the submissions waiting and running, each one's position and estimated wait."""
+    """Public: the submissions waiting and running, each one's position and estimated wait.
+
+    From the page cache as a live page: anonymous visitors share one rendering, which the queue's
+    stamp (its jobs' states) and a QUEUE_PAGE_SECONDS period keep current; a visitor with rows of
+    their own (a logged-in submitter) gets the page rendered for them (page_cache: it looked at
+    the user)."""
     overview = selectors.scoring_queue_overview(user=request.user)
     for row in overview["rows"]:
         row["wait"] = _duration(row["wait_seconds"])
