@@ -103,6 +103,8 @@ def page_targets(base: str, release: str, get: Callable[[str], tuple[int, bytes]
     return {
         "home": f"{base}/?{q}",
         "overall leaderboard": f"{base}/releases/{release}/leaderboard/",
+        # long tables come 100 rows a page (leaderboard.query.table_page); page 2 exists from 100 rows
+        "overall, page 2": f"{base}/leaderboard/?{q}&page=2",
         "overall, sorted + filtered": f"{base}/leaderboard/?{q}&sort=cost&open_weights=1",
         "overall CSV": f"{base}/leaderboard/?{q}&format=csv",
         "per paper (heatmap)": f"{base}/leaderboard/papers/?{q}",
@@ -117,8 +119,8 @@ def page_targets(base: str, release: str, get: Callable[[str], tuple[int, bytes]
         "paper": f"{base}/papers/{paper}/?{q}",
         "snippet": f"{base}/papers/{paper}/snippet/?{snippet}",
         "snippet drill-down": f"{base}/papers/{paper}/snippet/?{snippet}&model={urllib.parse.quote(model)}",
-        # live state of the scoring queue: not under the page cache (its rows are not release data)
-        "queue (live, not cached)": f"{base}/queue/",
+        # live state of the scoring queue: a live page of the page cache (its own stamp, 5 s period)
+        "queue (live, 5 s)": f"{base}/queue/",
     }
 
 
@@ -200,11 +202,11 @@ def _touch(release: str) -> int:
 
 
 def measure(base: str, targets: dict[str, str], args: argparse.Namespace, env: dict[str, str], *,
-            mode: str, first: dict[str, float] | None = None) -> dict:
+            mode: str, first: dict[str, float] | None = None, sizes: dict[str, int] | None = None) -> dict:
     """wrk on the trivial endpoint, then on each target.
 
     mode "warm": a write, then the first request's time into ``first`` (a render on a cold cache),
-    a few more requests (every worker has it), then wrk. "cold": a write just before wrk, so the
+    a few more requests (every worker has it; the body's size into ``sizes``), then wrk. "cold": a write just before wrk, so the
     run starts on an invalidated cache. "uncached": wrk on a server without the page cache.
     """
     wrk = dict(duration=args.duration, connections=args.connections, threads=args.threads)
@@ -224,6 +226,8 @@ def measure(base: str, targets: dict[str, str], args: argparse.Namespace, env: d
                 status, body = fetch(url, timeout=120)
             if status != 200:
                 raise SystemExit(f"{url} answered {status}: {body[:200]!r}")
+            if sizes is not None:
+                sizes[name] = len(body)
         results[name] = run_wrk(url, **wrk)
         results[name]["trivial_rps"] = trivial["rps"]
         results[name]["errors"] += trivial["errors"] + trivial["non_2xx"]
@@ -265,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     proc = None
     base = args.url.rstrip("/") if args.url else None
     warm_first: dict[str, float] = {}
+    sizes: dict[str, int] = {}
     cold: dict = {}
     uncached: dict = {}
     counts: dict = {}
@@ -300,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
             warm = measure(base, targets, args, env, mode="as is")
         else:
             print("warm (page cache on; after a write, the first request renders):", flush=True)
-            warm = measure(base, targets, args, env, mode="warm", first=warm_first)
+            warm = measure(base, targets, args, env, mode="warm", first=warm_first, sizes=sizes)
             if not args.no_cold:
                 print("cold (each run starts right after a write):", flush=True)
                 cold = measure(base, pages, args, env, mode="cold")
@@ -322,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         server_stop(proc)
 
     print(f"\n{'endpoint':<30}{'warm r/s':>10}{'ping':>8}{'ratio':>7}{'p50 ms':>8}{'p99 ms':>8}{'cold r/s':>10}"
-          f"{'ping':>8}{'ratio':>7}{'first ms':>10}{'uncached':>10}{'ratio':>7}{'queries':>9}{'errors':>8}")
+          f"{'ping':>8}{'ratio':>7}{'first ms':>10}{'uncached':>10}{'ratio':>7}{'queries':>9}{'kB':>7}{'errors':>8}")
     failures = 0
     missed = []
     for name in targets:
@@ -339,10 +344,10 @@ def main(argv: list[str] | None = None) -> int:
               + (f"{c['rps']:>10.1f}{c['trivial_rps']:>8.0f}{c_ratio:>7.2f}" if c else f"{'-':>10}{'-':>8}{'-':>7}")
               + f"{first:>10}"
               + (f"{u['rps']:>10.1f}{u['rps'] / (u['trivial_rps'] or float('nan')):>7.2f}" if u else f"{'-':>10}{'-':>7}")
-              + f"{queries:>9}{errors:>8}")
+              + f"{queries:>9}{(f'{sizes[name] / 1024:.0f}' if name in sizes else '-'):>7}{errors:>8}")
     print("\nratio = req/s over the trivial endpoint's (ping), measured just before on the same server; cold = a run that starts right after a "
           "write (every cached page and figure stale); first ms = the first request after a write (the render); "
-          "uncached = a server with RCB_PAGE_CACHE=0; queries = per request, cache cold/warm")
+          "uncached = a server with RCB_PAGE_CACHE=0; queries = per request, cache cold/warm; kB = the page's size")
     print(f"targets: warm >= {TARGET_WARM} and cold >= {TARGET_COLD} for every page: "
           + ("met" if not missed else "NOT met by " + ", ".join(missed)))
     print(f"errors: {failures}")
