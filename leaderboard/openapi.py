@@ -157,11 +157,18 @@ SCHEMAS: dict[str, Any] = {
             "result": _obj({"scaled_pass_rate": _nullable("number"), "pass_rate": _nullable("number"),
                             "scaled_ci95": _array(_nullable("number")), "snippets_total": INTEGER,
                             "snippets_covered": INTEGER, "categories": {"type": "object"}, "verified": BOOLEAN,
-                            "hidden": BOOLEAN},
+                            "hidden": BOOLEAN,
+                            "partial": BOOLEAN | {"description": "the figures rest on fewer verdicts than the release "
+                                                                 "has (scoring failed, or papers this site cannot "
+                                                                 "score): the ones without count as failed"},
+                            "verdicts_stored": INTEGER | {"description": "(snippet, sample) verdicts stored, a "
+                                                                         "missing prediction's included"},
+                            "verdicts_expected": INTEGER | {"description": "snippets of the release x samples"},
+                            "partial_note": STRING | {"description": "why the figures are partial; empty if not"}},
                            {"coverage": NUMBER, "ranked": BOOLEAN,
                             "flagged_results": INTEGER | {"description": "results the engine flagged (tampering, ...)"},
                             "flags_cleared": BOOLEAN | {"description": "a reviewer cleared them: it may be ranked"}})
-            | {"description": "once scoring ended"},
+            | {"description": "once scoring ended: finished, or failed (then from partial results: partial true)"},
             "flags": {"type": "object", "description": "the text checks of the completions (reviewers only)"},
             "results": _array(_obj({"paper": STRING, "file": STRING, "snippet": STRING, "sample": INTEGER,
                                     "passed": BOOLEAN, "category": _nullable("string"),

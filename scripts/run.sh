@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Start the site with its embedded defaults: SQLite in var/, a Redis of its own (unless REDIS_URL
-# is set), the demo data, one RQ worker and gunicorn on 127.0.0.1:$PORT. Ctrl-C stops everything.
+# is set), the demo data, supervised RQ workers (one by default; a worker that ends is started
+# again), the reconcile watchdog and gunicorn on 127.0.0.1:$PORT. Ctrl-C stops everything.
 #
 #   ./scripts/run.sh                       # http://127.0.0.1:8000/
 #   PORT=9000 ./scripts/run.sh
@@ -8,7 +9,7 @@
 #
 # Settings come from the environment, then from .env (see .env.example). On its first start the
 # script adds a generated DJANGO_SECRET_KEY to .env, so manage.py commands typed later in a shell
-# find it with nothing exported. Also: DJANGO_DEBUG (off), PORT (8000), WEB_WORKERS (2),
+# find it with nothing exported. Also: DJANGO_DEBUG (off), PORT (8000), WEB_WORKERS (2), RCB_WORKERS (1),
 # RCB_VAR_DIR (var/), RCB_SKIP_DEMO=1 to skip loading the demo. Logs go to var/log/.
 source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
@@ -22,6 +23,7 @@ export DJANGO_DEBUG="${DJANGO_DEBUG:-0}"
 export DJANGO_SECURE_COOKIES="${DJANGO_SECURE_COOKIES:-0}"
 PORT="${PORT:-8000}"
 WEB_WORKERS="${WEB_WORKERS:-2}"
+RCB_WORKERS="${RCB_WORKERS:-1}"
 
 CHILDREN=()
 stop_children() {
@@ -84,7 +86,9 @@ fi
 
 # the services log to files, so that what to do next stays the last thing on the terminal
 LOG_DIR="$RCB_VAR_DIR/log"
-"$PY" manage.py rqworker scoring contributions default >>"$LOG_DIR/worker.log" 2>&1 &
+# the RQ workers, supervised (manage.py workers): one that ends (Redis away while it ran a job,
+# killed) is started again after a short pause, and the site goes on
+"$PY" manage.py workers --count "$RCB_WORKERS" scoring contributions default >>"$LOG_DIR/worker.log" 2>&1 &
 CHILDREN+=($!)
 # the watchdog: re-enqueues jobs of dead workers and whatever Redis lost (the database is the truth)
 "$PY" manage.py reconcile --every 30 >>"$LOG_DIR/reconcile.log" 2>&1 &
@@ -110,6 +114,7 @@ In another shell, in $ROOT (the settings come from .env: nothing to export):
   the published results:     .venv/bin/python manage.py import_published $PUBLISHED
   an API token for a user:   .venv/bin/python manage.py create_token USERNAME
 EOF
-# wait for the first child to end (or a signal); then stop the others
+# wait for the first child to end (or a signal); then stop the others. A worker's end is not one of
+# these: its supervisor starts it again (see worker.log)
 wait -n "${CHILDREN[@]}" || true
 log "a service stopped; shutting down"

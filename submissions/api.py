@@ -56,6 +56,7 @@ def _read_body(request: HttpRequest, limit: int) -> tuple[bytes, int]:
 
 def submission_payload(request: HttpRequest, submission: PredictionSubmission, *, with_results: bool = False) -> dict:
     user = request.user if getattr(request, "user", None) and request.user.is_authenticated else None
+    progress = selectors.submission_progress(submission=submission)
     payload: dict[str, Any] = {
         "id": submission.pk,
         "status": submission.status,
@@ -70,7 +71,7 @@ def submission_payload(request: HttpRequest, submission: PredictionSubmission, *
         "finished_at": submission.finished_at.isoformat() if submission.finished_at else None,
         "published": submission.is_published,
         "publish_when_finished": submission.publish_when_finished,
-        "progress": selectors.submission_progress(submission=submission),
+        "progress": progress,
         # papers of the release this site cannot score (no job for them), with the reason
         "not_scorable": release_scorability(release=submission.release).not_scorable,
         "status_url": request.build_absolute_uri(reverse("submissions:api_submission", args=[submission.pk])),
@@ -92,6 +93,8 @@ def submission_payload(request: HttpRequest, submission: PredictionSubmission, *
             "categories": ev.categories,
             "verified": ev.verified,
             "hidden": ev.hidden,
+            # a failed scoring's figures count what was not scored as failed: marked, with the counts
+            **selectors.submission_result_completeness(submission=submission, progress=progress),
         }
     if user is not None and user_is_reviewer(user):
         payload["flags"] = submission.flags

@@ -21,6 +21,7 @@ __all__ = [
     "submissions_of_user",
     "submissions_for_review",
     "submission_progress",
+    "submission_result_completeness",
     "submission_results",
     "scoring_queue_overview",
     "scoring_queue_stamp",
@@ -101,6 +102,28 @@ def submission_progress(*, submission: PredictionSubmission) -> dict:
         "active": submission.status in ACTIVE_STATUSES,
         "papers": papers,
     }
+
+
+def submission_result_completeness(*, submission: PredictionSubmission, progress: dict) -> dict[str, Any]:
+    """Do the evaluation's figures rest on a verdict for every (snippet, sample) of the release?
+
+    The stored figures count a snippet without a verdict as failed (``evaluation_aggregates_refresh``),
+    so those of a submission whose scoring failed, or of a release with papers this site cannot
+    score, come from partial results: ``partial`` says so, with the verdicts stored and expected
+    (a missing prediction is a verdict: the file's, not scoring's, gap). ``progress`` is
+    ``submission_progress``'s answer.
+    """
+    ev = submission.evaluation
+    expected = (ev.snippets_total if ev is not None else 0) * len(submission.sample_ids or [0])
+    stored = progress["done"]
+    partial = submission.status != Status.FINISHED or stored < expected
+    note = ""
+    if partial:
+        why = ("scoring did not finish" if submission.status != Status.FINISHED
+               else "papers of the release cannot be scored on this site")
+        note = (f"partial: {stored} of {expected} verdicts are stored ({why}); the {max(expected - stored, 0)} "
+                "others count as failed in these figures")
+    return {"partial": partial, "verdicts_stored": stored, "verdicts_expected": expected, "partial_note": note}
 
 
 #: finished jobs whose durations estimate the wait

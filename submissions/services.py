@@ -604,14 +604,19 @@ def _reason(exc: BaseException) -> str:
 
 
 def _job_retry_after_db_loss(*, job_id: int, rq_job_id: str, reason: str, tries: int = 10) -> None:
-    """Queue the job again on a fresh connection; if the database stays away, the watchdog will."""
+    """Queue the job again on a fresh connection; if the database stays away, the watchdog will.
+
+    The attempt is ours while the row holds our RQ id, running or (the loss came while claiming it)
+    still queued; a new attempt does not count as a lost worker (``_worker_losses``).
+    """
+    ours = Q(status__in=(Status.RUNNING, Status.QUEUED))
     for n in range(tries):
         if not connection.in_atomic_block:  # (a test's transaction keeps its connection)
             connection.close()  # the dead connection goes; the next query opens a new one
         try:
             with transaction.atomic():
-                job = ScoringJob.objects.filter(pk=job_id, rq_job_id=rq_job_id, status=Status.RUNNING).first()
-                if job is None or _job_requeue(job, expect=Q(status=Status.RUNNING),
+                job = ScoringJob.objects.filter(ours, pk=job_id, rq_job_id=rq_job_id).first()
+                if job is None or _job_requeue(job, expect=ours,
                                                note=f"the database connection was lost ({reason[:120]})"):
                     return
         except DatabaseError as exc:
@@ -624,9 +629,21 @@ def scoring_job_run(*, job_id: int, rq_job_id: str) -> str:
     """Score one paper of one submission: claim the job, run every snippet left, record the end.
 
     Returns 'done', 'failed', 'environment' (the paper's reference code fails in its environment:
-    the job waits for a repair), 'lost' (cancelled or re-assigned meanwhile) or 'skipped' (this RQ
-    job is not the job's current attempt, or the job is not queued).
+    the job waits for a repair), 'lost' (cancelled or re-assigned meanwhile), 'skipped' (this RQ
+    job is not the job's current attempt, or the job is not queued) or 'retry' (the database
+    connection dropped: the job is queued again, the submission is not charged).
     """
+    try:
+        return _scoring_job_attempt(job_id=job_id, rq_job_id=rq_job_id)
+    except (InterfaceError, OperationalError) as exc:
+        # dropped while claiming or settling the job (the scoring's own losses are caught inside):
+        # the same remedy, not the RQ failure that would leave the row for the watchdog
+        logger.warning("scoring job %s: database connection lost around the scoring (%s); queued again", job_id, exc)
+        _job_retry_after_db_loss(job_id=job_id, rq_job_id=rq_job_id, reason=_reason(exc))
+        return "retry"
+
+
+def _scoring_job_attempt(*, job_id: int, rq_job_id: str) -> str:
     now = _now()
     claimed = ScoringJob.objects.filter(pk=job_id, rq_job_id=rq_job_id, status=Status.QUEUED).update(
         status=Status.RUNNING, started_at=now, heartbeat_at=now, worker=_worker_name(), error=""
@@ -909,6 +926,27 @@ def submission_flags_clear(*, submission: PredictionSubmission, user: Any) -> bo
 # Watchdog and reconcile
 
 
+#: the watchdog's word in a job's history for an attempt whose worker died (stale heartbeat)
+WORKER_LOST = "stopped answering"
+
+
+def _worker_losses(job: ScoringJob) -> int:
+    """Attempts of the job whose worker died since it was last re-run by hand.
+
+    Only these count against RCB_JOB_MAX_ATTEMPTS (a job that keeps killing its worker gives up);
+    new attempts after a dropped database connection, an environment repair or a lost queue entry
+    are not the job's doing.
+    """
+    losses = 0
+    for entry in job.history or []:
+        event = str(entry.get("event", ""))
+        if " re-run by " in event:
+            losses = 0
+        elif event.startswith("attempt ") and WORKER_LOST in event:
+            losses += 1
+    return losses
+
+
 def scoring_jobs_watchdog(*, stale_after: float | None = None) -> dict[str, list[int]]:
     """Re-enqueue running jobs whose heartbeat stopped (their worker died); fail them after too many tries."""
     stale_after = settings.RCB_HEARTBEAT_STALE_SECONDS if stale_after is None else stale_after
@@ -917,9 +955,10 @@ def scoring_jobs_watchdog(*, stale_after: float | None = None) -> dict[str, list
     stale = Q(status=Status.RUNNING, heartbeat_at__lt=cutoff)
     for job in ScoringJob.objects.filter(stale).exclude(submission__status=Status.CANCELLED):
         with transaction.atomic():
-            if job.attempt >= settings.RCB_JOB_MAX_ATTEMPTS:
+            losses = _worker_losses(job) + 1  # this one included
+            if losses >= settings.RCB_JOB_MAX_ATTEMPTS:
                 reason = (
-                    f"its worker stopped answering {job.attempt} times (killed, or out of memory?) while scoring "
+                    f"its worker {WORKER_LOST} {losses} times (killed, or out of memory?) while scoring "
                     f"this paper; last on {job.worker or '?'}"
                 )
                 if ScoringJob.objects.filter(stale, pk=job.pk, rq_job_id=job.rq_job_id).update(
@@ -927,7 +966,7 @@ def scoring_jobs_watchdog(*, stale_after: float | None = None) -> dict[str, list
                 ):
                     _history_add(job.pk, reason)
                     report["failed"].append(job.pk)
-            elif _job_requeue(job, expect=stale, note=f"the worker {job.worker or '?'} stopped answering"):
+            elif _job_requeue(job, expect=stale, note=f"the worker {job.worker or '?'} {WORKER_LOST}"):
                 report["requeued"].append(job.pk)
         if report["failed"] and report["failed"][-1] == job.pk:
             submission_status_refresh(submission_id=job.submission_id)

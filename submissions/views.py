@@ -15,7 +15,7 @@ from leaderboard.selectors import evaluation_flags_pending
 
 from . import selectors, services
 from .forms import SubmissionForm
-from .models import ACTIVE_STATUSES
+from .models import ACTIVE_STATUSES, Status
 
 __all__ = [
     "submission_create", "submission_list", "submission_detail", "submission_action", "review_queue",
@@ -117,6 +117,8 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
     results = selectors.submission_results(submission=submission) if owner else []
     failures_only = request.GET.get("failures") == "1"
     shown = [r for r in results if not r["passed"]] if failures_only else results
+    progress = selectors.submission_progress(submission=submission)
+    ev = submission.evaluation
     return render(
         request,
         "submissions/detail.html",
@@ -124,7 +126,11 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "nav": "submit",
             "submission": submission,
             "release": submission.release,  # the header's leaderboard links follow the submission's release
-            "progress": selectors.submission_progress(submission=submission),
+            "progress": progress,
+            # figures once scoring ended; a failed scoring's are shown as partial (the API's "partial")
+            "show_result": ev is not None and ev.computed_at is not None
+            and submission.status in (Status.FINISHED, Status.FAILED),
+            "completeness": selectors.submission_result_completeness(submission=submission, progress=progress),
             "owner": owner,
             "reviewer": user_is_reviewer(request.user),
             # the engine's flags: the owner and reviewers see what kept the evaluation off the board

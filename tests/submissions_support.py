@@ -61,19 +61,29 @@ def free_port() -> int:
 
 
 class RedisServer:
-    """A redis-server of our own (no persistence) so a test may lose its data without touching others'."""
+    """A redis-server of our own so a test may lose its data without touching others'.
 
-    def __init__(self) -> None:
+    No persistence by default; with ``data_dir`` an append-only file there (fsync'd at every write,
+    as a production Redis with ``--appendonly yes`` keeps its data over a stop), so ``outage`` can
+    stop it and start it again on the same port with what it held.
+    """
+
+    def __init__(self, data_dir: Path | None = None) -> None:
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
+        self.data_dir = data_dir
 
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
+        keep = ["--appendonly", "no"]
+        if self.data_dir is not None:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            keep = ["--dir", str(self.data_dir), "--appendonly", "yes", "--appendfsync", "always"]
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", *keep],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         import redis
@@ -90,6 +100,12 @@ class RedisServer:
     def restart(self) -> None:
         """Stop and start again: every key is gone, as after a crash of an unpersisted Redis."""
         self.stop()
+        self.start()
+
+    def outage(self, seconds: float) -> None:
+        """Stop, stay away ``seconds``, start again on the same port (with its data if it keeps any)."""
+        self.stop()
+        time.sleep(seconds)
         self.start()
 
 
@@ -145,12 +161,35 @@ def worker_start(env: dict[str, str], *, name: str, log_dir: Path) -> subprocess
     )
 
 
+def session_kill(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
+    """Kill a process started with ``start_new_session`` and everything of its session (process
+    groups of its own included: RQ's work horses, a supervisor's workers)."""
+    victims = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[3]) == proc.pid:  # the session id (fields after the command name: state, ppid, pgrp, session)
+            victims.append(int(stat.parent.name))
+    for pid in victims:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+    _reap(proc)
+
+
 def process_group_kill(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
     """Kill a worker with everything it started (its work horse and the test runs)."""
     try:
         os.killpg(proc.pid, sig)
     except ProcessLookupError:
         pass
+    _reap(proc)
+
+
+def _reap(proc: subprocess.Popen) -> None:
     try:
         proc.wait(10)
     except subprocess.TimeoutExpired:

@@ -102,3 +102,86 @@ def test_a_dropped_database_connection_queues_the_job_again(client, release, tok
     # each result stored once: the second attempt continued where the first stopped
     rows = SnippetResult.objects.filter(evaluation_id=sub.evaluation_id, snippet__paper_id=job.paper_id)
     assert rows.count() == len(set(rows.values_list("snippet_id", "sample")))
+
+
+def test_a_dropped_connection_while_settling_the_job_queues_it_again(client, release, token, monkeypatch):
+    """Lost around the scoring (claim, the submission's refresh), not in it: the same remedy, never RQ's failure."""
+    sub = _submit(client, token)
+    job = sub.jobs.get(paper__paper_id="rope")
+    real = services.submission_status_refresh
+    calls = {"n": 0}
+
+    def refresh_drops_once(**kwargs):
+        calls["n"] += 1
+        if calls["n"] == 1:  # the refresh right after the claim
+            raise OperationalError("server closed the connection unexpectedly")
+        return real(**kwargs)
+
+    monkeypatch.setattr(services, "submission_status_refresh", refresh_drops_once)
+    assert jobs.score_paper(job.pk, job.rq_job_id) == "retry"
+    job.refresh_from_db()
+    assert job.status == Status.QUEUED and job.attempt == 2
+    assert "database connection was lost" in job.history[-1]["event"]
+    assert jobs.score_paper(job.pk, job.rq_job_id) == "done"
+    assert ScoringJob.objects.get(pk=job.pk).status == Status.FINISHED
+
+
+def test_new_attempts_after_dropped_connections_do_not_count_as_dead_workers(client, release, token, settings):
+    """RCB_JOB_MAX_ATTEMPTS is about workers that die on a job: two database losses leave a dead worker one more try."""
+    import datetime as dt
+
+    from django.utils import timezone
+
+    settings.RCB_JOB_MAX_ATTEMPTS = 2
+    sub = _submit(client, token)
+    job = sub.jobs.get(paper__paper_id="rope")
+    for _ in range(2):  # what _job_retry_after_db_loss leaves: a new attempt with the reason
+        ScoringJob.objects.filter(pk=job.pk).update(status=Status.RUNNING)
+        services._job_retry_after_db_loss(job_id=job.pk, rq_job_id=ScoringJob.objects.get(pk=job.pk).rq_job_id,
+                                          reason="OperationalError: terminating connection")
+    assert ScoringJob.objects.get(pk=job.pk).attempt == 3
+    long_ago = timezone.now() - dt.timedelta(minutes=10)
+    ScoringJob.objects.filter(pk=job.pk).update(status=Status.RUNNING, heartbeat_at=long_ago, worker="dead:1")
+    assert services.scoring_jobs_watchdog(stale_after=60) == {"requeued": [job.pk], "failed": []}
+    ScoringJob.objects.filter(pk=job.pk).update(status=Status.RUNNING, heartbeat_at=long_ago, worker="dead:2")
+    assert services.scoring_jobs_watchdog(stale_after=60) == {"requeued": [], "failed": [job.pk]}
+    failed = ScoringJob.objects.get(pk=job.pk)
+    assert failed.status == Status.FAILED and "stopped answering 2 times" in failed.error
+
+
+def test_the_figures_of_a_failed_submission_are_marked_partial(client, settings):
+    """A paper whose files are gone fails its job: the API and the page say the figures rest on part of the verdicts."""
+    from leaderboard.models import ReleasePaper, Snippet
+
+    release = demo_release_create(slug="partial", papers=["rope", "minp-sampling"])
+    ReleasePaper.objects.filter(release=release, paper__paper_id="minp-sampling").update(
+        folder="/nonexistent/minp-sampling", archive="")
+    user = User.objects.create_user("carol", "carol@example.org", "pw-carol-123!")
+    sub, _ = services.prediction_submission_create(
+        user=user, release=release, data=predictions_bytes(papers=["rope", "minp-sampling"]), model_name="Model-P",
+    )
+    outcomes = {j.paper.paper_id: jobs.score_paper(j.pk, j.rq_job_id) for j in sub.jobs.select_related("paper")}
+    assert outcomes == {"rope": "done", "minp-sampling": "failed"}
+    sub.refresh_from_db()
+    assert sub.status == Status.FAILED
+    rope = Snippet.objects.filter(release=release, paper__paper_id="rope").count()
+    expected = Snippet.objects.filter(release=release).count()
+    client.force_login(user)
+    result = client.get(f"/api/v1/submissions/{sub.pk}").json()["result"]
+    assert result["partial"] is True and result["ranked"] is False
+    assert (result["verdicts_stored"], result["verdicts_expected"]) == (rope, expected)
+    assert result["partial_note"].startswith(f"partial: {rope} of {expected} verdicts are stored (scoring did not finish)")
+    page = client.get(f"/submissions/{sub.pk}/").content.decode()
+    assert "Partial result" in page and 'id="result-partial"' in page and f"{rope} of {expected} verdicts" in page
+
+
+def test_the_figures_of_a_finished_submission_are_not_partial(client, release, token):
+    sub = _submit(client, token)
+    # the file predicts rope only: focal-loss's snippets get 'missing' verdicts (the file's gap, not scoring's)
+    assert {jobs.score_paper(j.pk, j.rq_job_id) for j in sub.jobs.all()} == {"done"}
+    result = client.get(f"/api/v1/submissions/{sub.pk}", HTTP_AUTHORIZATION=f"Token {token}").json()["result"]
+    assert result["partial"] is False and result["partial_note"] == ""
+    assert result["verdicts_stored"] == result["verdicts_expected"] == result["snippets_total"]
+    client.force_login(sub.user)
+    page = client.get(f"/submissions/{sub.pk}/").content.decode()
+    assert 'id="result"' in page and "Partial result" not in page
