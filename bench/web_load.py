@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import secrets
@@ -28,6 +29,8 @@ from pathlib import Path
 from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from leaderboard.query import TABLE_ROWS  # noqa: E402 - the rows of a page of a long table
 TARGET_WARM = 0.5  # issue 14: every public page, warm, >= 0.5 x the trivial endpoint
 TARGET_COLD = 0.1
 
@@ -100,11 +103,12 @@ def page_targets(base: str, release: str, get: Callable[[str], tuple[int, bytes]
     snippets = json.loads(get(f"{base}/api/v1/papers/{paper}?release={release}")[1])["snippets"]
     snippet = urllib.parse.urlencode({"release": release, "file": snippets[0]["file"], "name": snippets[0]["name"]})
     q = f"release={release}"
+    last = math.ceil(len(board["rows"]) / TABLE_ROWS)  # long tables come TABLE_ROWS rows a page
+    later = {"overall, last page": f"{base}/leaderboard/?{q}&page={last}"} if last > 1 else {}
     return {
         "home": f"{base}/?{q}",
         "overall leaderboard": f"{base}/releases/{release}/leaderboard/",
-        # long tables come 100 rows a page (leaderboard.query.table_page); page 2 exists from 100 rows
-        "overall, page 2": f"{base}/leaderboard/?{q}&page=2",
+        **later,
         "overall, sorted + filtered": f"{base}/leaderboard/?{q}&sort=cost&open_weights=1",
         "overall CSV": f"{base}/leaderboard/?{q}&format=csv",
         "per paper (heatmap)": f"{base}/leaderboard/papers/?{q}",
