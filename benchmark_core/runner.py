@@ -31,6 +31,9 @@ __all__ = [
     "build_file",
     "run_task",
     "run_tasks",
+    "reference_run",
+    "reference_known",
+    "reference_failures_forget",
     "environment_run",
     "HARNESS_VERSION",
 ]
@@ -245,6 +248,23 @@ def _reference_known(key: tuple[str, str], store: ReferenceStore | None) -> dict
     return info
 
 
+def reference_known(sandbox: Sandbox, paper: Paper, *, store: ReferenceStore | None = None) -> dict | None:
+    """The paper's reference outcome in ``sandbox``'s environment if this process or ``store`` knows it
+    (what ``reference_run`` would answer without running anything), else None."""
+    key = (environment_id(sandbox, PaperSpec.from_paper(paper)), _content_hash(paper))
+    return _reference_known(key, store)
+
+
+def reference_failures_forget() -> int:
+    """Forget the failed reference outcomes this process believes (a long-lived worker starting a job
+    that must see a repaired environment); passing outcomes stay. Returns how many were dropped."""
+    with _REFERENCE_LOCK:
+        failed = [key for key, info in _REFERENCE.items() if "at" in info]
+        for key in failed:
+            del _REFERENCE[key]
+    return len(failed)
+
+
 def _reference_store_key(key: tuple[str, str]) -> str:
     from .cache import verdict_key  # noqa: PLC0415
 
@@ -274,6 +294,7 @@ def reference_run(session: SandboxSession, paper: Paper, *, timeout: float, runs
             "passed": first["passed"],
             # what the reference code did that a completion's run may do too (apply_proof)
             "audit": results[0].extra.get("audit"),
+            "seconds": round(results[0].seconds, 3),
         }
         lost = next((r.extra["sandbox_error"] for r in results if r.extra.get("sandbox_error")), None)
         if lost:
@@ -502,13 +523,19 @@ class _Sessions:
         if session is not None:
             session.close()
 
-    def close_all(self) -> None:
+    def close_all(self, *, abort: bool = False) -> None:
+        """Close every open session; with ``abort``, end the runs going on in them now (a pooled
+        session is then discarded, not given back with a test still running in it)."""
         with self.lock:
             self.closed = True
             sessions = list(self.sessions.values())
             self.sessions.clear()
         for session in sessions:
-            session.close()
+            stop = getattr(session, "discard", None) if abort else None
+            try:
+                (stop or session.close)()
+            except Exception:  # noqa: BLE001 - closing is best effort; the others still close
+                pass
 
 
 def _open_failure(exc: BaseException) -> str:
@@ -555,14 +582,21 @@ def run_tasks(
     timeout: float = 60.0,
     progress: Callable[[TestRun], None] | None = None,
     cache: "VerdictCache | None" = None,
+    store: ReferenceStore | None = None,
+    stop: threading.Event | None = None,
 ) -> list[TestRun]:
     """Run tasks in parallel (one session per paper); results come back in task order.
 
     With ``cache``, a task whose verdict is stored for the same paper content, snippet, code and
     environment is not run again, provided the paper was shown deterministic in this environment
     (its reference run, made twice, gave identical outcomes); new verdicts of such papers are stored.
+    ``store`` keeps the papers' reference outcomes across processes without caching verdicts
+    (``cache`` is one too, and wins). ``progress`` is called with each result as it comes, in the
+    calling thread. Once ``stop`` is set no task starts, the runs going on are ended (their sessions
+    aborted) and the results not yet reported are left out of the list.
     """
     workers = max(1, workers or os.cpu_count() or 1)
+    store = cache if cache is not None else store
     results: list[TestRun | None] = [None] * len(tasks)
     keys: list[str | None] = [None] * len(tasks)
     paper_keys: dict[str, str] = {}
@@ -591,7 +625,8 @@ def run_tasks(
     for i in todo:
         counts[tasks[i].paper.id] += 1
     order = list({tasks[i].paper.id: tasks[i].paper for i in todo if tasks[i].code is not None}.values())
-    sessions = _Sessions(sandbox, counts, order=order, timeout=timeout, store=cache)
+    sessions = _Sessions(sandbox, counts, order=order, timeout=timeout, store=store)
+    halted = threading.Event()  # set once ``stop`` is, or when this call ends early (an exception)
 
     def deterministic(task: Task, session: SandboxSession, paper_timeout: float) -> bool:
         assert cache is not None
@@ -603,9 +638,11 @@ def run_tasks(
             cache.set_deterministic(pk, known, json.dumps(info))
         return known
 
-    def work(index: int) -> tuple[int, TestRun]:
+    def work(index: int) -> tuple[int, TestRun | None]:
         task = tasks[index]
         try:
+            if halted.is_set():
+                return index, None
             if task.code is None:
                 return index, missing_run(task)
             paper_timeout = task.paper.timeout or timeout
@@ -615,24 +652,53 @@ def run_tasks(
             if problem is not None:
                 return index, environment_run(task, environment=environment_name(task.paper), reason=problem)
             assert session is not None
-            run = run_task(session, task, timeout=paper_timeout, store=cache)
+            run = run_task(session, task, timeout=paper_timeout, store=store)
             if cache is not None and keys[index] and deterministic(task, session, paper_timeout):
                 stored = asdict(run)
                 stored["extra"] = dict(run.extra)
                 cache.put(keys[index], stored)
             return index, run
+        except Exception:
+            if halted.is_set():  # its session was aborted under it: no result
+                return index, None
+            raise
         finally:
             sessions.done(task.paper.id)
 
+    def halt() -> None:
+        if not halted.is_set():
+            halted.set()
+            sessions.close_all(abort=True)
+
+    finished = threading.Event()
+
+    def watch() -> None:  # ends the runs as soon as ``stop`` is set
+        assert stop is not None
+        while not finished.is_set():
+            if stop.wait(0.05):
+                halt()
+                return
+
+    executor = ThreadPoolExecutor(max_workers=workers)
     try:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = [pool.submit(work, i) for i in todo]
-            for future in as_completed(futures):
-                index, run = future.result()
-                results[index] = run
-                if progress is not None:
-                    progress(run)
+        if stop is not None:
+            if stop.is_set():
+                halted.set()
+            threading.Thread(target=watch, daemon=True, name="run-tasks-stop").start()
+        futures = [executor.submit(work, i) for i in todo]
+        for future in as_completed(futures):
+            index, run = future.result()
+            if run is None or halted.is_set():
+                continue
+            results[index] = run
+            if progress is not None:
+                progress(run)
+    except BaseException:
+        halt()  # a failing progress callback, a job timeout: nothing goes on running behind the caller
+        raise
     finally:
+        finished.set()
+        executor.shutdown(wait=True, cancel_futures=True)
         sessions.close_all()
     # every run of a paper whose environment failed is an environment error (missing and cached ones too)
     broken = {pid: reason for pid, reason in {**sessions.gates, **sessions.problems}.items() if reason}

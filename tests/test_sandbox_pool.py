@@ -132,3 +132,66 @@ def test_scorings_through_the_pool_share_a_runner_and_give_the_same_verdicts(pse
     finally:
         pool.close()
         plain.close()
+
+
+def _endless_then_stop(pset, sandbox) -> tuple[list, list]:
+    """A quick task and an endless one (10 minutes of timeout) in parallel; the quick one's result
+    sets ``stop``. Returns (the results, what progress saw); a stop that did not end the endless
+    run would keep run_tasks for its whole timeout."""
+    import threading
+
+    stop = threading.Event()
+    seen = []
+
+    def progress(run):
+        seen.append(run)
+        stop.set()
+
+    tasks = _tasks(pset, ["import time; time.sleep(0.5); return x * 2", "while True: pass"])
+    done: list = []
+    caller = threading.Thread(target=lambda: done.append(
+        run_tasks(tasks, sandbox=sandbox, workers=2, timeout=600, progress=progress, stop=stop)), daemon=True)
+    caller.start()
+    caller.join(180)  # a liveness bound (the endless run's timeout is 600 s), not a timing assertion
+    assert done, "run_tasks went on after stop was set"
+    return done[0], seen
+
+
+def test_a_stop_ends_the_running_tests_and_discards_the_pooled_runner(pset):
+    pool = SandboxPool(get_sandbox("bwrap", shared_parent=False), reaper=False)
+    try:
+        with pool.open(_spec(pset)) as warm:
+            pid = warm.server_pid
+        runs, seen = _endless_then_stop(pset, pool)
+        # the quick one was reported and returned; the endless one was ended, neither reported nor returned
+        assert [(r.sample, r.passed) for r in runs] == [(r.sample, r.passed) for r in seen] == [(0, True)]
+        # its runner (with the endless test in it) is gone, not given back to the pool
+        assert len(pool) == 0 and not _alive(pid)
+        assert run_tasks(_tasks(pset, ["return x * 2"]), sandbox=pool)[0].passed
+        assert pool.opened == 2
+    finally:
+        pool.close()
+
+
+def test_a_stop_ends_the_running_tests_of_a_plain_sandbox(pset):
+    plain = get_sandbox("bwrap")
+    try:
+        runs, seen = _endless_then_stop(pset, plain)
+        assert [(r.sample, r.passed) for r in runs] == [(r.sample, r.passed) for r in seen] == [(0, True)]
+    finally:
+        plain.close()
+
+
+def test_shared_processes_count_once_against_the_memory_bound(pset):
+    """Sessions served by one warm parent report the same parent process: counted once, not per session."""
+    from benchmark_core.sandbox.pool import sessions_memory_bytes
+
+    shared = get_sandbox("bwrap")  # one warm parent per environment
+    try:
+        with shared.open(_spec(pset, "probe")) as a, shared.open(_spec(pset, "other")) as b:
+            assert a.run({}, timeout=60).exit_code == 0 and b.run({}, timeout=60).exit_code == 0
+            assert a.server_pid == b.server_pid
+            one = sessions_memory_bytes([a])
+            assert one > 1024 * 1024 and sessions_memory_bytes([a, b]) < 1.5 * one
+    finally:
+        shared.close()

@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping
 
 from .base import PaperSpec, RunResult, Sandbox, SandboxSession
 
-__all__ = ["SandboxPool", "session_memory_bytes"]
+__all__ = ["SandboxPool", "session_memory_bytes", "sessions_memory_bytes"]
 
 
 def _children() -> dict[int, list[int]]:
@@ -41,13 +41,29 @@ def _children() -> dict[int, list[int]]:
     return tree
 
 
-def _tree_rss(pid: int) -> int:
-    """Resident bytes of ``pid`` and its descendants (what a warm runner and its runs hold)."""
-    tree, total, todo, page = _children(), 0, [pid], os.sysconf("SC_PAGE_SIZE")
+def _process_bytes(pid: int, page: int) -> int:
+    """What one process holds: its proportional set size (a page shared by n processes counts 1/n:
+    forked warm runners share their parent's imports), else its resident size."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, IndexError, ValueError):
+        pass
+    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * page
+
+
+def _tree_rss(*pids: int) -> int:
+    """Bytes held by ``pids`` and their descendants, each process counted once (what warm runners
+    and their runs hold; sessions served by one warm parent report the same parent)."""
+    tree, total, todo, seen, page = _children(), 0, list(pids), set(), os.sysconf("SC_PAGE_SIZE")
     while todo:
         current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
         try:
-            total += int(Path(f"/proc/{current}/statm").read_text().split()[1]) * page
+            total += _process_bytes(current, page)
         except (OSError, IndexError, ValueError):
             continue
         todo.extend(tree.get(current, ()))
@@ -66,13 +82,22 @@ def _container_memory(container_id: str) -> int | None:
 
 def session_memory_bytes(session: SandboxSession) -> int:
     """What a session's processes hold in memory (0 when the backend does not say)."""
-    pid = getattr(session, "server_pid", None)
-    if pid:
-        return _tree_rss(int(pid))
-    container = getattr(session, "container_id", None)
-    if container:
-        return _container_memory(str(container)) or 0
-    return 0
+    return sessions_memory_bytes([session])
+
+
+def sessions_memory_bytes(sessions: list[SandboxSession]) -> int:
+    """What the sessions' processes hold together, a process or container they share counted once."""
+    pids: set[int] = set()
+    containers: set[str] = set()
+    for session in sessions:
+        pid = getattr(session, "server_pid", None)
+        container = getattr(session, "container_id", None)
+        if pid:
+            pids.add(int(pid))
+        elif container:
+            containers.add(str(container))
+    total = _tree_rss(*pids) if pids else 0
+    return total + sum(_container_memory(c) or 0 for c in containers)
 
 
 class _Entry:
@@ -110,6 +135,14 @@ class _Lease(SandboxSession):
         if not self._released:
             self._released = True
             self.sandbox._release(self._entry)  # type: ignore[attr-defined]
+
+    def discard(self) -> None:
+        """End the pooled session now, with whatever runs in it (a cancelled scoring's running test),
+        instead of giving it back; the next ``open`` of its paper starts a new one. Other leases of
+        the same session see it closed."""
+        if not self._released:
+            self._released = True
+            self.sandbox._discard(self._entry)  # type: ignore[attr-defined]
 
 
 class SandboxPool(Sandbox):
@@ -195,6 +228,13 @@ class SandboxPool(Sandbox):
             return
         self._trim()
 
+    def _discard(self, entry: _Entry) -> None:
+        with self.lock:
+            entry.users -= 1
+            if self.entries.get(entry.key) is entry:
+                del self.entries[entry.key]
+        entry.session.close()
+
     def prune(self) -> int:
         """Close the sessions idle longer than ``idle_seconds``; return how many were closed."""
         now = self.clock()
@@ -216,7 +256,7 @@ class SandboxPool(Sandbox):
                     return closed
                 over = len(self.entries) > self.max_sessions
             if not over and self.memory_mb is not None:
-                held = sum(session_memory_bytes(e.session) for e in list(self.entries.values()))
+                held = sessions_memory_bytes([e.session for e in list(self.entries.values())])
                 over = held > self.memory_mb * 1024 * 1024
             if not over:
                 return closed
