@@ -149,6 +149,9 @@ RQ_QUEUES = {
     name: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": int(os.environ.get("RCB_JOB_TIMEOUT", "3600"))}
     for name in ("default", "scoring", "contributions")
 }
+# `manage.py rqworker` makes this worker: scoring jobs run in the worker process itself, which keeps
+# warm sandboxes between them (scoring.sandbox.job_sandbox); other queues' jobs get a forked work horse
+RQ = {"WORKER_CLASS": "scoring.queue.ScoringWorker"}
 
 # Django's cache: the page cache (leaderboard.page_cache), the API's responses and selector figures.
 # redis (shared by every process; production), locmem (per process) or file (shared, no Redis).
@@ -210,6 +213,18 @@ RCB_SUBMISSIONS_PER_DAY = int(os.environ.get("RCB_SUBMISSIONS_PER_DAY", "5"))
 RCB_HEARTBEAT_SECONDS = float(os.environ.get("RCB_HEARTBEAT_SECONDS", "5"))
 RCB_HEARTBEAT_STALE_SECONDS = float(os.environ.get("RCB_HEARTBEAT_STALE_SECONDS", "60"))
 RCB_JOB_MAX_ATTEMPTS = int(os.environ.get("RCB_JOB_MAX_ATTEMPTS", "3"))
+# Scoring workers (scoring.queue.ScoringWorker): parallel runs of one (submission, paper) job; the warm
+# sandboxes a worker keeps between jobs (benchmark_core.sandbox.pool): at most RCB_SANDBOX_POOL_SESSIONS,
+# closed after RCB_SANDBOX_POOL_IDLE_SECONDS idle, least recently used first while they hold more than
+# RCB_SANDBOX_POOL_MEMORY_MB together (0: no memory cap); RCB_SANDBOX_POOL=0 opens a sandbox per job.
+RCB_SCORING_THREADS = int(os.environ.get("RCB_SCORING_THREADS") or os.cpu_count() or 1)
+RCB_SANDBOX_POOL = env_bool("RCB_SANDBOX_POOL", True)
+RCB_SANDBOX_POOL_SESSIONS = int(os.environ.get("RCB_SANDBOX_POOL_SESSIONS", "16"))
+RCB_SANDBOX_POOL_IDLE_SECONDS = float(os.environ.get("RCB_SANDBOX_POOL_IDLE_SECONDS", "900"))
+RCB_SANDBOX_POOL_MEMORY_MB = int(os.environ.get("RCB_SANDBOX_POOL_MEMORY_MB", "4096"))
+# papers' reference outcomes by (paper content, environment, harness version), shared by this host's
+# workers and kept over restarts (a passing outcome only: a failing one is run again by every job)
+RCB_REFERENCE_CACHE = Path(os.environ.get("RCB_REFERENCE_CACHE") or VAR_DIR / "cache" / "references.sqlite3")
 RCB_SITE_URL = os.environ.get("RCB_SITE_URL", "http://localhost:8000")  # for links in e-mails
 LOGIN_REDIRECT_URL = "/accounts/profile/"
 LOGOUT_REDIRECT_URL = "/"

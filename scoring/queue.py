@@ -11,14 +11,17 @@ from typing import Any
 
 import django_rq
 from django.conf import settings
-from rq import Queue
+from rq import Queue, Worker
+from rq.defaults import DEFAULT_WORKER_TTL
 from rq.exceptions import NoSuchJobError
 from rq.job import Job
 from rq.registry import StartedJobRegistry
+from rq.worker import WorkerStatus
 
 __all__ = [
     "SCORING", "CONTRIBUTIONS", "URLS_MODULE", "HOME_URL_NAME", "queue_get", "job_push", "rq_job_state",
     "rq_job_cancel", "queued_rq_ids", "job_alive", "job_forget", "job_attempt", "scoring_job_push",
+    "ScoringWorker",
 ]
 
 SCORING = "scoring"
@@ -103,3 +106,41 @@ def job_attempt(*, queue: str, rq_job_id: str) -> int:
         return int(Job.fetch(rq_job_id, connection=queue_get(queue).connection).meta.get("attempt", 1))
     except NoSuchJobError:
         return 0
+
+
+class ScoringWorker(Worker):
+    """The site's RQ worker (settings.RQ["WORKER_CLASS"]): a scoring job runs in the worker process
+    itself, not in a work horse forked for it, so the warm sandboxes the process keeps
+    (``scoring.sandbox.job_sandbox``) serve its next jobs; other queues' jobs get their horse as usual.
+
+    What the horse gave a scoring job is kept: its own database connections (closed around each
+    job), RQ's job timeout (SIGALRM in this process), a heartbeat in Redis for the job's whole time
+    limit. A worker killed mid-job leaves the job's row running without a heartbeat: the watchdog
+    (``reconcile``) queues it again; a cancel reaches the running test through the row's heartbeat.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        from .sandbox import sandboxes_keep  # noqa: PLC0415
+
+        sandboxes_keep()
+
+    def execute_job(self, job: Job, queue: Queue) -> None:
+        if job.origin != SCORING:
+            return super().execute_job(job, queue)
+        from django.db import connections  # noqa: PLC0415
+
+        execution = self.prepare_execution(job)
+        connections.close_all()  # fresh connections, as a horse's: one the database dropped is not reused
+        try:
+            self.perform_job(job, queue, execution)
+        finally:
+            connections.close_all()
+            self.set_state(WorkerStatus.IDLE)
+        return None
+
+    def get_heartbeat_ttl(self, job: Job, working_time: float = 0.0) -> int:
+        if job.origin != SCORING:
+            return super().get_heartbeat_ttl(job, working_time)
+        # nobody refreshes it while the job runs here: it covers the job's whole time limit
+        return DEFAULT_WORKER_TTL if job.timeout == -1 else int(job.timeout or DEFAULT_WORKER_TTL) + 60

@@ -5,16 +5,31 @@
   is refused unless RCB_ALLOW_LOCAL_SANDBOX says the data is trusted (tests, a private install).
 - ``demo``: the project's own demo data. The configured backend when it can run, else ``local``
   with a warning (the code is ours).
+
+A scoring job takes its sandbox from ``job_sandbox``: in a process that outlives its jobs (the
+scoring worker, ``scoring.queue.ScoringWorker``, calls ``sandboxes_keep``) that is the process's
+warm pool (``benchmark_core.sandbox.pool.SandboxPool``: sessions kept between jobs per environment
+and paper version, bounded in count, idle time and memory), elsewhere a sandbox of the job's own.
+``reference_store`` is where the papers' passing reference outcomes outlive a process: a SQLite
+file of this host (RCB_REFERENCE_CACHE) keyed by paper content, environment and harness version.
 """
 from __future__ import annotations
 
-from typing import Any
+import atexit
+import os
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
 
 from django.conf import settings
 
+from benchmark_core.cache import VerdictCache
 from benchmark_core.sandbox.base import Sandbox, SandboxUnavailable, get_sandbox
+from benchmark_core.sandbox.pool import SandboxPool
 
-__all__ = ["PUBLIC", "DEMO", "TRUST_LEVELS", "SandboxRefused", "sandbox_for", "sandbox_environment_options"]
+__all__ = ["PUBLIC", "DEMO", "TRUST_LEVELS", "SandboxRefused", "sandbox_for", "sandbox_environment_options",
+           "sandboxes_keep", "job_sandbox", "reference_store"]
 
 PUBLIC = "public"
 DEMO = "demo"
@@ -68,3 +83,96 @@ def sandbox_for(*, trust: str, backend: str | None = None, environments: bool = 
             "trusted data only)"
         )
     return sandbox
+
+
+# --------------------------------------------------------------------------------------------
+# What a scoring job runs in: the worker's warm pool, and reference outcomes shared on this host
+
+_KEEP = threading.Event()
+_POOL_LOCK = threading.Lock()
+_POOL: dict[str, Any] = {}  # "key": the configuration it was made for, "pool": the SandboxPool
+
+
+def sandboxes_keep() -> None:
+    """This process outlives its jobs (a scoring worker): keep their sandboxes warm between them."""
+    _KEEP.set()
+
+
+def _pool_config(trust: str) -> tuple:
+    return (os.getpid(), trust, settings.RCB_SANDBOX_BACKEND, settings.RCB_PYTHON, settings.RCB_ENVS_DIR,
+            settings.RCB_ENV_PYTHONS, settings.RCB_ALLOW_LOCAL_SANDBOX, settings.RCB_SANDBOX_POOL_SESSIONS,
+            settings.RCB_SANDBOX_POOL_IDLE_SECONDS, settings.RCB_SANDBOX_POOL_MEMORY_MB)
+
+
+def _pool_close() -> None:
+    with _POOL_LOCK:
+        pool = _POOL.pop("pool", None)
+        _POOL.clear()
+    if pool is not None:
+        pool.close()
+
+
+def _pool_get(trust: str) -> SandboxPool:
+    """The process's pool for the configuration in force (a changed one replaces it: one pool at a time)."""
+    key = _pool_config(trust)
+    old = None
+    with _POOL_LOCK:
+        if _POOL.get("key") == key:
+            return _POOL["pool"]
+        if _POOL.get("key", (None,))[0] == os.getpid():
+            old = _POOL.get("pool")  # (a forked child's copy belongs to its parent: left alone)
+        pool = SandboxPool(sandbox_for(trust=trust), max_sessions=settings.RCB_SANDBOX_POOL_SESSIONS,
+                           idle_seconds=settings.RCB_SANDBOX_POOL_IDLE_SECONDS,
+                           memory_mb=settings.RCB_SANDBOX_POOL_MEMORY_MB or None)
+        if not _POOL:
+            atexit.register(_pool_close)
+        _POOL.update(key=key, pool=pool)
+    if old is not None:
+        old.close()  # its idle sessions now; leased ones when given back
+    return pool
+
+
+@contextmanager
+def job_sandbox(*, trust: str = PUBLIC) -> Iterator[Sandbox]:
+    """The sandbox a scoring job opens its papers in (closing a session gives a pooled one back).
+
+    The process's warm pool when it keeps sandboxes between jobs (``sandboxes_keep``, RCB_SANDBOX_POOL),
+    else a sandbox of the job's own, closed when the job is done.
+    """
+    if _KEEP.is_set() and settings.RCB_SANDBOX_POOL:
+        yield _pool_get(trust)
+        return
+    sandbox = sandbox_for(trust=trust)
+    try:
+        yield sandbox
+    finally:
+        sandbox.close()
+
+
+class _PassingReferences:
+    """A ``runner.ReferenceStore`` over a VerdictCache file keeping passing outcomes only: a failing
+    reference (a broken environment) is made again by every job, so a repair is seen at once."""
+
+    def __init__(self, path: Path):
+        self.cache = VerdictCache(path)
+
+    def reference_get(self, key: str, *, failed_seconds: float) -> tuple[dict, float] | None:
+        return self.cache.reference_get(key, failed_seconds=0.0)  # a failed row is never believed
+
+    def reference_put(self, key: str, info: dict, *, passed: bool) -> None:
+        if passed:
+            self.cache.reference_put(key, info, passed=True)
+
+
+_STORES: dict[tuple[int, str], _PassingReferences] = {}
+
+
+def reference_store() -> _PassingReferences:
+    """This host's store of passing reference outcomes (RCB_REFERENCE_CACHE), one per process and file."""
+    path = Path(settings.RCB_REFERENCE_CACHE)
+    key = (os.getpid(), str(path))
+    with _POOL_LOCK:
+        store = _STORES.get(key)
+        if store is None:
+            store = _STORES[key] = _PassingReferences(path)
+    return store

@@ -39,21 +39,13 @@ from benchmark_core.predictions import LineProblem, parse_predictions, text_prob
 from benchmark_core.problemset import Paper as CorePaper
 from benchmark_core.problemset import paper_folder_load
 from scoring.paper_store import release_paper_archive_ensure, release_paper_folder
-from benchmark_core.runner import (
-    HARNESS_VERSION,
-    Task,
-    answer_code,
-    missing_run,
-    reference_run,
-    run_task,
-)
+from benchmark_core.runner import HARNESS_VERSION, Task, answer_code, reference_failures_forget, reference_known, run_tasks
 from accounts.roles import user_is_reviewer
-from benchmark_core.sandbox.base import PaperSpec, SandboxUnavailable
 from benchmark_core.scoring import parse_cutoff
 from leaderboard.models import Evaluation, LLMModel, Release, ReleasePaper, Snippet, SnippetResult
 from scoring import queue
 from scoring.results import evaluation_results_write, result_row_from_run
-from scoring.sandbox import PUBLIC, SandboxRefused, sandbox_for
+from scoring.sandbox import PUBLIC, SandboxRefused, job_sandbox, reference_store
 from leaderboard.services import evaluation_aggregates_refresh, release_touch
 
 from .flags import CompletionInput, submission_flags_compute
@@ -514,23 +506,14 @@ def _environment_record(*, release_paper_id: int, environment: str, ok: bool, re
     return not ok
 
 
-def _environment_gate(job: ScoringJob, session: Any, paper: CorePaper, *, timeout: float) -> None:
-    """Run the paper's reference code (the run the proof needs anyway); raise _EnvironmentBroken if it fails."""
-    started = time.monotonic()
-    info = reference_run(session, paper, timeout=timeout)
-    seconds = time.monotonic() - started
-    environment = _environment_name(paper) or session.sandbox.describe()
-    if info.get("sandbox_error"):  # the sandbox failed, not the code: an ordinary failure (re-run)
-        raise RuntimeError(f"the sandbox failed during the reference run: {info['sandbox_error']}")
-    if not info.get("passed") or info.get("completed") is False:  # the engine's rule (runner._Sessions.problem)
-        reason = str(info.get("environment_error") or info.get("reason") or "").strip() or (
-            "the paper's reference code does not pass its test in this environment"
-        )
-        raise _EnvironmentBroken(environment, reason)
-    _environment_record(release_paper_id=job.release_paper_id, environment=environment, ok=True, seconds=seconds)
-
-
 def _paper_score(job: ScoringJob, beat: _Heartbeat) -> str:
+    """Run the job's snippets left through the engine's ``run_tasks``, each result written as it comes.
+
+    The paper's reference code is run first (the engine's health gate, the run the proof needs
+    anyway; a passing outcome known for this paper content and environment is not run again): when
+    it fails the job raises _EnvironmentBroken. A cancel (the heartbeat finds the job no longer
+    ours) stops the runs at once: their sessions are aborted and nothing more is written.
+    """
     submission = job.submission
     paper = _core_paper_load(job.release_paper)
     rows = {(s.file, s.name): s for s in Snippet.objects.filter(release_id=submission.release_id, paper_id=job.paper_id)}
@@ -549,7 +532,8 @@ def _paper_score(job: ScoringJob, beat: _Heartbeat) -> str:
             "snippet_id", "sample"
         )
     )
-    todo = []
+    tasks: list[Task] = []
+    answers: dict[tuple[str, str, int], tuple[int, str]] = {}  # (file, snippet, sample) -> (row id, completion)
     for sample in submission.sample_ids or [0]:
         for snip in paper.snippets:
             row = rows[(snip.file, snip.name)]
@@ -557,45 +541,59 @@ def _paper_score(job: ScoringJob, beat: _Heartbeat) -> str:
                 continue
             answer = completions.get((row.id, sample))
             code = answer_code(paper, snip, answer) if answer is not None else None
-            todo.append((row.id, Task(paper, snip, code, sample), answer or ""))
-    sandbox = session = None
-    timeout = paper.timeout or settings.RCB_RUN_TIMEOUT
-    try:
-        for snippet_id, task, answer in todo:
-            if beat.lost:
-                return "lost"
-            if task.code is None:
-                run = missing_run(task)
-            else:
-                if session is None:
-                    sandbox = sandbox_for(trust=PUBLIC)
-                    try:
-                        session = sandbox.open(PaperSpec.from_paper(paper))
-                        beat.on_lost = session.close  # a cancel stops the running test within a heartbeat
-                    except SandboxUnavailable as exc:  # its environment cannot be built or opened here
-                        raise _EnvironmentBroken(_environment_name(paper) or sandbox.describe(), str(exc)) from exc
-                    _environment_gate(job, session, paper, timeout=timeout)
-                run = run_task(session, task, timeout=timeout)
-                if run.category == "environment":  # the engine's own health gate said so
-                    raise _EnvironmentBroken(
-                        str(run.extra.get("environment") or _environment_name(paper)),
-                        str(run.extra.get("environment_error") or run.output_tail[-500:] or "environment error"),
-                    )
-            with transaction.atomic():
-                # the job row locked: a cancel (or a watchdog re-assignment) either came before, and nothing
-                # is written, or waits for this write
-                if not ScoringJob.objects.select_for_update().filter(
-                    pk=job.pk, rq_job_id=job.rq_job_id, status=Status.RUNNING
-                ).exists():
-                    return "lost"
-                evaluation_results_write(evaluation=submission.evaluation_id, aggregates=False,
-                                         rows=[result_row_from_run(snippet_id=snippet_id, run=run, completion=answer)])
-    finally:
-        if session is not None:
-            session.close()
-        if sandbox is not None:
-            sandbox.close()
-    return "lost" if beat.lost else "done"
+            tasks.append(Task(paper, snip, code, sample))
+            answers[(snip.file, snip.name, sample)] = (row.id, answer or "")
+    stop = threading.Event()
+    beat.on_lost = stop.set  # a cancel stops the running test within a heartbeat
+    if beat.lost:
+        stop.set()
+    broken: list[tuple[str, str]] = []  # (environment, reason) the engine's health gate gave
+
+    def write(run: Any) -> None:
+        if beat.lost or broken:
+            stop.set()
+            return
+        if run.category == "environment":  # the reference code fails here: no completion is judged
+            broken.append((environment, str(run.extra.get("environment_error") or run.output_tail[-500:]
+                                            or "environment error")))
+            stop.set()
+            return
+        snippet_id, answer = answers[(run.file, run.snippet, run.sample)]
+        with transaction.atomic():
+            # the job row locked: a cancel (or a watchdog re-assignment) either came before, and nothing
+            # is written, or waits for this write
+            if not ScoringJob.objects.select_for_update().filter(
+                pk=job.pk, rq_job_id=job.rq_job_id, status=Status.RUNNING
+            ).exists():
+                beat.lost = True
+                stop.set()
+                return
+            evaluation_results_write(evaluation=submission.evaluation_id, aggregates=False,
+                                     rows=[result_row_from_run(snippet_id=snippet_id, run=run, completion=answer)])
+
+    store = reference_store()
+    reference_failures_forget()  # a worker outlives its jobs: each job sees a repaired environment
+    with job_sandbox(trust=PUBLIC) as sandbox:
+        # the paper's environment by name, else the backend's own words (not the pool's)
+        environment = _environment_name(paper) or getattr(sandbox, "inner", sandbox).describe()
+        runs = any(t.code is not None for t in tasks)
+        known = runs and reference_known(sandbox, paper, store=store) is not None
+        opened = getattr(sandbox, "opened", None)  # a pool counts the sessions it had to open
+        run_tasks(tasks, sandbox=sandbox, workers=settings.RCB_SCORING_THREADS,
+                  timeout=paper.timeout or settings.RCB_RUN_TIMEOUT, progress=write, store=store, stop=stop)
+        kept = opened is not None and getattr(sandbox, "opened", None) == opened
+        reference = reference_known(sandbox, paper, store=store) if runs and not broken else None
+    if beat.lost:
+        return "lost"
+    if broken:
+        raise _EnvironmentBroken(*broken[0])
+    if reference is not None:
+        _environment_record(release_paper_id=job.release_paper_id, ok=True, seconds=reference.get("seconds"),
+                            environment=environment)
+    if runs:  # what the job found ready (the operators' view of the worker's warm pool)
+        _history_add(job.pk, f"sandbox: {'warm, kept from an earlier job' if kept else 'opened'}; reference outcome: "
+                             f"{'known, not run again' if known else 'run'}")
+    return "done"
 
 
 def _reason(exc: BaseException) -> str:

@@ -16,6 +16,8 @@ _PAPERS_TMP = os.environ.get(_PAPERS_KEY) or tempfile.mkdtemp(prefix="rcb-test-p
 os.environ[_PAPERS_KEY] = _PAPERS_TMP
 os.environ["RCB_PAPER_STORAGE_ROOT"] = os.path.join(_PAPERS_TMP, "store")
 os.environ["RCB_PAPER_CACHE"] = os.path.join(_PAPERS_TMP, "cache")
+# the reference outcomes the scoring jobs keep (scoring.sandbox.reference_store), likewise per process
+os.environ["RCB_REFERENCE_CACHE"] = os.path.join(_PAPERS_TMP, "references.sqlite3")
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
@@ -33,6 +35,7 @@ def pytest_configure(config):
                          "papers": {"BACKEND": "django.core.files.storage.FileSystemStorage",
                                     "OPTIONS": {"location": os.environ["RCB_PAPER_STORAGE_ROOT"]}}}
     settings.RCB_PAPER_CACHE = Path(os.environ["RCB_PAPER_CACHE"])
+    settings.RCB_REFERENCE_CACHE = Path(os.environ["RCB_REFERENCE_CACHE"])
 
 
 def pytest_unconfigure(config):

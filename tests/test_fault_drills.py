@@ -67,14 +67,16 @@ def test_nothing_is_written_after_a_cancel(client, release, token, monkeypatch):
     """A cancel that lands while a test runs: its verdict is dropped, the job ends 'lost'."""
     sub = _submit(client, token)
     job = sub.jobs.get(paper__paper_id="rope")
-    real = services.run_task
+    real = services.run_tasks
 
-    def cancelled_meanwhile(*args, **kwargs):
-        run = real(*args, **kwargs)
-        ScoringJob.objects.filter(pk=job.pk).update(status=Status.CANCELLED)  # what submission_cancel does
-        return run
+    def cancelled_meanwhile(tasks, *, progress, **kwargs):
+        def cancel_then_report(run):  # the first test has run; the cancel lands before its verdict is written
+            ScoringJob.objects.filter(pk=job.pk).update(status=Status.CANCELLED)  # what submission_cancel does
+            progress(run)
 
-    monkeypatch.setattr(services, "run_task", cancelled_meanwhile)
+        return real(tasks, progress=cancel_then_report, **kwargs)
+
+    monkeypatch.setattr(services, "run_tasks", cancelled_meanwhile)
     assert jobs.score_paper(job.pk, job.rq_job_id) == "lost"
     assert not SnippetResult.objects.filter(evaluation_id=sub.evaluation_id, snippet__paper_id=job.paper_id).exists()
 
@@ -84,15 +86,18 @@ def test_a_dropped_database_connection_queues_the_job_again(client, release, tok
     sub = _submit(client, token)
     job = sub.jobs.get(paper__paper_id="rope")
     calls = {"n": 0}
-    real = services.run_task
+    real = services.run_tasks
 
-    def connection_drops_once(*args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise OperationalError("terminating connection due to administrator command")
-        return real(*args, **kwargs)
+    def connection_drops_once(tasks, *, progress, **kwargs):
+        def write(run):  # the second verdict's write meets a dropped connection
+            calls["n"] += 1
+            if calls["n"] == 2:
+                raise OperationalError("terminating connection due to administrator command")
+            progress(run)
 
-    monkeypatch.setattr(services, "run_task", connection_drops_once)
+        return real(tasks, progress=write, **kwargs)
+
+    monkeypatch.setattr(services, "run_tasks", connection_drops_once)
     assert jobs.score_paper(job.pk, job.rq_job_id) == "retry"
     job.refresh_from_db()
     assert job.status == Status.QUEUED and job.attempt == 2 and "database connection was lost" in job.history[-1]["event"]

@@ -158,6 +158,7 @@ class Hosts:
             f"redis://{outer}:{self.redis_port}/0",
             DATABASE_URL=f"postgres://{s['USER'] or 'postgres'}@{outer}:5432/{s['NAME']}",
             RCB_VAR_DIR=str(var), RCB_PAPER_CACHE=str(var / "paper-cache"), RCB_PSET_ROOT=str(var / "psets"),
+            RCB_REFERENCE_CACHE=str(var / "cache" / "references.sqlite3"),
             RCB_MEDIA_ROOT=str(var / "media"), RCB_PAPER_STORAGE_ROOT=str(self.store),
             HOME=str(var / "home"), XDG_CACHE_HOME=str(var / "cache"), TMPDIR=str(var / "tmp"),
             RCB_SANDBOX_BACKEND="bwrap", RCB_RUN_TIMEOUT="5",
