@@ -15,7 +15,12 @@ It says whether the verdicts of the two ways are identical, estimates the floor 
 work, run warm one at a time, divided by the cores), then measures the warm runner's per-run
 overhead on a NumPy paper, what re-scoring the same set costs with the verdict cache, and five
 scorings of the set one after another through a warm pool (sandbox/pool.py, as a worker that keeps
-its sandboxes between jobs would) against one CLI run of the same runs.
+its sandboxes between jobs would) against one CLI run of the same runs, and a site run: five
+submissions of the set as one release, scored through the queue by real RQ workers
+(``manage.py rqworker scoring``: the site's ScoringWorker, with its warm pool and reference store)
+with a real Redis and a database of its own (a SQLite file, or ``--site-database postgres://...``:
+a fresh database made on that server and dropped after), against the same CLI run; the site's
+verdicts must equal the CLI's. ``--site-only`` measures only that (and the CLI run it is held to).
 It ends with every figure of issue 13 next to its target: >= 15x faster on import-bound papers;
 ours <= 1.25x the floor per backend; warm overhead < 20 ms; five submissions within 1.3x of the
 CLI for the same runs; cached re-score < 5 % (issue 3). Nothing here asserts: it measures.
@@ -145,13 +150,8 @@ def warm_overhead(args, runs: int = 40) -> float:
     return warm_s
 
 
-def pooled_submissions(args, tasks: list[Task], count: int = 5) -> None:
+def pooled_submissions(args, tasks: list[Task], t_cli: float, count: int = 5) -> None:
     """``count`` scorings of the set one after another through a warm pool vs one run of the same runs."""
-    same_runs = [Task(t.paper, t.snippet, t.code, sample=n) for n in range(count) for t in tasks]
-    sandbox = get_sandbox(args.backend, python=args.python)
-    _, t_cli = timed(f"CLI: the runs of {count} submissions in one scoring", same_runs, sandbox,
-                     workers=args.workers, timeout=args.timeout)
-    sandbox.close()
     # room for every paper of the set: a pool smaller than the set evicts each paper before its next scoring
     pool = SandboxPool(get_sandbox(args.backend, python=args.python),
                        max_sessions=len({t.paper.id for t in tasks}))
@@ -170,6 +170,176 @@ def pooled_submissions(args, tasks: list[Task], count: int = 5) -> None:
     figure(f"{count} submissions, warm pool / CLI ({args.backend})", f"{ratio:.2f} x", "<= 1.3 x", ratio <= 1.3)
 
 
+def as_submitted(tasks: list[Task]) -> list[Task]:
+    """Sample 0 of the tasks with their code as the site gets it back from an answer holding it
+    (``answer_code``: surrounding blank lines dropped), so the CLI and the site run the same code."""
+    return [Task(t.paper, t.snippet, None if t.code is None else
+                 tuple(answer_code(t.paper, t.snippet, "\n".join(t.code))), 0) for t in tasks if t.sample == 0]
+
+
+def cli_same_runs(args, tasks: list[Task], count: int = 5) -> tuple[list, float]:
+    """The runs of ``count`` submissions of ``tasks`` in one CLI scoring (samples 0..count-1)."""
+    same_runs = [Task(t.paper, t.snippet, t.code, sample=n) for n in range(count) for t in tasks]
+    sandbox = get_sandbox(args.backend, python=args.python)
+    runs, t_cli = timed(f"CLI: the runs of {count} submissions in one scoring", same_runs, sandbox,
+                        workers=args.workers, timeout=args.timeout)
+    sandbox.close()
+    return runs, t_cli
+
+
+class _Site:
+    """A site of the bench's own: settings by environment, a database, a redis-server, RQ workers."""
+
+    def __init__(self, args, tmp: Path):
+        import socket
+        import subprocess
+
+        self.args, self.tmp, self.procs = args, tmp, []
+        self.pg_admin = self.pg_name = None
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        self.redis = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                       "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        database = f"sqlite:///{tmp / 'db.sqlite3'}"
+        if args.site_database and args.site_database.startswith(("postgres://", "postgresql://")):
+            import psycopg
+
+            self.pg_admin, self.pg_name = args.site_database, f"rcb_bench_{os.getpid()}"
+            with psycopg.connect(self.pg_admin, autocommit=True) as db:
+                db.execute(f'CREATE DATABASE "{self.pg_name}"')
+            database = args.site_database.rsplit("/", 1)[0] + "/" + self.pg_name
+        self.database = database
+        os.environ.update(
+            DJANGO_SETTINGS_MODULE="rcbsite.settings", DJANGO_DEBUG="1", DJANGO_SECURE_COOKIES="0",
+            DJANGO_SECRET_KEY=os.environ.get("DJANGO_SECRET_KEY") or "bench-score-speed-only",
+            DATABASE_URL=database, DATABASE_CONN_MAX_AGE="0", REDIS_URL=f"redis://127.0.0.1:{port}/0",
+            RCB_CACHE="locmem", RCB_VAR_DIR=str(tmp / "var"), RCB_PSET_ROOT=str(tmp / "var" / "psets"),
+            RCB_PAPER_STORAGE_ROOT=str(tmp / "var" / "paper-store"), RCB_PAPER_CACHE=str(tmp / "var" / "paper-cache"),
+            RCB_REFERENCE_CACHE=str(tmp / "var" / "cache" / "references.sqlite3"),
+            RCB_SANDBOX_BACKEND=args.backend, RCB_PYTHON=args.python, RCB_RUN_TIMEOUT=str(args.timeout),
+            RCB_SCORING_THREADS=str(args.workers), RCB_SUBMISSIONS_PER_DAY="1000",
+        )
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0)
+
+    def workers_start(self, count: int) -> None:
+        import subprocess
+
+        from rq import Worker
+
+        import redis
+
+        for n in range(count):
+            log = open(self.tmp / f"worker{n}.log", "wb")
+            self.procs.append(subprocess.Popen([sys.executable, "manage.py", "rqworker", "scoring", "--name",
+                                                f"bench-{os.getpid()}-{n}"], cwd=ROOT, env=dict(os.environ),
+                                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        client = redis.Redis.from_url(os.environ["REDIS_URL"])
+        deadline = time.monotonic() + 120
+        while len(Worker.all(connection=client)) < count:
+            if time.monotonic() > deadline or any(p.poll() is not None for p in self.procs):
+                raise RuntimeError(f"the RQ workers did not start:\n{self.logs()}")
+            time.sleep(0.2)
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-2000:]}" for p in sorted(self.tmp.glob("*.log")))
+
+    def close(self) -> None:
+        import signal
+
+        for proc in self.procs + [self.redis]:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL) if proc is not self.redis else proc.kill()
+            except ProcessLookupError:
+                pass
+            proc.wait(10)
+        if self.pg_name:
+            from django.db import connections
+
+            connections.close_all()
+            import psycopg
+
+            with psycopg.connect(self.pg_admin, autocommit=True) as db:
+                db.execute(f'DROP DATABASE IF EXISTS "{self.pg_name}" WITH (FORCE)')
+
+
+def site_submissions(args, tasks: list[Task], cli_runs: list, t_cli: float, count: int = 5) -> None:
+    """``count`` submissions of ``tasks`` as one release, through the queue and real RQ workers."""
+    import json
+
+    if shutil.which("redis-server") is None:
+        print("site run skipped: no redis-server on PATH")
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="rcb-bench-site-"))
+    site = _Site(args, tmp)
+    try:
+        from django.contrib.auth.models import User
+
+        from leaderboard.importers.pset import pset_import
+        from leaderboard.models import SnippetResult
+        from submissions import services
+        from submissions.models import PredictionSubmission, ScoringJob, Status
+
+        release = pset_import(path=args.pset, release_name=f"bench {os.getpid()}", status="published").release
+        user = User.objects.create_user("bench", "bench@example.org", "pw-bench-123456!")
+        lines = [json.dumps({"paper": t.paper.id, "file": t.snippet.file, "snippet": t.snippet.name,
+                             "completion": "\n".join(t.code)}) for t in tasks if t.code is not None]
+        data = ("\n".join(lines) + "\n").encode()
+        site.workers_start(args.site_workers)
+        print(f"... {count} submissions through the queue: {args.site_workers} RQ worker(s) ({site.database.split(':')[0]}, "
+              f"{args.workers} runs at once per job)", flush=True)
+        started = time.monotonic()
+        subs = []
+        for n in range(count):
+            # (the same bytes twice would be one submission: blank lines set them apart)
+            sub, _ = services.prediction_submission_create(user=user, release=release, data=data + b"\n" * n,
+                                                           model_name=f"bench {n}", allow_partial=True)
+            subs.append(sub.pk)
+        deadline = started + max(600.0, 20 * t_cli)
+        while PredictionSubmission.objects.filter(pk__in=subs).exclude(
+                status__in=(Status.FINISHED, Status.FAILED, Status.CANCELLED, Status.WAITING)).exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the site did not finish in {deadline - started:.0f} s\n{site.logs()}")
+            time.sleep(0.1)
+        t_site = time.monotonic() - started
+        ends = list(PredictionSubmission.objects.filter(pk__in=subs).values_list("status", "failure_reason"))
+        if any(status != Status.FINISHED for status, _ in ends):
+            print(f"site run: not every submission finished: {ends}\n{site.logs()}")
+        expected = {(r.paper, r.file, r.snippet): r.passed for r in cli_runs if r.sample == 0}
+        same = True
+        evaluations = dict(PredictionSubmission.objects.filter(pk__in=subs).values_list("pk", "evaluation_id"))
+        for n, pk in enumerate(subs):
+            got = {(p, f, s): ok for p, f, s, ok in SnippetResult.objects.filter(
+                evaluation_id=evaluations[pk]).values_list("snippet__paper__paper_id", "snippet__file",
+                                                           "snippet__name", "passed")}
+            cli = {(r.paper, r.file, r.snippet): r.passed for r in cli_runs if r.sample == n}
+            if got != cli or cli != expected:
+                same = False
+                for key in sorted(set(got) | set(cli)):
+                    if got.get(key) != cli.get(key):
+                        print(f"    differs: submission {n} {key}: site={got.get(key)} CLI={cli.get(key)}")
+        notes = [h["event"] for history in ScoringJob.objects.filter(submission__in=subs).values_list(
+            "history", flat=True) for h in history]
+        warm = sum("sandbox: warm" in e for e in notes)
+        known = sum("reference outcome: known" in e for e in notes)
+        jobs = ScoringJob.objects.filter(submission__in=subs).count()
+    finally:
+        site.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    ratio = t_site / t_cli
+    print(f"{count} submissions through the site's queue: {t_site:.1f} s, the CLI for the same runs {t_cli:.1f} s "
+          f"= {ratio:.2f} x (target <= 1.3 x); {warm} of {jobs} jobs found their sandbox warm, {known} their "
+          f"paper's reference outcome known; verdicts identical to the CLI's: {'yes' if same else 'NO'}")
+    figure(f"site: {count} submissions through the queue / CLI ({args.backend})", f"{ratio:.2f} x", "<= 1.3 x",
+           ratio <= 1.3)
+    figure("site verdicts identical to the CLI's", "yes" if same else "NO", "yes", same)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("pset", nargs="?", help="problem-set folder (or --generate)")
@@ -186,7 +356,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per run")
     parser.add_argument("--papers", help="comma-separated paper ids (default: all)")
     parser.add_argument("--skip-published", action="store_true", help="do not time the published way")
-    parser.add_argument("--skip-extras", action="store_true", help="no overhead and cache measurements")
+    parser.add_argument("--skip-extras", action="store_true", help="no overhead, pool, site and cache measurements")
+    parser.add_argument("--skip-site", action="store_true", help="no site run (submissions through RQ workers)")
+    parser.add_argument("--site-only", action="store_true",
+                        help="only the site run and the CLI run of the same runs")
+    parser.add_argument("--site-workers", type=int, default=1, help="RQ workers of the site run (default 1)")
+    parser.add_argument("--site-database", default="",
+                        help="postgres://USER@HOST:PORT/DB: the site run's database is a fresh one on that "
+                             "server (DB: where to connect to create it); default a SQLite file")
     args = parser.parse_args(argv)
     if os.sep in args.python:
         args.python = os.path.abspath(args.python)  # the runs start in other folders
@@ -214,6 +391,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: backend {name}: {exc}", file=sys.stderr)
             return 2
     args.backend = sandboxes[0].name
+    if args.site_only:
+        for sandbox in sandboxes:
+            sandbox.close()
+        submitted = as_submitted(tasks)
+        cli_runs, t_cli = cli_same_runs(args, submitted)
+        site_submissions(args, submitted, cli_runs, t_cli)
+        figures_print()
+        return 0
 
     published = None
     if not args.skip_published:
@@ -262,8 +447,13 @@ def main(argv: list[str] | None = None) -> int:
     print()
     warm_overhead(args)
     print()
-    pooled_submissions(args, tasks)
+    submitted = as_submitted(tasks)
+    cli_runs, t_cli = cli_same_runs(args, submitted)
+    pooled_submissions(args, submitted, t_cli)
     print()
+    if not args.skip_site:
+        site_submissions(args, submitted, cli_runs, t_cli)
+        print()
     with tempfile.TemporaryDirectory(prefix="rcb-cache-") as tmp:
         cache_path = Path(tmp) / "verdicts.sqlite"
         sandbox = get_sandbox(args.backend, python=args.python)
