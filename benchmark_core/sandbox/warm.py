@@ -561,6 +561,25 @@ def _install_audit(fd: int, key: bytes, script: str):
     return checkpoint
 
 
+#: the testing modules of protected libraries, imported with them so that their snapshot is taken
+#: before any of the paper's code runs
+TESTING_MODULES = (("numpy", "numpy.testing"), ("torch", "torch.testing"))
+
+
+def import_testing() -> None:
+    """Import the testing module of every protected library already imported (TESTING_MODULES).
+
+    Every run has them: a warm server imports them once before forking (what they print is replayed
+    with the other imports' output), instead of each run importing them again (numpy.testing alone
+    costs a run tens of milliseconds)."""
+    for parent, child in TESTING_MODULES:
+        if parent in sys.modules and child not in sys.modules:
+            try:
+                __import__(child)
+            except Exception:  # noqa: BLE001 - it fails the same way in the test
+                pass
+
+
 def launch(script: str, proof_fd: int) -> None:
     """Run ``script`` as __main__ in this process, write the proof, and exit like ``python script``.
 
@@ -583,12 +602,7 @@ def launch(script: str, proof_fd: int) -> None:
         os.write(proof_fd, b"K " + key.hex().encode() + b"\n")
     except OSError:
         os._exit(PROOF_EXIT)
-    for parent, child in (("numpy", "numpy.testing"), ("torch", "torch.testing")):
-        if parent in sys.modules and child not in sys.modules:
-            try:
-                __import__(child)  # imported ahead, so its snapshot is taken before the paper's code runs
-            except Exception:  # noqa: BLE001 - it fails the same way in the test
-                pass
+    import_testing()  # a warm server did it before forking; a fresh interpreter does it here
     checkpoint = _install_audit(proof_fd, key, script)
     original_start = unittest.result.TestResult.startTest
     original_stop = unittest.result.TestResult.stopTest
@@ -1074,6 +1088,29 @@ class Run:
         self.open_fds: dict[int, object] = {}
 
 
+def _kill_until_gone(find, reap, *, rounds: int) -> None:
+    """SIGKILL every pid ``find()`` lists, reaping after, until it lists none (at most ``rounds`` times)."""
+    for _ in range(rounds):
+        pids = find()
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        reap()
+        time.sleep(0.002)
+
+
+def _reap_any() -> None:
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass
+
+
 def _proc_entries() -> list[tuple[int, int, int, int, int, str]]:
     """(pid, ppid, pgid, sid, uid, state) of every visible process."""
     rows = []
@@ -1118,6 +1155,8 @@ class Server:
         self.fresh_reason = "fresh_process" if self.fresh else ""
         #: what the warm parent printed importing the environment's modules (zygote_serve): replayed too
         self.inherited_output: tuple[bytes, bytes] = (b"", b"")
+        #: forked by a warm parent: other papers' servers share the sandbox
+        self.shared = False
 
     # -- helpers
     def send(self, obj: dict) -> None:
@@ -1164,17 +1203,7 @@ class Server:
         return [p for p in found if p != run.pid or run.status is None]
 
     def kill_tree(self, run: Run) -> None:
-        for _ in range(400):
-            pids = self.run_pids(run, _proc_entries())
-            if not pids:
-                break
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            self.reap()
-            time.sleep(0.002)
+        _kill_until_gone(lambda: self.run_pids(run, _proc_entries()), self.reap, rounds=400)
 
     # -- request handling
     def bad_request(self, rid, message: str) -> None:
@@ -1365,8 +1394,10 @@ class Server:
         more than half used while other runs go on or wait, a run holding more than its share of it
         is stopped, so that one run cannot fill the disk every other run needs."""
         active = [r for r in self.runs.values() if r.status is None and not r.disk_stopped]
-        if len(active) + len(self.retry) < 2:
-            return  # alone, a run meets a full disk as it would anywhere (ENOSPC); its folder goes after it
+        if len(active) + len(self.retry) < (1 if self.shared else 2):
+            # alone, a run meets a full disk as it would anywhere (ENOSPC); its folder goes after it
+            # (under a warm parent it is never alone: other papers' runs share the disks)
+            return
         for mount in (self.work, "/tmp", "/dev/shm"):
             try:
                 st = os.statvfs(mount)
@@ -1483,6 +1514,7 @@ class Server:
                 # the standard library's modules are not reported: they are not what "warm" is about
                 preload([m for m in ALWAYS_PRELOAD + tuple(scan_imports(self.paper, stdlib=True))
                          if m not in sys.modules], self.paper)
+                import_testing()
             self.import_output = tuple(a + b for a, b in zip(self.inherited_output, captured.output))
             os.write(2, captured.output[1])
             # a fork copies only the forking thread (others' locks stay held) and unsafe frameworks
@@ -1553,33 +1585,90 @@ class Server:
 
 
 # --------------------------------------------------------------------------- one warm parent per environment
-# ``--zygote``: the environment's modules (the first paper's third-party imports, torch say) are
-# imported once; then, per request on the control socket (a JSON message with two descriptors: the
-# protocol socket and a stderr pipe), a paper's Server is forked from it and serves that paper as a
-# standalone runner would (own work folder, own run uid block, its own imports on top). A paper
-# that does not import everything the parent imported gets ``{"ok": false}`` (a fresh interpreter
-# would not hold those modules): the host starts a standalone runner for it.
+# ``--zygote``: the environment's modules (the first paper's third-party imports, torch say, or
+# ``--modules``) are imported once; then, per request, a paper's Server is forked from it and serves
+# that paper as a standalone runner would (own work folder, own run uid block, its own imports on
+# top). A paper that does not import everything the parent imported gets ``{"ok": false}`` (a fresh
+# interpreter would not hold those modules): the host starts a standalone runner for it.
+#
+# Two ways to reach it. bwrap (``--control-fd``): requests on a SOCK_SEQPACKET socket, each with two
+# descriptors (the server's protocol socket and a stderr pipe) that the server uses directly.
+# docker (``--mux``): the container has one stream, the parent's stdin/stdout; every line carries a
+# tag before a tab — empty for the parent itself (JSON: ``{"op": "serve"|"close"|"kill", "re": id,
+# "tag": T, ...}`` in, ``{"ready"...}``, ``{"re": id, "ok", "pid"|"why"}``, ``{"stderr": T, "data"}``,
+# ``{"ended": T}`` out), else the tag of the paper server the line goes to or comes from (its protocol
+# lines as they are). The parent relays; it runs no paper code and reads nothing a run wrote.
+# When a server ends (or is killed) every process left with a uid of its block is killed; under
+# ``--mux`` its paper folder and work folder are removed too.
 
-def zygote_serve(args: argparse.Namespace) -> int:
-    import socket
+_TAG_RE = re.compile(r"^[A-Za-z0-9]{1,64}$")
+
+
+def _zygote_prepare(args: argparse.Namespace) -> tuple[list[str], str, tuple[bytes, bytes]]:
+    """Import the environment's modules once: (what was imported, why no paper can be served, what
+    the imports printed)."""
     import threading
 
-    ctl = socket.socket(fileno=args.control_fd)
-    papers = os.path.realpath(args.papers)
     for var in _THREAD_ENV:
         os.environ.setdefault(var, "1")
     threads = set(threading.enumerate())
-    wanted = [m for m in dict.fromkeys(scan_imports(args.first_paper) + ARGS_PRELOAD) if m not in UNSAFE_TO_FORK]
+    if args.first_paper:
+        first, origin = scan_imports(args.first_paper), args.first_paper
+    else:
+        # named by the host (its own scan of the first paper): never a standard module of this interpreter
+        std = set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
+        first = [m.strip() for m in (args.modules or "").split(",") if m.strip() and m.strip() not in std]
+        origin = args.papers
+    wanted = [m for m in dict.fromkeys(first + ARGS_PRELOAD) if m not in UNSAFE_TO_FORK]
     with _Capture() as captured:
-        preloaded, _failed = preload(wanted, args.first_paper)
-        preload([m for m in ALWAYS_PRELOAD if m not in sys.modules], args.first_paper)
-    output = captured.output
+        preloaded, _failed = preload(wanted, origin)
+        preload([m for m in ALWAYS_PRELOAD if m not in sys.modules], origin)
+        import_testing()
     refused = ""
     extra = sorted(t.name for t in set(threading.enumerate()) - threads if t.is_alive())
     if [m for m in UNSAFE_TO_FORK if m in sys.modules]:
         refused = "a module unsafe to fork was imported"
     elif extra:
         refused = f"imports left threads running ({', '.join(extra)})"
+    return preloaded, refused, captured.output
+
+
+def _serve_refusal(request: dict, papers: str, preloaded: list[str], refused: str) -> tuple[str, str]:
+    """(the paper's folder, why it cannot be served here: "" when it can)."""
+    paper = os.path.realpath(str(request.get("paper") or ""))
+    if refused:
+        return paper, refused
+    if not paper.startswith(papers + os.sep) or not os.path.isfile(os.path.join(paper, "paper2code_test.py")):
+        return paper, f"{paper} is not a paper of this parent"
+    if not _ID_RE.match(str(request.get("work") or "")):
+        return paper, "bad work folder name"
+    missing = sorted(set(preloaded) - set(scan_imports(paper)))
+    if missing:
+        return paper, f"the paper does not import {', '.join(missing)} (the parent did)"
+    return paper, ""
+
+
+def _kill_uid_block(base: int) -> None:
+    """Kill every process whose uid is in the run uid block starting at ``base`` (what a server that
+    died or was killed left running)."""
+    if base > 0:
+        _kill_until_gone(lambda: [p for p, _pp, _g, _s, uid, st in _proc_entries()
+                                  if base <= uid < base + 1000 and st != "Z"], _reap_any, rounds=50)
+
+
+def zygote_serve(args: argparse.Namespace) -> int:
+    if args.mux:
+        # protocol lines go to a private copy of stdout; anything else printed lands on stderr
+        out_fd = os.dup(1)
+        os.dup2(2, 1)
+        preloaded, refused, output = _zygote_prepare(args)
+        return _zygote_mux(args, out_fd, preloaded, refused, output)
+    import socket
+
+    ctl = socket.socket(fileno=args.control_fd)
+    papers = os.path.realpath(args.papers)
+    preloaded, refused, output = _zygote_prepare(args)
+    blocks: dict[int, int] = {}  # server pid -> its run uid block
 
     def reply(obj: dict) -> None:
         ctl.send(json.dumps(obj).encode())
@@ -1594,35 +1683,24 @@ def zygote_serve(args: argparse.Namespace) -> int:
             for fd in fds:
                 os.close(fd)
             break
-        try:
-            while os.waitpid(-1, os.WNOHANG)[0]:
-                pass
-        except ChildProcessError:
-            pass
+        _reap_any()
         try:
             request = json.loads(data)
         except ValueError:
             request = {}
         if request.get("kill"):
             try:
-                os.kill(int(request["kill"]), signal.SIGKILL)
+                pid = int(request["kill"])
+                os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, ValueError, TypeError):
-                pass
+                pid = 0
+            _kill_uid_block(blocks.pop(pid, 0))
             for fd in fds:
                 os.close(fd)
             continue
-        paper = os.path.realpath(str(request.get("paper") or ""))
-        why = ""
-        if refused:
-            why = refused
-        elif len(fds) != 2:
+        paper, why = _serve_refusal(request, papers, preloaded, refused)
+        if not why and len(fds) != 2:
             why = "two descriptors expected (protocol socket, stderr pipe)"
-        elif not paper.startswith(papers + os.sep) or not os.path.isfile(os.path.join(paper, "paper2code_test.py")):
-            why = f"{paper} is not a paper of this parent"
-        else:
-            missing = sorted(set(preloaded) - set(scan_imports(paper)))
-            if missing:
-                why = f"the paper does not import {', '.join(missing)} (the parent did)"
         if why:
             for fd in fds:
                 os.close(fd)
@@ -1636,7 +1714,7 @@ def zygote_serve(args: argparse.Namespace) -> int:
             server_pid = os.fork()
             if server_pid == 0:
                 os.close(pid_w)
-                _paper_server(request, paper, fds, ctl, output, args)
+                _paper_server(request, paper, fds, output, args)
             os.write(pid_w, str(server_pid).encode())
             os._exit(0)
         os.close(pid_w)
@@ -1645,22 +1723,256 @@ def zygote_serve(args: argparse.Namespace) -> int:
         os.waitpid(middle, 0)
         with os.fdopen(pid_r, "rb") as fh:
             server_pid = int(fh.read() or b"0")
+        if server_pid:
+            blocks[server_pid] = int(request.get("run_uid_base") or 0)
         reply({"ok": bool(server_pid), "pid": server_pid})
     return 0
 
 
-def _paper_server(request: dict, paper: str, fds: list[int], ctl, output: tuple[bytes, bytes],
+class _Relay:
+    """A paper server of a ``--mux`` parent: its socket and stderr pipe, what waits to go either way."""
+
+    def __init__(self, tag: str, pid: int, sock, err: int, paper: str, work: str, uid_base: int):
+        self.tag, self.pid, self.sock, self.err = tag, pid, sock, err
+        self.paper, self.work, self.uid_base = paper, work, uid_base
+        self.to_server = bytearray()
+        self.from_server = bytearray()
+        self.closing = False  # the host ended its stdin: shut the socket's write side once flushed
+        self.eof = False  # the server's stdout ended
+        self.exited = False
+
+
+def _zygote_mux(args: argparse.Namespace, out_fd: int, preloaded: list[str], refused: str,
+                output: tuple[bytes, bytes]) -> int:
+    import socket
+
+    papers = os.path.realpath(args.papers)
+    sel = selectors.DefaultSelector()
+    out = bytearray()
+    relays: dict[str, _Relay] = {}
+    by_pid: dict[int, _Relay] = {}
+    inbuf = bytearray()
+    stdin_open = True
+    writing = False
+
+    def emit(tag: str, payload: bytes) -> None:
+        out.extend(tag.encode() + b"\t" + payload + b"\n")
+
+    def control(obj: dict) -> None:
+        emit("", json.dumps(obj).encode())
+
+    def interest(relay: _Relay) -> None:
+        events = 0 if relay.eof else selectors.EVENT_READ
+        if relay.to_server:
+            events |= selectors.EVENT_WRITE
+        key = sel.get_map().get(relay.sock.fileno())
+        if key is None and events:
+            sel.register(relay.sock, events, ("sock", relay))
+        elif key is not None and not events:
+            sel.unregister(relay.sock)
+        elif key is not None and key.events != events:
+            sel.modify(relay.sock, events, ("sock", relay))
+
+    def shut(relay: _Relay) -> None:
+        if relay.closing and not relay.to_server:
+            try:
+                relay.sock.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+
+    def kill(relay: _Relay) -> None:
+        try:
+            os.kill(relay.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        _kill_uid_block(relay.uid_base)
+
+    def serve(request: dict) -> None:
+        rid, tag = request.get("re"), str(request.get("tag") or "")
+        paper, why = _serve_refusal(request, papers, preloaded, refused)
+        if not why and (not _TAG_RE.match(tag) or tag in relays):
+            why = "bad or used tag"
+        if why:
+            control({"re": rid, "ok": False, "why": why})
+            return
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        err_r, err_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            mine.close()
+            os.close(err_r)
+            _paper_server(request, paper, [theirs.detach(), err_w], output, args)
+        theirs.close()
+        os.close(err_w)
+        mine.setblocking(False)
+        os.set_blocking(err_r, False)
+        relay = _Relay(tag, pid, mine, err_r, paper, os.path.join(os.path.realpath(args.work), request["work"]),
+                       int(request.get("run_uid_base") or 0))
+        relays[tag] = relay
+        by_pid[pid] = relay
+        interest(relay)
+        sel.register(err_r, selectors.EVENT_READ, ("err", relay))
+        control({"re": rid, "ok": True, "pid": pid})
+
+    def on_host_line(line: bytes) -> None:
+        tag, sep, payload = line.partition(b"\t")
+        if not sep:
+            return
+        if tag:
+            relay = relays.get(tag.decode(errors="replace"))
+            if relay is not None and not relay.closing and not relay.eof:
+                relay.to_server += payload + b"\n"
+                interest(relay)
+            return
+        try:
+            request = json.loads(payload)
+        except ValueError:
+            return
+        if not isinstance(request, dict):
+            return
+        op = request.get("op")
+        relay = relays.get(str(request.get("tag") or ""))
+        if op == "serve":
+            serve(request)
+        elif op == "close" and relay is not None:
+            relay.closing = True
+            shut(relay)
+        elif op == "kill" and relay is not None:
+            kill(relay)
+
+    def drain_err(relay: _Relay) -> bool:
+        """Relay what the server wrote to stderr; False once the pipe is closed."""
+        while True:
+            try:
+                data = os.read(relay.err, 65536)
+            except BlockingIOError:
+                return True
+            except OSError:
+                data = b""
+            if not data:
+                return False
+            control({"stderr": relay.tag, "data": data.decode("utf-8", "replace")})
+
+    def finish(relay: _Relay) -> None:
+        drain_err(relay)
+        if relay.err in sel.get_map():
+            sel.unregister(relay.err)
+        os.close(relay.err)
+        if relay.sock.fileno() in sel.get_map():
+            sel.unregister(relay.sock)
+        relay.sock.close()
+        _kill_uid_block(relay.uid_base)
+        for folder in (relay.work, relay.paper):
+            remove_tree(folder)
+        relays.pop(relay.tag, None)
+        by_pid.pop(relay.pid, None)
+        control({"ended": relay.tag})
+
+    control({"ready": True, "protocol": PROTOCOL, "preloaded": preloaded, "refused": refused, "mux": True})
+    os.set_blocking(0, False)
+    os.set_blocking(out_fd, False)
+    sel.register(0, selectors.EVENT_READ, ("stdin", None))
+    while stdin_open or relays:
+        if out and not writing:
+            sel.register(out_fd, selectors.EVENT_WRITE, ("stdout", None))
+            writing = True
+        for key, events in sel.select(0.5):
+            kind, relay = key.data
+            if kind == "stdin":
+                try:
+                    data = os.read(0, 1 << 20)
+                except BlockingIOError:
+                    continue
+                if not data:
+                    # the host is gone: so are the servers, then this parent
+                    stdin_open = False
+                    sel.unregister(0)
+                    for each in list(relays.values()):
+                        kill(each)
+                    continue
+                inbuf += data
+                while True:
+                    cut = inbuf.find(b"\n")
+                    if cut < 0:
+                        break
+                    line = bytes(inbuf[:cut])
+                    del inbuf[:cut + 1]
+                    on_host_line(line)
+            elif kind == "stdout":
+                try:
+                    done = os.write(out_fd, out)
+                    del out[:done]
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    out.clear()  # nobody reads: nothing can be told
+                if not out:
+                    sel.unregister(out_fd)
+                    writing = False
+            elif kind == "err":
+                if not drain_err(relay):
+                    sel.unregister(relay.err)
+            elif kind == "sock":
+                if events & selectors.EVENT_WRITE and relay.to_server:
+                    try:
+                        sent = relay.sock.send(relay.to_server)
+                        del relay.to_server[:sent]
+                    except BlockingIOError:
+                        pass
+                    except OSError:
+                        relay.to_server.clear()
+                    shut(relay)
+                if events & selectors.EVENT_READ:
+                    try:
+                        data = relay.sock.recv(1 << 20)
+                    except BlockingIOError:
+                        data = None
+                    except OSError:
+                        data = b""
+                    if data == b"":
+                        relay.eof = True
+                        relay.to_server.clear()
+                    elif data:
+                        relay.from_server += data
+                        while True:
+                            cut = relay.from_server.find(b"\n")
+                            if cut < 0:
+                                break
+                            emit(relay.tag, bytes(relay.from_server[:cut]))
+                            del relay.from_server[:cut + 1]
+                interest(relay)
+        try:
+            while True:
+                pid, _status = os.waitpid(-1, os.WNOHANG)
+                if pid == 0:
+                    break
+                if pid in by_pid:
+                    by_pid[pid].exited = True
+        except ChildProcessError:
+            pass
+        for relay in list(relays.values()):
+            if relay.eof and relay.exited:
+                finish(relay)
+    # what is still owed to the host
+    os.set_blocking(out_fd, True)
+    try:
+        os.write(out_fd, out)
+    except OSError:
+        pass
+    return 0
+
+
+def _paper_server(request: dict, paper: str, fds: list[int], output: tuple[bytes, bytes],
                   args: argparse.Namespace) -> None:
     """In the forked server: take the paper's channel as stdin/stdout and serve it (never returns)."""
     code = 1
     try:
-        ctl.close()
         channel, err = fds
         os.dup2(channel, 0)
         os.dup2(channel, 1)
         os.dup2(err, 2)
-        os.close(channel)
-        os.close(err)
+        # nothing of the parent's stays open here: its control socket, other papers' channels
+        os.closerange(3, 65536)
         token = str(request.get("work") or "")
         if not _ID_RE.match(token):
             raise ValueError(f"bad work folder name {token!r}")
@@ -1670,6 +1982,8 @@ def _paper_server(request: dict, paper: str, fds: list[int], ctl, output: tuple[
         )
         server = Server(server_args)
         server.inherited_output = output
+        # other papers' runs share this sandbox's disks: the disk guard watches even a lone run
+        server.shared = True
         code = server.serve()
     except BaseException:  # noqa: BLE001 - never back into the parent's loop
         try:
@@ -1698,13 +2012,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--papers", help="with --zygote: the folder holding the papers it may serve")
     parser.add_argument("--first-paper", help="with --zygote: the paper whose imports it makes")
     parser.add_argument("--control-fd", type=int, help="with --zygote: the control socket's descriptor")
+    parser.add_argument("--mux", action="store_true",
+                        help="with --zygote: requests and every server's streams as tagged lines on stdin/stdout")
+    parser.add_argument("--modules", help="with --zygote, instead of --first-paper: the modules to import")
     args = parser.parse_args(argv)
     if args.launch:
         launch(args.launch, args.proof_fd if args.proof_fd is not None else -1)
         return 0  # not reached
     if args.zygote:
-        if not (args.papers and args.first_paper and args.work and args.control_fd is not None):
-            parser.error("--zygote needs --papers, --first-paper, --work and --control-fd")
+        if not (args.papers and args.work and (args.first_paper or args.modules is not None)
+                and (args.mux or args.control_fd is not None)):
+            parser.error("--zygote needs --papers, --work, --first-paper or --modules, and --control-fd or --mux")
         ARGS_PRELOAD[:] = [m.strip() for m in args.preload.split(",") if m.strip()]
         return zygote_serve(args)
     if not args.paper or not args.work:
