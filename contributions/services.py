@@ -258,7 +258,7 @@ def _image_builder(sandbox: Sandbox):
     """For the docker backend: build (or reuse) the environment image of the requirements."""
     if sandbox.name != "docker":
         return None
-    from benchmark_core.sandbox.docker import env_image_ensure
+    from benchmark_core.sandbox.docker_images import env_image_ensure
 
     return lambda reqs: env_image_ensure(sandbox.client, list(reqs), base=sandbox.base)
 

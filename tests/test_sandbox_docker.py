@@ -1,7 +1,9 @@
 """The docker backend against the real Docker engine (scripts/docker.sh starts one).
 
 Without an engine these tests skip with a loud message; under CI=true or RCB_REQUIRE_DOCKER=1
-(.ci/run sets both) they fail instead.
+(.ci/run sets both) they fail instead. The default sandbox serves papers from warm parent
+containers (tests/test_sandbox_docker_shared_parent.py has their own tests); ``alone`` gives each
+paper a container of its own.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import pytest
 from benchmark_core.cli import main as cli_main
 from benchmark_core.problemset import load_problemset
 from benchmark_core.sandbox import Limits, PaperSpec, SandboxUnavailable, get_sandbox
+from benchmark_core.sandbox.docker import PARENT_PIDS, RUNNER_CPUS
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "demo"
@@ -40,7 +43,7 @@ def _no_engine(reason: str):
 @pytest.fixture(scope="module")
 def sandbox():
     try:
-        from benchmark_core.sandbox.docker import docker_client
+        from benchmark_core.sandbox.docker_images import docker_client
 
         docker_client().close()
         box = get_sandbox("docker", limits=Limits(memory_mb=1024, tmpfs_mb=64), parallel=2)
@@ -98,7 +101,7 @@ def test_demo_reference_scores_100_and_blank_0(sandbox):
 def test_torch_problem_set_scores_in_docker(sandbox):
     if not TORCH_PSET.joinpath("papers.yaml").exists():
         pytest.fail("tests/data/torch_pset is missing")
-    from benchmark_core.sandbox.docker import requirements_for_paper
+    from benchmark_core.sandbox.docker_images import requirements_for_paper
 
     pset = load_problemset(TORCH_PSET)
     # the papers declare no requirements: the backend pins what they import (torch among them)
@@ -125,8 +128,13 @@ def test_container_is_configured_locked_down(sandbox, session):
     assert "no-new-privileges" in host["SecurityOpt"]
     assert host["Memory"] == sandbox.container_memory_mb * 1024 * 1024
     assert host["MemorySwap"] == host["Memory"]
-    assert 0 < host["PidsLimit"] <= sandbox.limits.pids * sandbox.parallel + 64
-    assert host["NanoCpus"] > 0
+    # the runs' processes, the runner's, and (a warm parent serving several papers) their servers'
+    assert 0 < host["PidsLimit"] <= sandbox.limits.pids * sandbox.parallel + 64 + PARENT_PIDS
+    # the runs' CPU share plus the runner's control work, in quota and weight (DockerSandbox.box_create)
+    assert host["NanoCpus"] == int(min(sandbox.engine_cpus, sandbox.cpus + RUNNER_CPUS) * 1e9)
+    assert host["CpuShares"] == 1024 * (sandbox.parallel + 1)
+    if sandbox.client.info().get("CgroupDriver") == "cgroupfs":
+        assert host["CgroupParent"] == "/"  # beside the host's processes, not below one shared group
     assert "size=64m" in host["Tmpfs"]["/tmp"]
     assert attrs["Config"]["User"] == "0:0"
     assert not host.get("Binds"), "nothing of the worker's file system is mounted"
@@ -221,10 +229,12 @@ def test_host_redis_really_listens(session):
 
 
 def test_root_and_paper_are_read_only_and_tmp_is_bounded(session):
+    # the paper as the runner holds it: /rcb/paper in a container of its own, under /rcb/papers (0700) in a warm parent
+    paper = getattr(session, "paper_dir", "/rcb/paper")
     result, seen = _probe(session, """
 import errno, json, os
 out = {}
-for path in ('/etc/rcb-probe', '/opt/rcb/bin/rcb-probe', '/usr/lib/python3.11/os.py', '/rcb/paper/rope.py',
+for path in ('/etc/rcb-probe', '/opt/rcb/bin/rcb-probe', '/usr/lib/python3.11/os.py', '""" + paper + """/rope.py',
              '/rcb/warm.py', '/rcb/rcb-probe'):
     try:
         with open(path, 'a') as fh:
@@ -253,7 +263,7 @@ print(json.dumps(out))
     for path in ("/etc/rcb-probe", "/opt/rcb/bin/rcb-probe"):
         assert seen[path] == "EROFS", (path, seen[path])
     assert seen["/usr/lib/python3.11/os.py"] in ("EROFS", "EACCES")
-    for path in ("/rcb/paper/rope.py", "/rcb/warm.py", "/rcb/rcb-probe"):
+    for path in (f"{paper}/rope.py", "/rcb/warm.py", "/rcb/rcb-probe"):
         assert seen[path] == "EACCES", (path, seen[path])
     assert seen["tmp_fill"] == "ENOSPC" and seen["tmp_written_mb"] <= 64
 
@@ -281,10 +291,14 @@ def test_timeout_kills_the_run_and_the_session_lives_on(session):
     assert result.seconds < 20
     ok, seen = _probe(session, "import json\nprint(json.dumps({'alive': True}))\n")
     assert seen == {"alive": True}
-    # nothing of either run is left: the runner alone (forked runs would show its command line too)
+    # nothing of either run is left: the paper's runner has no child (forked runs would show its
+    # command line too), and the container holds nothing but runners (a warm parent and its servers)
     top = session.container.top(ps_args="-eo pid,ppid,user,args")
-    assert len(top["Processes"]) == 1, top["Processes"]
-    assert "warm.py" in top["Processes"][0][-1]
+    rows = [(int(pid), int(ppid), args) for pid, ppid, _user, args in top["Processes"]]
+    assert all("warm.py" in args for _pid, _ppid, args in rows), rows
+    server = session.client.pid
+    assert server in {pid for pid, _ppid, _args in rows}
+    assert [r for r in rows if r[1] == server] == [], rows
 
 
 def test_concurrent_runs_from_threads_get_their_own_answers(session):
@@ -364,15 +378,23 @@ def test_container_memory_limit_stops_a_hog_and_the_session_survives(demo_paper)
 
 # --------------------------------------------------------------------------- life cycle and images
 
-def test_next_session_takes_a_container_started_in_advance(sandbox, demo_paper):
-    first = sandbox.open(demo_paper)
+@pytest.fixture(scope="module")
+def alone():
+    """Papers in containers of their own (no warm parent)."""
+    box = get_sandbox("docker", limits=Limits(memory_mb=1024, tmpfs_mb=64), parallel=2, shared_parent=False)
+    yield box
+    box.close()
+
+
+def test_next_session_takes_a_container_started_in_advance(alone, demo_paper):
+    first = alone.open(demo_paper)
     first.close()
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not sandbox._spares:
+    while time.monotonic() < deadline and not alone._spares:
         time.sleep(0.1)
-    spare_ids = {box[0].id for box in sandbox._spares.values()}
+    spare_ids = {box[0].id for box in alone._spares.values()}
     assert spare_ids, "a spare container is started in the background"
-    second = sandbox.open(demo_paper)
+    second = alone.open(demo_paper)
     try:
         assert second.container_id in spare_ids
         assert second.run({}, timeout=60).exit_code == 0
@@ -384,13 +406,29 @@ def _ours(sandbox):
     return {c.id for c in sandbox.client.containers.list(all=True, filters={"label": "org.rcbhub.sandbox=session"})}
 
 
-def test_close_removes_container_and_volume(sandbox, demo_paper):
-    sess = sandbox.open(demo_paper)
+def test_close_removes_container_and_volume(alone, demo_paper):
+    sess = alone.open(demo_paper)
     cid, volume = sess.container_id, sess.volume.name
-    assert cid in _ours(sandbox)
+    assert cid in _ours(alone)
     sess.close()
-    assert cid not in _ours(sandbox)
-    assert volume not in {v.name for v in sandbox.client.volumes.list()}
+    assert cid not in _ours(alone)
+    assert volume not in {v.name for v in alone.client.volumes.list()}
+
+
+def test_a_warm_parent_lives_until_the_sandbox_closes(demo_paper):
+    box = get_sandbox("docker", limits=Limits(memory_mb=1024, tmpfs_mb=64), parallel=1, spare=False)
+    try:
+        sess = box.open(demo_paper)
+        cid, volume = sess.container_id, sess.volume.name
+        sess.close()
+        assert cid in _ours(box), "the parent waits for the next paper of its environment"
+        again = box.open(demo_paper)
+        assert again.container_id == cid and again.run({}, timeout=60).exit_code == 0
+        again.close()
+    finally:
+        box.close()
+    assert cid not in _ours(box)
+    assert volume not in {v.name for v in box.client.volumes.list()}
 
 
 def test_startup_removes_containers_of_dead_workers(sandbox):
@@ -419,7 +457,7 @@ def test_startup_removes_containers_of_dead_workers(sandbox):
 
 
 def test_env_images_are_named_by_requirements_and_reused(sandbox):
-    from benchmark_core.sandbox.docker import env_image_ensure, env_image_tag
+    from benchmark_core.sandbox.docker_images import env_image_ensure, env_image_tag
 
     base = sandbox.base
     assert env_image_tag(["numpy==2.4.6", "tqdm"], base=base) == env_image_tag(["tqdm", " numpy==2.4.6 "], base=base)
@@ -442,7 +480,7 @@ def test_env_images_are_named_by_requirements_and_reused(sandbox):
 def test_requirements_come_from_the_paper_its_set_the_setting_or_its_imports(tmp_path, monkeypatch):
     from importlib.metadata import version
 
-    from benchmark_core.sandbox.docker import requirements_for_paper
+    from benchmark_core.sandbox.docker_images import requirements_for_paper
 
     folder = tmp_path / "pset" / "p"
     folder.mkdir(parents=True)
@@ -464,7 +502,7 @@ def test_requirements_come_from_the_paper_its_set_the_setting_or_its_imports(tmp
 
 
 def test_unknown_requirement_is_a_clear_error(sandbox):
-    from benchmark_core.sandbox.docker import env_image_ensure
+    from benchmark_core.sandbox.docker_images import env_image_ensure
 
     with pytest.raises(SandboxUnavailable, match="cannot download wheels"):
         env_image_ensure(sandbox.client, ["rcb-no-such-package-xyz==0.0.1"], base=sandbox.base, log=lambda m: None)

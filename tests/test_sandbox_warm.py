@@ -12,8 +12,8 @@ import psutil
 import pytest
 
 from benchmark_core.sandbox import warm
-from benchmark_core.sandbox.bwrap import WARM_SCRIPT, WarmClient
-from benchmark_core.sandbox.local import child_env
+from benchmark_core.sandbox.process import child_env
+from benchmark_core.sandbox.warm_client import WARM_SCRIPT, WarmClient
 
 ROOT = Path(__file__).resolve().parent.parent
 ROPE = ROOT / "demo" / "rope"
@@ -32,7 +32,7 @@ def server(tmp_path):
     def start(paper: Path = PROBE, *extra: str) -> WarmClient:
         work = tmp_path / f"work{len(clients)}"
         argv = [sys.executable, str(WARM_SCRIPT), "--paper", str(paper), "--work", str(work), *extra]
-        client = WarmClient(argv, env=child_env(str(tmp_path)), ready_timeout=120)
+        client = WarmClient.spawn(argv, env=child_env(str(tmp_path)), ready_timeout=120)
         client.work = work
         clients.append(client)
         return client
@@ -101,8 +101,7 @@ def test_bad_requests_get_an_answer_and_the_server_goes_on(server):
     bad = ask(client, {"../../escape.py": "x"})
     assert bad["exit_code"] is None and "outside the paper folder" in bad["error"]
     # a raw line with a bad id
-    client.proc.stdin.write(b'{"id": "../x", "files": {}}\nnot json\n')
-    client.proc.stdin.flush()
+    client.transport.write(b'{"id": "../x", "files": {}}\nnot json\n')
     good = ask(client, solution("return x * 2"))
     assert good["exit_code"] == 0
 
@@ -174,7 +173,7 @@ def test_import_time_output_is_replayed_like_a_fresh_run(tmp_path):
     for extra in ([], ["--fresh"]):
         argv = [sys.executable, str(WARM_SCRIPT), "--paper", str(paper), "--work", str(tmp_path / f"w{len(extra)}"),
                 *extra]
-        client = WarmClient(argv, env=env, ready_timeout=120)
+        client = WarmClient.spawn(argv, env=env, ready_timeout=120)
         try:
             if not extra:
                 assert client.ready["preloaded"] == ["noisymod"]

@@ -13,31 +13,25 @@ found by uid and killed); the runs themselves have no capability and ``no_new_pr
 """
 from __future__ import annotations
 
-import itertools
 import json
 import os
-import secrets
 import shutil
 import socket
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from .base import Limits, PaperSpec, RunResult, Sandbox, SandboxSession, SandboxUnavailable
-from .local import child_env
+from .base import Limits, PaperSpec, Sandbox, SandboxSession, SandboxUnavailable
+from .process import child_env
+from .warm_client import (READY_TIMEOUT, WARM_SCRIPT, FileTransport, NotServed, WarmClient, WarmSession, host_pid,
+                          run_uid_base, spawn_lasting)
 
 __all__ = ["BwrapSandbox", "BwrapSession", "WARM_SCRIPT", "bwrap_available"]
 
-WARM_SCRIPT = Path(__file__).with_name("warm.py")
 INSIDE = "/rcb"
-# each session's runs get uids BASE+slot with a random BASE: two sandboxes never share a uid,
-# so a fork bomb in one cannot use up the other's process limit (RLIMIT_NPROC counts per uid)
-RUN_UID_MIN, RUN_UID_BLOCKS, RUN_UID_BLOCK = 100_000, 4_000_000, 1000
-RUN_UID_BASE = 61000  # the lowest run uid any backend uses (the docker backend builds on it)
 #: files of /etc a Python program may reasonably read; the rest of /etc stays out
 ETC_FILES = (
     "passwd", "group", "hosts", "nsswitch.conf", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime",
@@ -46,7 +40,6 @@ ETC_FILES = (
 )
 #: capabilities the runner keeps (root only) to give each run its own uid and clean up after it
 RUNNER_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_CHOWN", "CAP_FOWNER", "CAP_DAC_OVERRIDE", "CAP_KILL")
-READY_TIMEOUT = 300.0  # importing torch on a cold disk can take a while
 
 
 def _interpreter_paths(python: str) -> dict[str, Any]:
@@ -269,8 +262,7 @@ class BwrapSandbox(Sandbox):
             python, f"{INSIDE}/warm.py", "--paper", f"{INSIDE}/paper", "--work", f"{INSIDE}/runs",
         ]
         if self.is_root:
-            base = RUN_UID_MIN + secrets.randbelow(RUN_UID_BLOCKS) * RUN_UID_BLOCK
-            args += ["--run-uid-base", str(base)]
+            args += ["--run-uid-base", str(run_uid_base())]
         if paper.fresh_process:
             args += ["--fresh"]
         args += ["--python", python]
@@ -285,7 +277,7 @@ class BwrapSandbox(Sandbox):
         if self.options.get("shared_parent", True) and not paper.fresh_process:
             try:
                 return ParentedSession(self, paper)
-            except _NotServed:
+            except NotServed:
                 pass
         return BwrapSession(self, paper)
 
@@ -300,12 +292,12 @@ class BwrapSandbox(Sandbox):
                 parent = None
             if parent is None:
                 if key in self._parents_refused:
-                    raise _NotServed(self._parents_refused[key])
+                    raise NotServed(self._parents_refused[key])
                 parent = _Parent(self, paper, root)
                 if parent.refused:
                     self._parents_refused[key] = parent.refused
                     parent.close()
-                    raise _NotServed(parent.refused)
+                    raise NotServed(parent.refused)
                 self._parents[key] = parent
             return parent
 
@@ -317,117 +309,43 @@ class BwrapSandbox(Sandbox):
             parent.close()
 
 
-def spawn_lasting(argv: list[str], *, env: Mapping[str, str], pass_fds: tuple[int, ...] = (),
-                  **popen: Any) -> subprocess.Popen:
-    """Start ``argv`` in a new session from a thread that lives as long as the process does: bwrap's
-    --die-with-parent fires when the *thread* that started it ends (sessions open from pool threads)."""
-    started = threading.Event()
-    box: list = []
-
-    def spawn_and_wait() -> None:
-        try:
-            box.append(subprocess.Popen(argv, env=dict(env), start_new_session=True, close_fds=True,
-                                        pass_fds=pass_fds, **popen))
-        except OSError as exc:
-            box.append(exc)
-        started.set()
-        if isinstance(box[0], subprocess.Popen):
-            box[0].wait()
-
-    threading.Thread(target=spawn_and_wait, daemon=True, name="warm-runner").start()
-    started.wait()
-    if isinstance(box[0], OSError):
-        raise SandboxUnavailable(f"cannot start {argv[0]}: {box[0]}")
-    return box[0]
-
-
-class _NotServed(Exception):
-    """The environment's warm parent does not serve this paper (the paper gets a runner of its own)."""
-
-
-class _Writer:
-    """The write half of a paper server's socket; closing it is the end of the server's stdin."""
-
-    def __init__(self, sock: socket.socket):
-        self.sock = sock
-
-    def write(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
-        try:
-            self.sock.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
-
-
-class _Channel:
-    """A paper server forked by a warm parent, as ``WarmClient`` sees a process (stdin, stdout, stderr)."""
+class _Channel(FileTransport):
+    """A paper server forked by a warm parent: its stdin and stdout are a socket, its stderr a pipe."""
 
     def __init__(self, parent: "_Parent", sock: socket.socket, err_fd: int, pid: int):
         self.parent, self.sock, self.inner_pid = parent, sock, pid  # in the parent's pid namespace
         self._host_pid: int | None = None
-        self.stdin = _Writer(sock)
         self.stdout = sock.makefile("rb")
         self.stderr = os.fdopen(err_fd, "rb")
         self.ended = threading.Event()
-        self.returncode: int | None = None
 
     @property
-    def pid(self) -> int | None:
+    def pid(self) -> int | None:  # type: ignore[override]
         """The server's pid as the host sees it (found by its pid in the parent's namespace)."""
         if self._host_pid is None:
-            self._host_pid = _host_pid(self.parent.proc.pid, self.inner_pid)
+            self._host_pid = host_pid(self.parent.proc.pid, self.inner_pid)
         return self._host_pid
 
-    def poll(self) -> int | None:
-        if self.returncode is None and (self.ended.is_set() or not self.parent.alive):
-            self.returncode = 0
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            if deadline is not None and time.monotonic() >= deadline:
-                raise subprocess.TimeoutExpired("paper server", timeout or 0)
-            self.ended.wait(0.05)
-        self.sock.close()
-        return 0
-
-    def kill(self) -> None:
-        self.parent.kill(self.inner_pid)
-        self.ended.wait(5)
+    def _stdout_ended(self) -> None:
         self.ended.set()
 
+    def write(self, data: bytes) -> None:
+        self.sock.sendall(data)
 
-def _host_pid(ancestor: int, inner: int) -> int | None:
-    """The host pid of the descendant of ``ancestor`` whose pid in its own namespace is ``inner``."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    def alive(self) -> bool:
+        return not self.ended.is_set() and self.parent.alive
+
+    def close(self) -> None:
         try:
-            status = Path(f"/proc/{entry}/status").read_text()
+            self.sock.shutdown(socket.SHUT_WR)  # the end of the server's stdin: it finishes and exits
         except OSError:
-            continue
-        nspid = next((ln.split()[1:] for ln in status.splitlines() if ln.startswith("NSpid:")), [])
-        if len(nspid) < 2 or int(nspid[-1]) != inner:
-            continue
-        pid = int(entry)
-        for _ in range(64):  # climb to the parent's bwrap process
-            try:
-                ppid = int(next(ln.split()[1] for ln in Path(f"/proc/{pid}/status").read_text().splitlines()
-                                if ln.startswith("PPid:")))
-            except (OSError, StopIteration, ValueError):
-                break
-            if ppid == ancestor:
-                return int(entry)
-            if ppid <= 1:
-                break
-            pid = ppid
-    return None
+            pass
+        if not self.ended.wait(10) and self.parent.alive:
+            self.parent.kill(self.inner_pid)
+            self.ended.wait(5)
+        self.ended.set()
+        self._close_files()
+        self.sock.close()
 
 
 class _Parent:
@@ -483,11 +401,11 @@ class _Parent:
         return self.proc.poll() is None
 
     def serve(self, paper: PaperSpec) -> WarmClient:
-        """A client of a new server of ``paper``, forked from this parent; _NotServed when it refuses."""
+        """A client of a new server of ``paper``, forked from this parent; NotServed when it refuses."""
         rel = Path(paper.folder).resolve().relative_to(self.root).as_posix()
         request: dict[str, Any] = {"paper": f"{INSIDE}/papers/all/{rel}", "work": f"p-{uuid.uuid4().hex}"}
         if self.sandbox.is_root:
-            request["run_uid_base"] = RUN_UID_MIN + secrets.randbelow(RUN_UID_BLOCKS) * RUN_UID_BLOCK
+            request["run_uid_base"] = run_uid_base()
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         err_r, err_w = os.pipe()
         with self.lock:
@@ -502,10 +420,8 @@ class _Parent:
         if not answer or not answer.get("ok"):
             mine.close()
             os.close(err_r)
-            raise _NotServed(str((answer or {}).get("why") or "the warm parent did not answer"))
-        channel = _Channel(self, mine, err_r, int(answer["pid"]))
-        client = WarmClient(None, channel=channel)
-        return client
+            raise NotServed(str((answer or {}).get("why") or "the warm parent did not answer"))
+        return WarmClient(_Channel(self, mine, err_r, int(answer["pid"])))
 
     def kill(self, pid: int) -> None:
         with self.lock:
@@ -530,156 +446,10 @@ class _Parent:
             pass
 
 
-class WarmClient:
-    """Talks the warm runner's JSON-lines protocol over a process's stdin/stdout (or a paper server's
-    channel from a warm parent); thread-safe."""
-
-    def __init__(self, argv: list[str] | None, *, env: Mapping[str, str] | None = None,
-                 ready_timeout: float = READY_TIMEOUT, pass_fds: tuple[int, ...] = (),
-                 channel: "_Channel | None" = None):
-        self.argv = argv
-        self.proc: Any = channel if channel is not None else spawn_lasting(
-            argv or [], env=env or {}, pass_fds=pass_fds,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        self.write_lock = threading.Lock()
-        self.pending: dict[str, list] = {}  # id -> [event, result]
-        self.pending_lock = threading.Lock()
-        self.stderr_tail = bytearray()
-        self.ready: dict[str, Any] | None = None
-        self.ready_event = threading.Event()
-        self.dead = False
-        self.ids = itertools.count()
-        threading.Thread(target=self._read_stdout, daemon=True, name="warm-stdout").start()
-        threading.Thread(target=self._read_stderr, daemon=True, name="warm-stderr").start()
-        if not self.ready_event.wait(ready_timeout) or self.ready is None:
-            detail = self.stderr_tail.decode(errors="replace")[-2000:]
-            self.close()
-            raise SandboxUnavailable(f"the warm runner did not start: {detail or 'no output'}")
-
-    def _read_stdout(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            try:
-                msg = json.loads(raw)
-            except ValueError:
-                continue
-            if isinstance(msg, dict) and msg.get("ready"):
-                self.ready = msg
-                self.ready_event.set()
-                continue
-            with self.pending_lock:
-                slot = self.pending.get(msg.get("id")) if isinstance(msg, dict) else None
-            if slot is not None:
-                slot[1] = msg
-                slot[0].set()
-        self.dead = True
-        if isinstance(self.proc, _Channel):
-            self.proc.ended.set()
-        self.ready_event.set()
-        with self.pending_lock:
-            for slot in self.pending.values():
-                slot[0].set()
-
-    def _read_stderr(self) -> None:
-        assert self.proc.stderr is not None
-        for raw in self.proc.stderr:
-            self.stderr_tail += raw
-            if len(self.stderr_tail) > 65536:
-                del self.stderr_tail[:-32768]
-
-    def request(self, payload: dict[str, Any], *, wait: float) -> dict[str, Any] | None:
-        """Send one run; return its result, or None when the runner died or never answered."""
-        # unguessable: a run must not find its neighbours' folders by counting
-        rid = f"r{next(self.ids)}-{uuid.uuid4().hex[:12]}"
-        slot: list = [threading.Event(), None]
-        with self.pending_lock:
-            self.pending[rid] = slot
-        try:
-            line = (json.dumps({**payload, "id": rid}) + "\n").encode()
-            try:
-                with self.write_lock:
-                    assert self.proc.stdin is not None
-                    self.proc.stdin.write(line)
-                    self.proc.stdin.flush()
-            except (OSError, ValueError):
-                return None
-            slot[0].wait(wait)
-            return slot[1]
-        finally:
-            with self.pending_lock:
-                self.pending.pop(rid, None)
-
-    @property
-    def alive(self) -> bool:
-        return not self.dead and self.proc.poll() is None
-
-    def close(self) -> None:
-        try:
-            if self.proc.stdin:
-                self.proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-        if self.proc.poll() is None:
-            if isinstance(self.proc, _Channel):
-                self.proc.kill()
-            else:
-                try:
-                    os.killpg(self.proc.pid, 9)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            self.proc.wait()
-        for stream in (self.proc.stdout, self.proc.stderr):
-            try:
-                if stream:
-                    stream.close()
-            except OSError:
-                pass
-
-
-def result_from_message(msg: dict[str, Any] | None, *, seconds: float, why: str) -> RunResult:
-    """A RunResult from a warm runner's answer (or a crash result when there is none)."""
-    if msg is None:
-        return RunResult(exit_code=None, signal=None, timed_out=False, stdout="", stderr=why, seconds=seconds,
-                         extra={"proof": False, "sandbox_error": why[:500]})
-    proof = msg.get("proof") or {}
-    extra: dict[str, Any] = {
-        "completed": bool(proof.get("completed")),
-        "tests_run": int(proof.get("tests_run") or 0),
-        # what the run's audit hook reported (runner.apply_proof compares it with the reference run)
-        "audit": {k: proof.get(k) for k in ("authentic", "forged", "forged_sample", "skipped", "events",
-                                            "snapshots", "overflow", "channel_lost") if k in proof},
-    }
-    if msg.get("error"):
-        extra["sandbox_error"] = str(msg["error"])[:500]
-        extra["proof"] = False
-    return RunResult(
-        exit_code=msg.get("exit_code"),
-        signal=msg.get("signal"),
-        timed_out=bool(msg.get("timed_out")),
-        stdout=str(msg.get("stdout") or ""),
-        stderr=str(msg.get("stderr") or ""),
-        seconds=float(msg.get("seconds") or seconds),
-        truncated=bool(msg.get("truncated")),
-        oom=bool(msg.get("oom")),
-        extra=extra,
-    )
-
-
-class BwrapSession(SandboxSession):
+class BwrapSession(WarmSession):
     """One warm runner inside bwrap for one paper; ``run`` may be called from many threads."""
 
-    def __init__(self, sandbox: BwrapSandbox, paper: PaperSpec):
-        super().__init__(sandbox, paper)
-        self.lock = threading.Lock()
-        self.client: WarmClient | None = None
-        self.closed = False
-        self._start()
-
-    def _start(self) -> WarmClient:
+    def _connect(self) -> WarmClient:
         sandbox: BwrapSandbox = self.sandbox  # type: ignore[assignment]
         env = child_env(f"{INSIDE}/runs")
         # no user namespaces inside (docker's seccomp profile refuses them too): a seccomp filter,
@@ -689,83 +459,31 @@ class BwrapSession(SandboxSession):
         if filter_fd is not None:
             argv[1:1] = ["--seccomp", str(filter_fd)]
         try:
-            self.client = WarmClient(argv, env=env, pass_fds=() if filter_fd is None else (filter_fd,))
+            return WarmClient.spawn(argv, env=env, pass_fds=() if filter_fd is None else (filter_fd,))
         finally:
             if filter_fd is not None:
                 os.close(filter_fd)
-        return self.client
-
-    @property
-    def ready(self) -> dict[str, Any]:
-        return (self.client.ready if self.client else None) or {}
 
     @property
     def server_pid(self) -> int | None:
-        return self.client.proc.pid if self.client else None
-
-    def run(self, files: Mapping[str, str], *, timeout: float) -> RunResult:
-        limits = self.sandbox.limits
-        with self.lock:
-            if self.closed:
-                raise RuntimeError("session is closed")
-            client = self.client
-            if client is None or not client.alive:
-                # the runner died (killed from outside, or a bug): start a new one rather than fail the rest
-                if client is not None:
-                    client.close()
-                client = self._start()
-        payload = {"files": dict(files), "timeout": timeout, "memory_mb": limits.memory_mb,
-                   "output_bytes": limits.output_bytes, "pids": limits.pids, "file_size_mb": limits.file_size_mb}
-        started = time.monotonic()
-        msg = client.request(payload, wait=timeout + 60.0)
-        if msg is None and self._died(client):
-            # the runner was already dead when this run was sent (killed from outside between runs,
-            # before its reader saw the end of its output): this run never ran, so run it once more
-            # in a new runner instead of failing a completion that was never tried
-            with self.lock:
-                if self.closed:
-                    raise RuntimeError("session is closed")
-                if self.client is client:
-                    client.close()
-                    self._start()
-                client = self.client
-            msg = client.request(payload, wait=timeout + 60.0)
-        why = "the sandbox's warm runner stopped answering: " + client.stderr_tail.decode(errors="replace")[-1000:]
-        return result_from_message(msg, seconds=time.monotonic() - started, why=why)
-
-    @staticmethod
-    def _died(client: WarmClient, grace: float = 2.0) -> bool:
-        """True when the runner is gone (its output ends soon after it dies)."""
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            if not client.alive:
-                return True
-            time.sleep(0.05)
-        return False
-
-    def close(self) -> None:
-        with self.lock:
-            self.closed = True
-            if self.client is not None:
-                self.client.close()
-                self.client = None
+        return self.client.pid if self.client else None
 
 
 class ParentedSession(BwrapSession):
     """A paper served by its environment's warm parent (``BwrapSandbox.parent_for``): the heavy imports
     were made once for every paper of the environment; the runs are isolated as a standalone runner's."""
 
-    def _start(self) -> WarmClient:
+    def _connect(self) -> WarmClient:
         sandbox: BwrapSandbox = self.sandbox  # type: ignore[assignment]
         try:
-            self.client = sandbox.parent_for(self.paper).serve(self.paper)
-        except _NotServed:
+            client = sandbox.parent_for(self.paper).serve(self.paper)
+        except NotServed:
             if self.client is None and not getattr(self, "_served_once", False):
                 raise
             # served before, refused now (its parent died and the new one will not): a runner of its own
-            self.client = BwrapSession._start(self)
+            return BwrapSession._connect(self)
         self._served_once = True
-        return self.client
+        return client
 
     @property
     def server_pid(self) -> int | None:
@@ -773,4 +491,5 @@ class ParentedSession(BwrapSession):
         client = self.client
         if client is None:
             return None
-        return client.proc.parent.proc.pid if isinstance(client.proc, _Channel) else client.proc.pid
+        transport = client.transport
+        return transport.parent.proc.pid if isinstance(transport, _Channel) else client.pid

@@ -14,34 +14,9 @@ from pathlib import Path
 from typing import Mapping
 
 from .base import PaperSpec, RunResult, Sandbox, SandboxSession
-from .process import run_process
-from .warm import run_home_env
+from .process import child_env, run_process
 
-__all__ = ["LocalSandbox", "copy_paper", "child_env", "write_files"]
-
-_PASS_THROUGH_ENV = ("PATH", "LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "TZ")
-
-
-def child_env(home: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """A small, predictable environment: no secrets of the worker leak into the test."""
-    env = {k: os.environ[k] for k in _PASS_THROUGH_ENV if k in os.environ}
-    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-    # HOME, TMPDIR and the cache variables (torch, matplotlib, XDG …) point into the run's own home
-    env.update(run_home_env(home))
-    env.update(
-        {
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONUNBUFFERED": "1",
-            "PYTHONHASHSEED": "0",
-            # one thread per run: the scorer already runs one test per core
-            "OMP_NUM_THREADS": "1",
-            "MKL_NUM_THREADS": "1",
-            "OPENBLAS_NUM_THREADS": "1",
-            "MPLBACKEND": "Agg",
-        }
-    )
-    env.update(extra or {})
-    return env
+__all__ = ["LocalSandbox", "copy_paper", "write_files"]
 
 
 def copy_paper(src: Path, dst: Path) -> None:

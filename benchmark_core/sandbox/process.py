@@ -1,4 +1,5 @@
-"""Run a child process with bounded output capture and whole-group kill on timeout."""
+"""Run a child process with bounded output capture and whole-group kill on timeout; the small,
+fixed environment every backend gives a test (``child_env``)."""
 from __future__ import annotations
 
 import os
@@ -9,7 +10,33 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
-__all__ = ["BoundedBuffer", "ProcessOutcome", "run_process", "kill_group"]
+from .warm import run_home_env
+
+__all__ = ["BoundedBuffer", "ProcessOutcome", "child_env", "run_process", "kill_group"]
+
+_PASS_THROUGH_ENV = ("PATH", "LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "TZ")
+
+
+def child_env(home: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A small, predictable environment: no secrets of the worker leak into the test."""
+    env = {k: os.environ[k] for k in _PASS_THROUGH_ENV if k in os.environ}
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    # HOME, TMPDIR and the cache variables (torch, matplotlib, XDG …) point into the run's own home
+    env.update(run_home_env(home))
+    env.update(
+        {
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONHASHSEED": "0",
+            # one thread per run: the scorer already runs one test per core
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "OPENBLAS_NUM_THREADS": "1",
+            "MPLBACKEND": "Agg",
+        }
+    )
+    env.update(extra or {})
+    return env
 
 
 class BoundedBuffer:

@@ -35,12 +35,18 @@ class Proc:
     cmd: str
 
 
+def _runner_pid(session) -> int | None:
+    """The host pid of the session's warm runner (the paper's server under a warm parent), if known."""
+    client = getattr(session, "client", None)
+    return getattr(client, "pid", None) if client is not None else None
+
+
 def sandbox_processes(session) -> list[Proc]:
     """Every process of the session's sandbox, as the host (bwrap) or the engine (docker) sees it."""
-    client = getattr(session, "client", None)
-    if client is not None and hasattr(client, "proc"):  # bwrap: the host sees the sandbox's processes
+    pid = _runner_pid(session)
+    if pid is not None:  # the host sees the runner's processes (bwrap; docker on this host's engine)
         try:
-            procs = [psutil.Process(client.proc.pid)] + psutil.Process(client.proc.pid).children(recursive=True)
+            procs = [psutil.Process(pid)] + psutil.Process(pid).children(recursive=True)
         except psutil.NoSuchProcess:
             return []
         rows = []
@@ -54,7 +60,7 @@ def sandbox_processes(session) -> list[Proc]:
                 continue
         return rows
     container = getattr(session, "container", None)
-    if container is not None:  # docker: ask the engine
+    if container is not None:  # docker on another host: ask the engine
         top = container.top(ps_args="-eo pid,ppid,rss,stat,args")
         titles = top.get("Titles", [])
         rows = []
@@ -96,11 +102,11 @@ def sandbox_leftovers(session) -> list[str]:
 
 def namespace_strays(session) -> list[str]:
     """Processes in the session's pid namespace that are not in the runner's own tree (bwrap only)."""
-    client = getattr(session, "client", None)
-    if client is None or not hasattr(client, "proc"):
+    pid = _runner_pid(session)
+    if pid is None:
         return []
     try:
-        tree = [psutil.Process(client.proc.pid)] + psutil.Process(client.proc.pid).children(recursive=True)
+        tree = [psutil.Process(pid)] + psutil.Process(pid).children(recursive=True)
     except psutil.NoSuchProcess:
         return []
     namespaces = set()
