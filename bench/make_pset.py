@@ -6,7 +6,8 @@
 
 import-bound: every paper's test imports torch and does a few milliseconds of tensor work, like
 most published torch papers (the import is most of a fresh run's time). compute-bound: the test
-does real work (matrix products for about ``--work-ms`` per run), like llm-sci-use. Each snippet is
+does real work (matrix products for about ``--work-ms`` per run on one quiet core of this machine:
+the product's cost is measured when the set is written), like llm-sci-use. Each snippet is
 a line or a small block of a function the test checks against a reference copy (``*_ref.py``,
 untagged), so the reference passes and a blanked snippet fails. The set is in the published format
 (papers.yaml + one folder per paper) and validates with ``python -m benchmark_core validate``.
@@ -14,6 +15,8 @@ untagged), so the reference passes and a blanked snippet fails. The set is in th
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -37,14 +40,44 @@ def _function(index: int, tagged: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _module(snippets: int, tagged: bool, work_ms: int) -> str:
+#: what one 256x256 product step of heavy() costs when it cannot be measured (ms)
+PRODUCT_MS = 6.0
+_PRODUCT_PROBE = """
+import time, torch
+torch.set_num_threads(1)
+a = torch.rand(256, 256)
+for _ in range(20):
+    a = torch.tanh(a @ a / 256.0)
+best = None
+for _ in range(5):
+    t = time.perf_counter()
+    for _ in range(50):
+        a = torch.tanh(a @ a / 256.0)
+    best = min(best or 1e9, (time.perf_counter() - t) / 50)
+print(best * 1000)
+"""
+
+
+def product_ms(python: str | None = None) -> float:
+    """What one product step of heavy() takes on one core of this machine, at its quietest of five
+    tries (ms; PRODUCT_MS when torch cannot be run): the compute-bound tests are sized by it."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    try:
+        out = subprocess.run([python or sys.executable, "-c", _PRODUCT_PROBE], capture_output=True, text=True,
+                             timeout=300, check=True, env=env)
+        return max(0.01, float(out.stdout.strip().splitlines()[-1]))
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return PRODUCT_MS
+
+
+def _module(snippets: int, tagged: bool, work_ms: int, step_ms: float = PRODUCT_MS) -> str:
     head = "import torch\n\n\n"
     funcs = "\n\n".join(_function(i, tagged) for i in range(snippets))
     work = ""
     if work_ms:
         # the test calls heavy() on the completion's module and the reference's: about work_ms of
-        # 256x256 products on one quiet core in all (calibrated loosely, ~6 ms a product each side)
-        reps = max(1, work_ms // 12)
+        # 256x256 products on one quiet core in all (step_ms a product step, measured by product_ms)
+        reps = max(1, round(work_ms / (2 * step_ms)))
         work = textwrap.dedent(f"""
 
 
@@ -76,16 +109,19 @@ def _test(paper: str, snippets: int, work_ms: int) -> str:
     )
 
 
-def pset_write(out: Path, *, kind: str, papers: int, snippets: int, work_ms: int) -> Path:
-    """Write the problem set into ``out`` (created); return it."""
+def pset_write(out: Path, *, kind: str, papers: int, snippets: int, work_ms: int,
+               python: str | None = None) -> Path:
+    """Write the problem set into ``out`` (created); return it. A compute-bound set's work is sized
+    for this machine, with ``python``'s torch (``product_ms``)."""
     out.mkdir(parents=True, exist_ok=True)
+    step_ms = product_ms(python) if work_ms else PRODUCT_MS
     entries = []
     for p in range(papers):
         pid = f"{kind.replace('-', '_')}_{p:02d}"
         folder = out / pid
         folder.mkdir(exist_ok=True)
-        (folder / f"{pid}.py").write_text(_module(snippets, True, work_ms))
-        (folder / f"{pid}_ref.py").write_text(_module(snippets, False, work_ms))
+        (folder / f"{pid}.py").write_text(_module(snippets, True, work_ms, step_ms))
+        (folder / f"{pid}_ref.py").write_text(_module(snippets, False, work_ms, step_ms))
         (folder / "paper2code_test.py").write_text(_test(pid, snippets, work_ms))
         (folder / "paper2code_paper.md").write_text(f"# Bench paper {p}\n\nA synthetic {kind} paper.\n")
         (folder / "requirements.txt").write_text("torch\n")
@@ -105,11 +141,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--papers", type=int)
     parser.add_argument("--snippets", type=int)
     parser.add_argument("--work-ms", type=int, default=1500, help="compute-bound: work per run (ms)")
+    parser.add_argument("--python", help="interpreter whose torch sizes the compute-bound work (default: this one)")
     args = parser.parse_args(argv)
     import_bound = args.kind == "import-bound"
     papers = args.papers or (10 if import_bound else 4)
     snippets = args.snippets or (8 if import_bound else 6)
-    pset_write(args.out, kind=args.kind, papers=papers, snippets=snippets, work_ms=0 if import_bound else args.work_ms)
+    pset_write(args.out, kind=args.kind, papers=papers, snippets=snippets, work_ms=0 if import_bound else args.work_ms,
+               python=args.python)
     print(f"{args.out}: {papers} papers x {snippets} snippets ({args.kind})")
     return 0
 
