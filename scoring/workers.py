@@ -5,8 +5,10 @@ exception, quitting"), and refuses to start while Redis is unreachable. Neither 
 site to lose its workers: ``WorkerSupervisor`` starts each worker again, after a pause that doubles
 with every quick failure in a row (1 s, 2 s, 4 s ... up to ``max_backoff``) and falls back to 1 s once
 a worker has stayed up for ``stable_after`` seconds. A job that was running when its worker died
-is not lost: its work horse goes on (RQ gives it a process group of its own) or, if it died too,
-the job's heartbeat stops and ``reconcile`` queues it again.
+is not lost: a scoring job runs in the worker process itself (``scoring.queue.ScoringWorker``, which
+keeps its warm sandboxes between jobs), so it ends with its worker, its heartbeat stops and
+``reconcile`` queues it again (it continues with the snippets not yet stored); a job of the other
+queues runs in a work horse of its own, which RQ lets finish.
 
 Each worker gets a process group of its own, so a signal reaches it once, from here: SIGTERM or
 SIGINT to the supervisor is passed on (RQ's warm shutdown: the running job ends first; a second
