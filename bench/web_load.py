@@ -18,6 +18,7 @@ import re
 import secrets
 import shutil
 import signal
+import statistics
 import socket
 import subprocess
 import sys
@@ -210,33 +211,48 @@ def measure(base: str, targets: dict[str, str], args: argparse.Namespace, env: d
     """wrk on the trivial endpoint, then on each target.
 
     mode "warm": a write, then the first request's time into ``first`` (a render on a cold cache),
-    a few more requests (every worker has it; the body's size into ``sizes``), then wrk. "cold": a write just before wrk, so the
-    run starts on an invalidated cache. "uncached": wrk on a server without the page cache.
+    a few more requests (every worker has it; the body's size into ``sizes``), then wrk. "cold": a
+    write just before each wrk run, so it starts on an invalidated cache. "uncached": wrk on a
+    server without the page cache.
+
+    Each target gets ``args.rounds`` pairs of runs (the trivial endpoint, then the target): on a
+    shared machine the neighbours' load comes in bursts, and a burst during one run of a pair
+    skews that pair's ratio; the reported ratio is the median of the pairs' ratios, the rates the
+    medians of the runs'.
     """
     wrk = dict(duration=args.duration, connections=args.connections, threads=args.threads)
     results = {}
     for name, url in targets.items():
-        # the trivial endpoint right before each target: on a shared machine the load drifts, and a
-        # ratio to a rate measured minutes earlier would measure the neighbours
-        trivial = run_wrk(f"{base}/api/v1/ping", **wrk)
-        if mode in ("warm", "cold"):
-            release_touch(args.release, env)
-        if mode == "warm":
-            started = time.monotonic()
-            status, body = fetch(url, timeout=120)
-            if first is not None:
-                first[name] = (time.monotonic() - started) * 1000
-            for _ in range(2 * args.workers):
+        pairs = []
+        for round_ in range(args.rounds):
+            # the trivial endpoint right before each run: the load drifts, and a ratio to a rate
+            # measured minutes earlier would measure the neighbours
+            trivial = run_wrk(f"{base}/api/v1/ping", **wrk)
+            if mode == "cold" or (mode == "warm" and round_ == 0):
+                release_touch(args.release, env)
+            if mode == "warm" and round_ == 0:
+                started = time.monotonic()
                 status, body = fetch(url, timeout=120)
-            if status != 200:
-                raise SystemExit(f"{url} answered {status}: {body[:200]!r}")
-            if sizes is not None:
-                sizes[name] = len(body)
-        results[name] = run_wrk(url, **wrk)
-        results[name]["trivial_rps"] = trivial["rps"]
-        results[name]["errors"] += trivial["errors"] + trivial["non_2xx"]
-        print(f"  {name:<30} {results[name]['rps']:>9.1f} req/s (trivial endpoint just before: "
-              f"{trivial['rps']:.1f})", flush=True)
+                if first is not None:
+                    first[name] = (time.monotonic() - started) * 1000
+                for _ in range(2 * args.workers):
+                    status, body = fetch(url, timeout=120)
+                if status != 200:
+                    raise SystemExit(f"{url} answered {status}: {body[:200]!r}")
+                if sizes is not None:
+                    sizes[name] = len(body)
+            pairs.append((trivial, run_wrk(url, **wrk)))
+        runs = [run for _, run in pairs]
+        result = dict(runs[0])
+        for key in ("rps", "p50_ms", "p99_ms", "avg_ms"):
+            result[key] = statistics.median(run[key] for run in runs)
+        result["trivial_rps"] = statistics.median(t["rps"] for t, _ in pairs)
+        result["ratio"] = statistics.median(run["rps"] / (t["rps"] or float("nan")) for t, run in pairs)
+        result["errors"] = sum(run["errors"] + run["non_2xx"] + t["errors"] + t["non_2xx"] for t, run in pairs)
+        result["non_2xx"] = 0
+        results[name] = result
+        print(f"  {name:<30} {result['rps']:>9.1f} req/s, ratio {result['ratio']:.2f} (median of "
+              + ", ".join(f"{run['rps']:.0f}/{t['rps']:.0f}" for t, run in pairs) + " page/trivial)", flush=True)
     return results
 
 
@@ -246,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--release", default="synthetic", help="release slug to load (default: synthetic)")
     parser.add_argument("--duration", type=int, default=10, help="seconds per endpoint (default 10)")
     parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="pairs of runs (trivial endpoint, page) per endpoint; ratios are the pairs' median (default 1)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--workers", type=int, default=max(2, os.cpu_count() or 2), help="gunicorn workers")
     parser.add_argument("--models", type=int, default=100, help="synthetic size when it must be generated")
@@ -336,8 +354,8 @@ def main(argv: list[str] | None = None) -> int:
     missed = []
     for name in targets:
         w, c, u, q = warm[name], cold.get(name), uncached.get(name), counts.get(name)
-        w_ratio = w["rps"] / (w["trivial_rps"] or float("nan"))
-        c_ratio = c["rps"] / (c["trivial_rps"] or float("nan")) if c else float("nan")
+        w_ratio = w["ratio"]
+        c_ratio = c["ratio"] if c else float("nan")
         errors = sum(r["errors"] + r["non_2xx"] for r in (w, c, u) if r)
         failures += errors
         if name != API and (w_ratio < TARGET_WARM or (c and c_ratio < TARGET_COLD)):
@@ -347,9 +365,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<30}{w['rps']:>10.1f}{w['trivial_rps']:>8.0f}{w_ratio:>7.2f}{w['p50_ms']:>8.1f}{w['p99_ms']:>8.1f}"
               + (f"{c['rps']:>10.1f}{c['trivial_rps']:>8.0f}{c_ratio:>7.2f}" if c else f"{'-':>10}{'-':>8}{'-':>7}")
               + f"{first:>10}"
-              + (f"{u['rps']:>10.1f}{u['rps'] / (u['trivial_rps'] or float('nan')):>7.2f}" if u else f"{'-':>10}{'-':>7}")
+              + (f"{u['rps']:>10.1f}{u['ratio']:>7.2f}" if u else f"{'-':>10}{'-':>7}")
               + f"{queries:>9}{(f'{sizes[name] / 1024:.0f}' if name in sizes else '-'):>7}{errors:>8}")
-    print("\nratio = req/s over the trivial endpoint's (ping), measured just before on the same server; cold = a run that starts right after a "
+    print(f"\nratio = req/s over the trivial endpoint's (ping), measured just before on the same server (the median of "
+          f"{args.rounds} such pair(s) per endpoint; the rates are medians too); cold = a run that starts right after a "
           "write (every cached page and figure stale); first ms = the first request after a write (the render); "
           "uncached = a server with RCB_PAGE_CACHE=0; queries = per request, cache cold/warm; kB = the page's size")
     print(f"targets: warm >= {TARGET_WARM} and cold >= {TARGET_COLD} for every page: "
