@@ -86,7 +86,8 @@ def heatmap_figure(*, models: Sequence[str], papers: Sequence[str], z: Sequence[
     text = [["" if v is None else f"{v:.0f}" for v in row] for row in z]
     fig = go.Figure(
         go.Heatmap(
-            z=[list(row) for row in z], x=list(papers), y=list(models), text=text, texttemplate="%{text}",
+            # one decimal, as the hover shows it: a full float is 17 characters of 5,000 cells a page
+            z=[[None if v is None else round(v, 1) for v in row] for row in z], x=list(papers), y=list(models), text=text, texttemplate="%{text}",
             colorscale="Blues", zmin=0, zmax=100, colorbar={"title": {"text": "scaled %"}},
             hovertemplate="%{y}<br>%{x}: %{z:.1f}%<extra></extra>", xgap=1, ygap=1,
         ),
