@@ -26,9 +26,10 @@ from django.db import transaction
 from accounts.services import user_get_or_create
 from benchmark_core.annotation import TAG_RE
 from benchmark_core.runner import HARNESS_VERSION
-from leaderboard import selectors as lb_selectors
 from leaderboard.aggregates import MISSING, release_tiers_refresh
 from leaderboard.models import Evaluation, Release, ReleasePaper, Snippet, SnippetResult
+from leaderboard.selectors.boards import leaderboard_rows
+from leaderboard.selectors.evaluations import latest_per_model, public_evaluations
 from scoring.results import ResultRow, evaluation_results_write
 from submissions.models import PredictionSubmission, SubmissionPrediction
 
@@ -178,7 +179,7 @@ def release_successor_populate(*, release: Release, by: Any = None) -> Successio
     old_index, new_index = _snippet_index(predecessor), _snippet_index(release)
     done = _already_carried(release)
     for with_paper in (True, False):
-        sources = lb_selectors._latest_per_model(lb_selectors._public_evaluations(predecessor, with_paper=with_paper))
+        sources = latest_per_model(public_evaluations(predecessor, with_paper=with_paper))
         for ev in sources:
             if ev.model.baseline:
                 continue  # the successor's own baselines are scored on publishing
@@ -207,7 +208,7 @@ def release_default_switch_warning(*, release: Release, current: Release | None 
         return ""
 
     def ranked(r: Release) -> int:
-        return sum(1 for row in lb_selectors.leaderboard_rows(release=r).rows if row.ranked)
+        return sum(1 for row in leaderboard_rows(release=r).rows if row.ranked)
 
     new, old = ranked(release), ranked(current)
     if new >= old:

@@ -2,7 +2,7 @@
 
 Stored figures of an evaluation (from its SnippetResult rows, with benchmark_core.scoring), the
 release's significance tiers, and the one place that says a release's data changed: its
-``data_version`` (in every key of leaderboard.page_cache and selectors.cached) moves and this
+``data_version`` (in every key of leaderboard.page_cache and selectors.caching.cached) moves and this
 process's release memo is forgotten, from the services (bulk writes send no signals) and from the
 signal handlers below (every save/delete of what a release shows).
 """
@@ -19,7 +19,7 @@ from django.utils import timezone
 from benchmark_core import scoring
 from benchmark_core.scoring import SnippetOutcome, summarize
 
-from . import selectors
+from .selectors import evaluations, release_info
 from .models import Evaluation, LLMModel, Paper, Release, Snippet, SnippetResult
 
 __all__ = [
@@ -39,7 +39,7 @@ MISSING = "missing"
 
 def release_memo_forget() -> None:
     """Forget this process's memoized releases (other processes wait out its few seconds)."""
-    selectors.release_memo_clear()
+    release_info.release_memo_clear()
 
 
 def release_touch(*, release_id: int) -> None:
@@ -132,14 +132,14 @@ def release_tiers_refresh(*, release: Release, n_boot: int = STORED_N_BOOT) -> d
     for with_paper in (True, False):
         evs = [
             ev
-            for ev in selectors._latest_per_model(selectors._public_evaluations(release, with_paper=with_paper))
-            if selectors._is_ranked(ev)
+            for ev in evaluations.latest_per_model(evaluations.public_evaluations(release, with_paper=with_paper))
+            if evaluations.evaluation_ranked(ev)
         ]
         if not evs:
             continue
-        tiers = scoring.significance_tiers({ev.model.key: selectors._totals(ev) for ev in evs}, n_boot=n_boot)
-        stored[selectors.tiers_key(with_paper)] = {"fingerprint": selectors.tiers_fingerprint(evs), "tiers": tiers}
-        result[selectors.tiers_key(with_paper)] = tiers
+        tiers = scoring.significance_tiers({ev.model.key: evaluations.evaluation_totals(ev) for ev in evs}, n_boot=n_boot)
+        stored[evaluations.tiers_key(with_paper)] = {"fingerprint": evaluations.tiers_fingerprint(evs), "tiers": tiers}
+        result[evaluations.tiers_key(with_paper)] = tiers
     # update(), not save(): a concurrent writer's bump must not be overwritten
     Release.objects.filter(pk=release.pk).update(tiers=stored, data_version=F("data_version") + 1)
     release.tiers = stored

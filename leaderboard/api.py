@@ -22,8 +22,9 @@ from accounts.services import api_token_user
 
 from . import csv as lb_csv
 from . import page_cache
-from . import selectors
 from .models import Evaluation, LLMModel, Paper, Release, Snippet
+from .query import leaderboard_params_parse
+from .selectors import boards, caching, details, release_info
 
 __all__ = [
     "not_found",
@@ -90,9 +91,9 @@ def _viewer(request: HttpRequest) -> Any:
 def _release(request: HttpRequest) -> Release:
     slug = (request.GET.get("release") or "").strip() or None
     if slug is None:
-        return selectors.release_get_recent(slug=None)
+        return release_info.release_get_recent(slug=None)
     try:
-        return selectors.release_get_recent(slug=slug)
+        return release_info.release_get_recent(slug=slug)
     except Release.DoesNotExist:
         return Release.objects.get(name=slug)  # the display name works too
 
@@ -122,7 +123,7 @@ def _respond(
     fmt = _format(request)
     if fmt == "csv" and build_csv is None:
         raise BadRequest(["this endpoint has no CSV form"])
-    version = (selectors.release_version(release),) if release is not None else ("-",)
+    version = (caching.release_version(release),) if release is not None else ("-",)
     raw_key = json.dumps([*key, *version, fmt], default=str)
     cache_key = "rcb:api:" + hashlib.sha256(raw_key.encode()).hexdigest()[:40]
     # the key names the release's version and the parameters: it is the ETag (conditional GET, proxies)
@@ -169,7 +170,7 @@ def api_view(func: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     return wrapper
 
 
-def _row_json(r: selectors.LeaderboardRow, *, previous: Release | None = None) -> dict[str, Any]:
+def _row_json(r: boards.LeaderboardRow, *, previous: Release | None = None) -> dict[str, Any]:
     """One row; with ``previous`` (the release's predecessor) the model's figure there too."""
     return {
         "tier": r.tier,
@@ -230,7 +231,7 @@ def releases(request: HttpRequest) -> HttpResponse:
             "tasks_url": request.build_absolute_uri(reverse("leaderboard:release_tasks", args=[r.slug]))
             if r.scorable_papers else None,
         }
-        for r in selectors.releases_list()
+        for r in release_info.releases_list()
     ]
     return JsonResponse({"releases": items})
 
@@ -242,15 +243,15 @@ _KNOWN_LEADERBOARD_PARAMS = {"release", "view", "cutoff", "from", "to", "open_we
 def leaderboard(request: HttpRequest) -> HttpResponse:
     """The leaderboard of a release: ?release=&view=overall|contamination_safe&cutoff=&from=&to=
     &open_weights=&organisation=&with_paper=&format=json|csv."""
-    params, messages = selectors.leaderboard_params_parse(request.GET)
+    params, messages = leaderboard_params_parse(request.GET)
     unknown = sorted(set(request.GET) - _KNOWN_LEADERBOARD_PARAMS)
     messages += [f"unknown parameter {name!r}" for name in unknown]
     if messages:
         raise BadRequest(messages)
     release = _release(request)
 
-    def table() -> selectors.LeaderboardTable:
-        return selectors.leaderboard_rows(release=release, **params.as_kwargs())
+    def table() -> boards.LeaderboardTable:
+        return boards.leaderboard_rows(release=release, **params.as_kwargs())
 
     def as_json() -> dict[str, Any]:
         t = table()
@@ -290,8 +291,8 @@ def paper_leaderboard(request: HttpRequest, paper_id: str) -> HttpResponse:
     """Every model's figures on one paper."""
     release = _release(request)
 
-    def data() -> selectors.PaperLeaderboard:
-        return selectors.paper_leaderboard(release=release, paper_id=paper_id)
+    def data() -> boards.PaperLeaderboard:
+        return boards.paper_leaderboard(release=release, paper_id=paper_id)
 
     data()  # 404 before anything is cached
     return _respond(
@@ -329,7 +330,7 @@ def paper_detail(request: HttpRequest, paper_id: str) -> HttpResponse:
     """A paper's metadata and snippet tree with each snippet's pass rate across models."""
     _json_only(request)
     release = _release(request)
-    d = selectors.paper_detail(release=release, paper_id=paper_id)
+    d = details.paper_detail(release=release, paper_id=paper_id)
     by_id = {s.id: s.name for s in d.snippets}
     return JsonResponse(
         {
@@ -360,7 +361,7 @@ def model_detail(request: HttpRequest, key: str) -> HttpResponse:
     """A model and its public evaluations, each with its reproducibility card."""
     _json_only(request)
     release = _release(request) if request.GET.get("release") else None
-    d = selectors.model_detail(key=key, release=release, viewer=_viewer(request))
+    d = details.model_detail(key=key, release=release, viewer=_viewer(request))
     m = d.model
     return JsonResponse(
         {
@@ -413,7 +414,7 @@ def heatmap(request: HttpRequest) -> HttpResponse:
     release = _release(request)
 
     def as_json() -> dict[str, Any]:
-        h = selectors.heatmap(release=release)
+        h = boards.heatmap(release=release)
         return {
             "release": _release_json(release),
             "papers": h.papers,
@@ -423,7 +424,7 @@ def heatmap(request: HttpRequest) -> HttpResponse:
 
     return _respond(
         request, key=("heatmap",), release=release, build_json=as_json,
-        build_csv=lambda: lb_csv.heatmap_csv(selectors.heatmap(release=release)),
+        build_csv=lambda: lb_csv.heatmap_csv(boards.heatmap(release=release)),
         filename=f"heatmap-{release.slug}.csv",
     )
 
@@ -434,12 +435,12 @@ def error_categories(request: HttpRequest) -> HttpResponse:
     release = _release(request)
 
     def as_json() -> dict[str, Any]:
-        e = selectors.error_categories(release=release)
+        e = boards.error_categories(release=release)
         return {"release": _release_json(release), "categories": e.categories, "rows": e.rows}
 
     return _respond(
         request, key=("errors",), release=release, build_json=as_json,
-        build_csv=lambda: lb_csv.error_categories_csv(selectors.error_categories(release=release)),
+        build_csv=lambda: lb_csv.error_categories_csv(boards.error_categories(release=release)),
         filename=f"error-categories-{release.slug}.csv",
     )
 
@@ -450,7 +451,7 @@ def paper_ablation(request: HttpRequest) -> HttpResponse:
     release = _release(request)
 
     def as_json() -> dict[str, Any]:
-        rows = selectors.paper_ablation(release=release)
+        rows = boards.paper_ablation(release=release)
         return {
             "release": _release_json(release),
             "rows": [
@@ -462,7 +463,7 @@ def paper_ablation(request: HttpRequest) -> HttpResponse:
 
     return _respond(
         request, key=("ablation",), release=release, build_json=as_json,
-        build_csv=lambda: lb_csv.ablation_csv(selectors.paper_ablation(release=release)),
+        build_csv=lambda: lb_csv.ablation_csv(boards.paper_ablation(release=release)),
         filename=f"paper-ablation-{release.slug}.csv",
     )
 
@@ -472,10 +473,10 @@ def evaluation_outputs(request: HttpRequest, evaluation_id: int) -> HttpResponse
     """Raw outputs of a public evaluation (the owner's private ones too), one JSON object per line:
     paper, file, snippet, sample, verdict, category, test output and the completion."""
     _json_only(request)
-    ev = selectors.evaluation_visible(evaluation_id=evaluation_id, user=request.user)
+    ev = details.evaluation_visible(evaluation_id=evaluation_id, user=request.user)
     header = {"evaluation": ev.pk, "model": ev.model.key, "release": ev.release.slug,
               "release_hash": ev.release.content_hash, "with_paper": ev.with_paper, "source": ev.source}
-    lines = (json.dumps({**header, **row}, ensure_ascii=False) + "\n" for row in selectors.evaluation_outputs(evaluation=ev))
+    lines = (json.dumps({**header, **row}, ensure_ascii=False) + "\n" for row in details.evaluation_outputs(evaluation=ev))
     response = StreamingHttpResponse(lines, content_type="application/x-ndjson; charset=utf-8")
     name = f"outputs-{ev.release.slug}-{ev.model.key.replace('/', '_')}-{ev.pk}.jsonl"
     response["Content-Disposition"] = f'attachment; filename="{name}"'
@@ -489,7 +490,7 @@ def contamination(request: HttpRequest) -> HttpResponse:
     release = _release(request)
 
     def as_json() -> dict[str, Any]:
-        rows = selectors.contamination_per_model(release=release)
+        rows = boards.contamination_per_model(release=release)
         return {
             "release": _release_json(release),
             "rows": [
@@ -503,6 +504,6 @@ def contamination(request: HttpRequest) -> HttpResponse:
 
     return _respond(
         request, key=("contamination",), release=release, build_json=as_json,
-        build_csv=lambda: lb_csv.contamination_csv(selectors.contamination_per_model(release=release)),
+        build_csv=lambda: lb_csv.contamination_csv(boards.contamination_per_model(release=release)),
         filename=f"contamination-{release.slug}.csv",
     )

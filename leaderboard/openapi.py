@@ -14,6 +14,8 @@ from typing import Any
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
+from .csv import ABLATION_HEADER, CONTAMINATION_HEADER, LEADERBOARD_HEADER
+
 __all__ = ["OPENAPI_VERSION", "openapi_document", "openapi_json"]
 
 OPENAPI_VERSION = "3.1.0"
@@ -201,10 +203,19 @@ def _error(description: str, schema: str = "Error") -> dict[str, Any]:
     return _json(schema, description)
 
 
-def _table(schema: str, description: str) -> dict[str, Any]:
-    """A table endpoint: JSON, or CSV with ?format=csv."""
+def _table(schema: str, description: str, columns: str) -> dict[str, Any]:
+    """A table endpoint: JSON, or CSV with ?format=csv (its header row: ``columns``; the pages'
+    downloads of the same table have the same columns, leaderboard.csv)."""
     return {"description": description, "content": {JSON: {"schema": _ref(schema)},
-                                                    CSV: {"schema": {"type": "string"}}}}
+                                                    CSV: {"schema": {"type": "string",
+                                                                     "description": f"CSV columns: {columns}"}}}}
+
+
+def _columns(header: list[str]) -> str:
+    return ", ".join(header)
+
+
+BOARD_COLUMNS = _columns(LEADERBOARD_HEADER) + " (an interval is ci95_low, ci95_high: the JSON's ci95)"
 
 
 def _query(name: str, description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -258,7 +269,7 @@ PATHS: dict[str, Any] = {
                            {"releases": _array(_ref("ReleaseInfo"))})}}}}, [], "releases"),
     "/leaderboard": _read(
         "The leaderboard of a release (unknown parameters are refused)",
-        {"200": _table("Leaderboard", "the rows, best first"), "400": BAD, "404": NO_RELEASE},
+        {"200": _table("Leaderboard", "the rows, best first", BOARD_COLUMNS), "400": BAD, "404": NO_RELEASE},
         [RELEASE,
          _query("view", "overall (default) or contamination_safe", {"enum": ["overall", "contamination_safe"]}),
          _query("cutoff", "contamination_safe: papers first committed after this date (YYYY[-MM[-DD]])"),
@@ -269,16 +280,20 @@ PATHS: dict[str, Any] = {
          _query("with_paper", "1 (default): prompts with the paper; 0: the ablation without it", YES_NO),
          FORMAT],
         "leaderboard"),
-    "/heatmap": _read("Model x paper scaled pass rates", {"200": _table("Heatmap", "the matrix"), "400": BAD,
-                                                           "404": NO_RELEASE}, [RELEASE, FORMAT], "heatmap"),
+    "/heatmap": _read("Model x paper scaled pass rates",
+                      {"200": _table("Heatmap", "the matrix", "model, name, then one column per paper"), "400": BAD,
+                       "404": NO_RELEASE}, [RELEASE, FORMAT], "heatmap"),
     "/error-categories": _read("Failures by category per model",
-                               {"200": _table("ErrorCategories", "counts per model"), "400": BAD, "404": NO_RELEASE},
+                               {"200": _table("ErrorCategories", "counts per model",
+                                              "model, name, one column per category, failures, runs"),
+                                "400": BAD, "404": NO_RELEASE},
                                [RELEASE, FORMAT], "error_categories"),
     "/paper-ablation": _read("With-paper minus without-paper scaled pass rate per model",
-                             {"200": _table("PaperAblation", "one row per model with both"), "400": BAD,
-                              "404": NO_RELEASE}, [RELEASE, FORMAT], "paper_ablation"),
+                             {"200": _table("PaperAblation", "one row per model with both", _columns(ABLATION_HEADER)),
+                              "400": BAD, "404": NO_RELEASE}, [RELEASE, FORMAT], "paper_ablation"),
     "/contamination": _read("Each model on the papers first committed after its own knowledge cutoff",
-                            {"200": _table("Contamination", "one row per model"), "400": BAD, "404": NO_RELEASE},
+                            {"200": _table("Contamination", "one row per model", _columns(CONTAMINATION_HEADER)),
+                             "400": BAD, "404": NO_RELEASE},
                             [RELEASE, FORMAT], "contamination"),
     "/papers/{paper_id}": _read(
         "A paper's metadata and snippet tree, each snippet's pass rate across models",
@@ -286,7 +301,8 @@ PATHS: dict[str, Any] = {
         [_path("paper_id", "the paper's folder name, e.g. rope"), RELEASE, JSON_ONLY], "paper"),
     "/papers/{paper_id}/leaderboard": _read(
         "Every model's figures on one paper",
-        {"200": _table("PaperLeaderboard", "the rows"), "400": BAD, "404": _error("unknown release or paper")},
+        {"200": _table("PaperLeaderboard", "the rows", BOARD_COLUMNS), "400": BAD,
+         "404": _error("unknown release or paper")},
         [_path("paper_id", "the paper's folder name"), RELEASE, FORMAT], "paper_leaderboard"),
     "/models/{key}": _read(
         "A model and its public evaluations, each with its reproducibility card",

@@ -22,12 +22,12 @@ from django.urls import reverse
 from django.views.defaults import page_not_found
 
 from benchmark_core.completions import completion_lines
-from benchmark_core.errors import CATEGORIES
 
-from . import charts, selectors
+from . import charts
 from . import csv as lb_csv
-from .models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
-from .query import PageNotFound, TablePage, parse_bool, table_page
+from .models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet
+from .query import PageNotFound, TablePage, leaderboard_params_parse, parse_bool, table_page
+from .selectors import boards, caching, details, paper_files, release_info
 from .templatetags.leaderboard_tags import diff_rows, highlight_code, render_markdown
 
 HEADLINE_MODELS = 12
@@ -38,7 +38,7 @@ def _release(request: HttpRequest, slug: str | None = None) -> Release:
     """The release named in the URL or ?release=, else the default one; 404 when unknown."""
     slug = slug or (request.GET.get("release") or "").strip() or None
     try:
-        return selectors.release_get(slug=slug)
+        return release_info.release_get(slug=slug)
     except Release.DoesNotExist:
         if slug:
             raise Http404(f"No release {slug!r}.") from None
@@ -78,10 +78,6 @@ def _wants_csv(request: HttpRequest) -> bool:
     return (request.GET.get("format") or "").lower() == "csv"
 
 
-def _fmt(value: float | None, digits: int = 2) -> str:
-    return "" if value is None else f"{value:.{digits}f}"
-
-
 # --------------------------------------------------------------------------- sorting of the overall table
 @dataclass(frozen=True)
 class SortSpec:
@@ -89,7 +85,7 @@ class SortSpec:
     direction: str  # "asc" | "desc"
 
 
-def _cost(row: selectors.LeaderboardRow) -> float | None:
+def _cost(row: boards.LeaderboardRow) -> float | None:
     """Measured USD per snippet (run card) first, then list prices per million tokens (another unit)."""
     from .templatetags.leaderboard_tags import LIST_PRICE_OFFSET
 
@@ -100,7 +96,7 @@ def _cost(row: selectors.LeaderboardRow) -> float | None:
     return LIST_PRICE_OFFSET + (row.input_cost or 0.0) + (row.output_cost or 0.0)
 
 
-SORT_KEYS: dict[str, tuple[Callable[[selectors.LeaderboardRow], Any], str]] = {
+SORT_KEYS: dict[str, tuple[Callable[[boards.LeaderboardRow], Any], str]] = {
     # column: (value, default direction); None values always sink to the bottom
     "rank": (lambda r: (r.tier if r.ranked and r.tier is not None else None), "asc"),
     "model": (lambda r: r.name.lower(), "asc"),
@@ -126,7 +122,7 @@ def _sort_spec(request: HttpRequest, notices: list[str]) -> SortSpec:
     return SortSpec(column, direction)
 
 
-def _sorted_rows(rows: list[selectors.LeaderboardRow], spec: SortSpec) -> list[selectors.LeaderboardRow]:
+def _sorted_rows(rows: list[boards.LeaderboardRow], spec: SortSpec) -> list[boards.LeaderboardRow]:
     """Baselines last, then rows with a value sorted as asked, then rows without one."""
     value = SORT_KEYS[spec.column][0]
     baselines = [r for r in rows if r.baseline]
@@ -138,22 +134,12 @@ def _sorted_rows(rows: list[selectors.LeaderboardRow], spec: SortSpec) -> list[s
     return present + missing + baselines
 
 
-def _leaderboard_csv(table: selectors.LeaderboardTable, name: str) -> HttpResponse:
-    header = [
-        "tier", "model", "name", "organisation", "open_weights", "scaled_pass_rate", "ci_low", "ci_high", "pass_rate",
-        "coverage", "ranked", "baseline", "verified", "knowledge_cutoff", "input_cost", "output_cost", "samples",
-        "snippets", "papers", "with_paper",
-    ]
-    rows = (
-        [r.tier, r.model_key, r.name, r.organisation, r.open_weights, _fmt(r.scaled_pass_rate), _fmt(r.ci_low), _fmt(r.ci_high),
-         _fmt(r.pass_rate), _fmt(r.coverage, 1), r.ranked, r.baseline, r.verified, r.knowledge_cutoff, r.input_cost,
-         r.output_cost, r.samples, r.snippets, r.papers, r.with_paper]
-        for r in table.rows
-    )
-    return lb_csv.csv_download(name, header, rows)
+def _csv(filename: str, text: str) -> HttpResponse:
+    """A page's download: the same table, columns and cells as the API's ``?format=csv`` (leaderboard.csv)."""
+    return lb_csv.csv_response(text, filename=filename)
 
 
-def _ci_chart(rows: Sequence[selectors.LeaderboardRow], *, limit: int | None = None) -> dict[str, Any] | None:
+def _ci_chart(rows: Sequence[boards.LeaderboardRow], *, limit: int | None = None) -> dict[str, Any] | None:
     ranked = [r for r in rows if r.ranked and r.scaled_pass_rate is not None]
     ranked.sort(key=lambda r: -(r.scaled_pass_rate or 0.0))
     if limit:
@@ -178,7 +164,7 @@ def home(request: HttpRequest) -> HttpResponse:
         release = None  # nothing published yet: the home page says so
     context: dict[str, Any] = {"table": None, "chart": None}
     if release is not None:
-        table = selectors.leaderboard_rows(release=release)
+        table = boards.leaderboard_rows(release=release)
         context.update(
             table=table,
             chart=_ci_chart(table.rows, limit=HEADLINE_MODELS),
@@ -193,14 +179,14 @@ def leaderboard(request: HttpRequest, slug: str | None = None) -> HttpResponse:
     release = _release(request, slug)
     query = request.GET.copy()
     query["view"] = "overall"  # the contamination window has its own page
-    params, notices = selectors.leaderboard_params_parse(query)
+    params, notices = leaderboard_params_parse(query)
     sort = _sort_spec(request, notices)
-    table = selectors.leaderboard_rows(
+    table = boards.leaderboard_rows(
         release=release, view="overall", open_weights=params.open_weights, organisation=params.organisation,
         with_paper=params.with_paper,
     )
     if _wants_csv(request):
-        return _leaderboard_csv(table, f"leaderboard-{release.slug}.csv")
+        return _csv(f"leaderboard-{release.slug}.csv", lb_csv.leaderboard_table_csv(table.rows))
     if params.organisation and params.organisation.lower() not in {o.lower() for o in table.organisations}:
         notices.append(f"No model of organisation {params.organisation!r} in this release.")
     rows = _sorted_rows(table.rows, sort)
@@ -223,25 +209,17 @@ def per_paper(request: HttpRequest) -> HttpResponse:
     release = _release(request)
     notices: list[str] = []
     with_paper = _bool_param(request, "with_paper", notices)
-    hm = selectors.heatmap(release=release, with_paper=with_paper)
+    hm = boards.heatmap(release=release, with_paper=with_paper)
     paper_id = (request.GET.get("paper") or "").strip()
     if paper_id and paper_id not in hm.papers:
         notices.append(f"No paper {paper_id!r} in {release.name}; showing the first paper.")
         paper_id = ""
     paper_id = paper_id or (hm.papers[0] if hm.papers else "")
-    board = selectors.paper_leaderboard(release=release, paper_id=paper_id, with_paper=with_paper) if paper_id else None
+    board = boards.paper_leaderboard(release=release, paper_id=paper_id, with_paper=with_paper) if paper_id else None
     if _wants_csv(request):
         if request.GET.get("table") == "paper" and board is not None:
-            return lb_csv.csv_download(
-                f"paper-{paper_id}-{release.slug}.csv",
-                ["model", "name", "scaled_pass_rate", "pass_rate", "coverage", "baseline"],
-                ([r.model_key, r.name, _fmt(r.scaled_pass_rate), _fmt(r.pass_rate), _fmt(r.coverage, 1), r.baseline] for r in board.rows),
-            )
-        return lb_csv.csv_download(
-            f"heatmap-{release.slug}.csv",
-            ["model", "name", *hm.papers],
-            ([key, name, *[_fmt(v) for v in values]] for (key, name), values in zip(hm.models, hm.values)),
-        )
+            return _csv(f"paper-{paper_id}-{release.slug}.csv", lb_csv.leaderboard_table_csv(board.rows))
+        return _csv(f"heatmap-{release.slug}.csv", lb_csv.heatmap_csv(hm))
     pager = _table_page(request, list(zip(hm.models, hm.values)), anchor="heatmap-table")
     board_pager = (_table_page(request, board.rows, param="board_page", anchor="paper-leaderboard")
                    if board is not None else None)
@@ -266,34 +244,29 @@ def contamination(request: HttpRequest) -> HttpResponse:
     release = _release(request)
     query = request.GET.copy()
     query["view"] = "contamination_safe"
-    params, notices = selectors.leaderboard_params_parse(query)
+    params, notices = leaderboard_params_parse(query)
     date_from, date_to = params.date_from, params.date_to
     sort = _sort_spec(request, notices)
     # a window's tiers come from a bootstrap at request time (~1 s for 32 models): cache them per
     # data version, so moving the slider back and forth stays fast and a new result still shows
-    table = selectors.cached(
+    table = caching.cached(
         ("page:window", release.id, release.data_version, params.cutoff, date_from, date_to,
          params.open_weights, params.organisation, params.with_paper),
-        lambda: selectors.leaderboard_rows(
+        lambda: boards.leaderboard_rows(
             release=release, view="contamination_safe", cutoff=params.cutoff, date_from=date_from, date_to=date_to,
             open_weights=params.open_weights, organisation=params.organisation, with_paper=params.with_paper,
         ),
         timeout=600,
     )
-    per_model = selectors.contamination_per_model(release=release, with_paper=params.with_paper)
+    per_model = boards.contamination_per_model(release=release, with_paper=params.with_paper)
     if date_from is None and date_to is None and params.cutoff is None and table.cutoff is not None:
         # the default window (after the latest cutoff) shown as the equivalent "from" date, so the
         # form, the slider and a bookmarked URL all describe the same window
         date_from = table.cutoff + dt.timedelta(days=1)
     if _wants_csv(request):
         if request.GET.get("table") == "per_model":
-            return lb_csv.csv_download(
-                f"contamination-per-model-{release.slug}.csv",
-                ["model", "name", "knowledge_cutoff", "papers_after_cutoff", "snippets", "scaled_pass_rate", "pass_rate", "overall_scaled_pass_rate"],
-                ([r.model_key, r.name, r.knowledge_cutoff, len(r.papers), r.snippets, _fmt(r.scaled_pass_rate),
-                  _fmt(r.pass_rate), _fmt(r.overall_scaled_pass_rate)] for r in per_model),
-            )
-        return _leaderboard_csv(table, f"contamination-safe-{release.slug}.csv")
+            return _csv(f"contamination-per-model-{release.slug}.csv", lb_csv.contamination_csv(per_model))
+        return _csv(f"contamination-safe-{release.slug}.csv", lb_csv.leaderboard_table_csv(table.rows))
     window = set(table.papers)
     dated = [(p, d) for p, d in table.paper_dates.items() if d is not None]
     undated = [p for p, d in table.paper_dates.items() if d is None]
@@ -315,7 +288,7 @@ def contamination(request: HttpRequest) -> HttpResponse:
         "notices": notices,
         "per_model": per_model_pager.rows,
         "per_model_pager": per_model_pager,
-        "few": selectors.FEW_PAPERS,
+        "few": boards.FEW_PAPERS,
         "papers_json": papers_json,
         "undated": undated,
         "timeline": timeline,
@@ -333,15 +306,9 @@ def errors(request: HttpRequest) -> HttpResponse:
     release = _release(request)
     notices: list[str] = []
     with_paper = _bool_param(request, "with_paper", notices)
-    data = selectors.error_categories(release=release, with_paper=with_paper)
-    # the engine's order (syntax ... missing) reads better than the alphabet and keeps colours stable
-    data.categories.sort(key=lambda c: (CATEGORIES.index(c) if c in CATEGORIES else len(CATEGORIES), c))
+    data = boards.error_categories(release=release, with_paper=with_paper)
     if _wants_csv(request):
-        return lb_csv.csv_download(
-            f"error-categories-{release.slug}.csv",
-            ["model", "name", *data.categories, "failures", "runs"],
-            ([r["model_key"], r["name"], *[r["counts"][c] for c in data.categories], r["failures"], r["runs"]] for r in data.rows),
-        )
+        return _csv(f"error-categories-{release.slug}.csv", lb_csv.error_categories_csv(data))
     pager = _table_page(request, data.rows, anchor="errors-table")
     chart = (
         charts.error_stack_figure(
@@ -355,13 +322,9 @@ def errors(request: HttpRequest) -> HttpResponse:
 
 def ablation(request: HttpRequest) -> HttpResponse:
     release = _release(request)
-    rows = selectors.paper_ablation(release=release)
+    rows = boards.paper_ablation(release=release)
     if _wants_csv(request):
-        return lb_csv.csv_download(
-            f"paper-ablation-{release.slug}.csv",
-            ["model", "name", "with_paper", "without_paper", "difference", "ci_low", "ci_high"],
-            ([r.model_key, r.name, _fmt(r.with_paper), _fmt(r.without_paper), _fmt(r.diff), _fmt(r.ci_low), _fmt(r.ci_high)] for r in rows),
-        )
+        return _csv(f"paper-ablation-{release.slug}.csv", lb_csv.ablation_csv(rows))
     pager = _table_page(request, rows, anchor="ablation-table")
     shown = pager.rows
     chart = (
@@ -374,36 +337,27 @@ def ablation(request: HttpRequest) -> HttpResponse:
 
 
 def releases(request: HttpRequest) -> HttpResponse:
-    items = selectors.releases_list()
+    items = release_info.releases_list()
     if _wants_csv(request):
-        return lb_csv.csv_download(
-            "releases.csv",
-            ["slug", "name", "status", "release_date", "content_hash", "papers", "snippets", "models"],
-            ([r.slug, r.name, r.status, r.release_date or "", r.content_hash, r.papers, r.snippets, r.models] for r in items),
-        )
+        return _csv("releases.csv", lb_csv.releases_csv(items))
     return _page(request, "leaderboard/releases.html", {"items": items}, nav="releases")
 
 
 def release_detail(request: HttpRequest, slug: str) -> HttpResponse:
     """The permalink of a release: what it contains, its hash and how to cite it."""
     release = _release(request, slug)
-    info = next((r for r in selectors.releases_list() if r.slug == release.slug), None)
+    info = next((r for r in release_info.releases_list() if r.slug == release.slug), None)
     papers = list(
         ReleasePaper.objects.filter(release=release).select_related("paper").order_by("paper__paper_id")
     )
     if _wants_csv(request):
-        return lb_csv.csv_download(
-            f"release-{release.slug}-papers.csv",
-            ["paper", "title", "venue", "first_commit_date", "snippets", "total_weight", "content_hash"],
-            ([rp.paper.paper_id, rp.paper.title, rp.paper.venue, rp.paper.first_commit_date or "", rp.snippet_count,
-              rp.total_weight, rp.content_hash] for rp in papers),
-        )
+        return _csv(f"release-{release.slug}-papers.csv", lb_csv.release_papers_csv(papers))
     permalink = request.build_absolute_uri(reverse("leaderboard:release_detail", args=[release.slug]))
-    scorability = selectors.release_scorability(release=release, release_papers=papers)
+    scorability = release_info.release_scorability(release=release, release_papers=papers)
     reasons = {row["paper"]: row["reason"] for row in scorability.not_scorable}
     return _page(request, "leaderboard/release_detail.html", {
         "info": info, "papers": [(rp, reasons.get(rp.paper.paper_id, "")) for rp in papers], "permalink": permalink,
-        "scorability": scorability, "succession": selectors.release_succession(release=release),
+        "scorability": scorability, "succession": release_info.release_succession(release=release),
     }, nav="releases", release=release)
 
 
@@ -414,7 +368,7 @@ def release_tasks(request: HttpRequest, slug: str) -> StreamingHttpResponse:
     with_paper = not _bool_param(request, "without_paper", [], default=False)
     if not ReleasePaper.objects.filter(release=release).exclude(folder="").exists():
         raise Http404(f"Release {release.name} has no paper with its code on this site: no task to download.")
-    rows = (json.dumps(row, ensure_ascii=False) + "\n" for row in selectors.release_tasks(release=release,
+    rows = (json.dumps(row, ensure_ascii=False) + "\n" for row in paper_files.release_tasks(release=release,
                                                                                        with_paper=with_paper))
     response = StreamingHttpResponse(rows, content_type="application/x-ndjson; charset=utf-8")
     suffix = "" if with_paper else "-without-paper"
@@ -425,19 +379,14 @@ def release_tasks(request: HttpRequest, slug: str) -> StreamingHttpResponse:
 def model_page(request: HttpRequest, key: str) -> HttpResponse:
     release = _release(request)
     try:
-        detail = selectors.model_detail(key=key, release=release, viewer=request.user)
+        detail = details.model_detail(key=key, release=release, viewer=request.user)
     except LLMModel.DoesNotExist:
         # answered, not raised: the page cache renders for an anonymous copy first, and an answer
         # lets it see that this one looked at the visitor (a private model's owner gets it rendered)
         return page_not_found(request, Http404(f"No model {key!r}."))
     if _wants_csv(request):
-        return lb_csv.csv_download(
-            f"model-{detail.model.key.replace('/', '_')}-per-paper.csv",
-            ["evaluation", "release", "with_paper", "paper", "scaled_pass_rate", "pass_rate", "snippets"],
-            ([card.id, card.release_slug, card.with_paper, paper, _fmt(f.get("scaled_pass_rate")), _fmt(f.get("pass_rate")),
-              f.get("snippets")] for card in detail.evaluations for paper, f in sorted(card.per_paper.items())),
-        )
-    per_model = next((r for r in selectors.contamination_per_model(release=release) if r.model_key == key), None)
+        return _csv(f"model-{detail.model.key.replace('/', '_')}-per-paper.csv", lb_csv.model_per_paper_csv(detail))
+    per_model = next((r for r in boards.contamination_per_model(release=release) if r.model_key == key), None)
     context = {"detail": detail, "model": detail.model, "contamination": per_model}
     return _page(request, "leaderboard/model.html", context, nav="leaderboard", release=release)
 
@@ -445,22 +394,14 @@ def model_page(request: HttpRequest, key: str) -> HttpResponse:
 def paper_page(request: HttpRequest, paper_id: str) -> HttpResponse:
     release = _release(request)
     try:
-        detail = selectors.paper_detail(release=release, paper_id=paper_id)
-        board = selectors.paper_leaderboard(release=release, paper_id=paper_id)
+        detail = details.paper_detail(release=release, paper_id=paper_id)
+        board = boards.paper_leaderboard(release=release, paper_id=paper_id)
     except Paper.DoesNotExist:
         raise Http404(f"No paper {paper_id!r} in {release.name}.") from None
     if _wants_csv(request):
         if request.GET.get("table") == "snippets":
-            return lb_csv.csv_download(
-                f"snippets-{paper_id}-{release.slug}.csv",
-                ["file", "snippet", "parent_depth", "weight", "start_line", "end_line", "pass_rate", "runs"],
-                ([n.file, n.name, n.depth, n.weight, n.start_line, n.end_line, _fmt(n.pass_rate), n.runs] for n in detail.snippets),
-            )
-        return lb_csv.csv_download(
-            f"paper-{paper_id}-{release.slug}.csv",
-            ["model", "name", "scaled_pass_rate", "pass_rate", "coverage", "baseline"],
-            ([r.model_key, r.name, _fmt(r.scaled_pass_rate), _fmt(r.pass_rate), _fmt(r.coverage, 1), r.baseline] for r in board.rows),
-        )
+            return _csv(f"snippets-{paper_id}-{release.slug}.csv", lb_csv.paper_snippets_csv(detail.snippets))
+        return _csv(f"paper-{paper_id}-{release.slug}.csv", lb_csv.leaderboard_table_csv(board.rows))
     nodes = [
         {"node": n, "code_html": highlight_code(n.code, filename=n.file) if n.code else ""}
         for n in detail.snippets
@@ -474,35 +415,6 @@ def paper_page(request: HttpRequest, paper_id: str) -> HttpResponse:
         "board_pager": _table_page(request, board.rows, anchor="paper-leaderboard"),
     }
     return _page(request, "leaderboard/paper.html", context, nav="per_paper", release=release)
-
-
-def _snippet_results(snippet: Snippet, *, with_paper: bool) -> list[dict[str, Any]]:
-    """Every public model evaluation's verdicts on one snippet (one query, whatever the models).
-
-    No selector gives this yet (selectors.snippet_drilldown is for one model); kept private here.
-    """
-    rows = (
-        SnippetResult.objects.filter(
-            snippet=snippet, evaluation__is_public=True, evaluation__hidden=False, evaluation__with_paper=with_paper
-        )
-        .select_related("evaluation__model")
-        .order_by("evaluation__model__display_name", "evaluation__created_at", "sample")
-        .only("passed", "category", "sample", "seconds", "evaluation__id", "evaluation__created_at",
-              "evaluation__model__key", "evaluation__model__display_name", "evaluation__model__baseline")
-    )
-    latest: dict[str, int] = {}
-    for r in rows:
-        latest[r.evaluation.model.key] = max(latest.get(r.evaluation.model.key, 0), r.evaluation.id)
-    by_model: dict[str, dict[str, Any]] = {}
-    for r in rows:
-        model = r.evaluation.model
-        if r.evaluation.id != latest[model.key]:
-            continue
-        entry = by_model.setdefault(model.key, {"key": model.key, "name": model.display_name, "baseline": model.baseline,
-                                                "samples": [], "passed": 0})
-        entry["samples"].append({"sample": r.sample, "passed": r.passed, "category": r.category})
-        entry["passed"] += 1 if r.passed else 0
-    return sorted(by_model.values(), key=lambda e: (bool(e["baseline"]), -e["passed"] / max(len(e["samples"]), 1), e["name"].lower()))
 
 
 def _todo_lines(masked: str, name: str) -> list[int]:
@@ -532,29 +444,25 @@ def snippet_page(request: HttpRequest, paper_id: str) -> HttpResponse:
     if len(found) != 1:
         raise Http404(f"No snippet {name!r} in paper {paper_id!r} of {release.name}.")
     snippet = found[0]
-    masked = selectors.snippet_masked_view(release=release, paper_id=paper_id, snippet=snippet.name, file=snippet.file or None)
+    masked = paper_files.snippet_masked_view(release=release, paper_id=paper_id, snippet=snippet.name, file=snippet.file or None)
     drill = None
     evaluation_id = (request.GET.get("evaluation") or "").strip()
     if model_key or evaluation_id:
         try:
             # ?evaluation= names one evaluation: a public one, or the visitor's own private submission's
-            own = (selectors.evaluation_visible(evaluation_id=int(evaluation_id), user=request.user)
+            own = (details.evaluation_visible(evaluation_id=int(evaluation_id), user=request.user)
                    if evaluation_id.isdigit() else None)
             if evaluation_id and own is None:
                 raise Evaluation.DoesNotExist(evaluation_id)
-            drill = selectors.snippet_drilldown(
+            drill = details.snippet_drilldown(
                 release=release, paper_id=paper_id, snippet=snippet.name, model_key=model_key,
                 file=snippet.file or None, with_paper=with_paper, evaluation=own,
             )
         except (LLMModel.DoesNotExist, Evaluation.DoesNotExist):
             raise Http404(f"No public evaluation of model {model_key or evaluation_id!r} on {release.name}.") from None
-    results = _snippet_results(snippet, with_paper=with_paper)
+    results = details.snippet_verdicts(snippet, with_paper=with_paper)
     if _wants_csv(request):
-        return lb_csv.csv_download(
-            f"snippet-{paper_id}-{snippet.pk}.csv",
-            ["model", "name", "baseline", "sample", "passed", "category"],
-            ([r["key"], r["name"], r["baseline"], s["sample"], s["passed"], s["category"]] for r in results for s in r["samples"]),
-        )
+        return _csv(f"snippet-{paper_id}-{snippet.pk}.csv", lb_csv.snippet_verdicts_csv(results))
     samples = []
     if drill is not None:
         for r in drill.results:
@@ -577,7 +485,7 @@ def snippet_page(request: HttpRequest, paper_id: str) -> HttpResponse:
         "pager": pager,
         "drill": drill,
         "samples": samples,
-        "card": selectors._card(drill.evaluation) if drill is not None else None,  # noqa: SLF001 - the selector's own card builder
+        "card": details.evaluation_card(drill.evaluation) if drill is not None else None,
         "with_paper": with_paper,
         "notices": notices,
     }

@@ -20,8 +20,8 @@ from accounts.services import api_token_user
 from benchmark_core.generate import RunCardError, card_parse
 from benchmark_core.predictions import text_problem
 from leaderboard.models import Release
-from leaderboard.selectors import evaluation_flags_pending
-from leaderboard.selectors import release_scorability
+from leaderboard.selectors.evaluations import evaluation_flags_pending
+from leaderboard.selectors.release_info import release_scorability
 
 from . import selectors, services
 from .forms import SubmissionMetaForm

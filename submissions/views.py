@@ -11,7 +11,7 @@ from django.views.decorators.http import require_POST
 
 from accounts.roles import user_is_reviewer
 from leaderboard.page_cache import public_page
-from leaderboard.selectors import evaluation_flags_pending
+from leaderboard.selectors.evaluations import evaluation_flags_pending
 
 from . import selectors, services
 from .forms import SubmissionForm

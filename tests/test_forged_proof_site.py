@@ -17,7 +17,7 @@ from django.contrib.auth.models import User
 from benchmark_core.masking import snippet_base_indent
 from benchmark_core.problemset import load_problemset
 from benchmark_core.tamper import review_flags
-from leaderboard import selectors as lb_selectors
+from leaderboard.selectors import boards
 from submissions import jobs, services
 from submissions.models import PredictionSubmission, Status
 
@@ -73,7 +73,7 @@ def test_the_fd_forging_cheat_at_every_demo_snippet_is_never_ranked():
     assert passed == 0 or flagged >= passed, f"{passed} forged runs passed, only {flagged} flagged"
     assert evaluation.flagged_results == flagged
     services.submission_publish(submission=submission, user=user)
-    board = lb_selectors.leaderboard_rows(release=release)
+    board = boards.leaderboard_rows(release=release)
     row = next((r for r in board.rows if r.model_key == submission.model.key), None)
     assert row is None or (not row.ranked and row.tier is None), row
     assert all(r.model_key != submission.model.key for r in board.rows if r.ranked)

@@ -19,8 +19,8 @@ from accounts.services import api_token_create
 from benchmark_core.cli import main as core_main
 from benchmark_core.predictions import MAX_DEPTH
 from benchmark_core import runner
-from leaderboard import selectors as lb_selectors
 from leaderboard.models import Evaluation, LLMModel, Snippet
+from leaderboard.selectors import boards, evaluations
 from scoring.results import evaluation_results_write, result_row_from_run
 from submissions import services
 from submissions.models import PredictionSubmission, ScoringJob, Status, SubmissionPrediction
@@ -311,7 +311,7 @@ def test_a_flagged_evaluation_is_not_ranked_until_a_reviewer_clears_it(client, r
     services.submission_publish(submission=sub, user=user)
 
     def row():
-        table = lb_selectors.leaderboard_rows(release=release)
+        table = boards.leaderboard_rows(release=release)
         return next(r for r in table.rows if r.model_key == sub.model.key)
 
     assert row().ranked is False and row().tier is None
@@ -356,4 +356,4 @@ def test_staff_clear_flags_with_the_admin_action(client, release, token, user):
     resp = client.post(changelist, {"action": "clear_flags", "_selected_action": [sub.pk]})
     assert resp.status_code == 302
     sub.evaluation.refresh_from_db()
-    assert sub.evaluation.flags_cleared_by == "boss" and not lb_selectors.evaluation_flags_pending(sub.evaluation)
+    assert sub.evaluation.flags_cleared_by == "boss" and not evaluations.evaluation_flags_pending(sub.evaluation)

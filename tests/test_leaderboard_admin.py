@@ -6,8 +6,8 @@ import datetime as dt
 import pytest
 from django.contrib.auth.models import User
 
-from leaderboard import selectors
 from leaderboard.models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
+from leaderboard.selectors import boards, evaluations
 from leaderboard.services import evaluation_aggregates_refresh, release_tiers_refresh
 
 
@@ -44,7 +44,7 @@ def test_admin_pages_load(admin_client, release):
 
 @pytest.mark.django_db
 def test_hide_action_removes_the_row_and_refreshes_tiers(admin_client, release):
-    assert len(selectors.leaderboard_rows(release=release).rows) == 3
+    assert len(boards.leaderboard_rows(release=release).rows) == 3
     ev = Evaluation.objects.get(model__key="adm-2")
     response = admin_client.post(
         "/admin/leaderboard/evaluation/",
@@ -53,10 +53,10 @@ def test_hide_action_removes_the_row_and_refreshes_tiers(admin_client, release):
     )
     assert response.status_code == 302
     release.refresh_from_db()
-    rows = selectors.leaderboard_rows(release=release).rows
+    rows = boards.leaderboard_rows(release=release).rows
     assert {r.model_key for r in rows} == {"adm-0", "adm-1"}
     # the stored tiers were recomputed without the hidden model, so pages use them as they are
     assert set(release.tiers["with_paper"]["tiers"]) == {"adm-0", "adm-1"}
     assert {r.model_key: r.tier for r in rows} == release.tiers["with_paper"]["tiers"]
     visible = Evaluation.objects.filter(release=release, hidden=False).select_related("model")
-    assert release.tiers["with_paper"]["fingerprint"] == selectors.tiers_fingerprint(visible)
+    assert release.tiers["with_paper"]["fingerprint"] == evaluations.tiers_fingerprint(visible)

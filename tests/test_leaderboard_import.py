@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from leaderboard import selectors
 from leaderboard.models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
+from leaderboard.selectors import boards
 from leaderboard.services import published_import
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared"  # as tests/conftest.py
@@ -53,7 +53,7 @@ def test_counts_match_the_published_release(published):
 @pytest.mark.django_db
 def test_every_model_reproduces_overall_scores(published):
     data = _expected()
-    table = selectors.leaderboard_rows(release=published.release)
+    table = boards.leaderboard_rows(release=published.release)
     rows = {r.model_key: r for r in table.rows}
     assert set(rows) == set(data["overall_scores"])
     for key, scores in data["overall_scores"].items():
@@ -66,7 +66,7 @@ def test_every_model_reproduces_overall_scores(published):
 
 @pytest.mark.django_db
 def test_headline_figures(published):
-    rows = {r.name: r for r in selectors.leaderboard_rows(release=published.release).rows}
+    rows = {r.name: r for r in boards.leaderboard_rows(release=published.release).rows}
     assert round(rows["Gemini-2.5-Pro-Preview-05-06"].scaled_pass_rate, 2) == 37.34
     assert round(rows["Gemini-2.5-Pro-Preview-05-06"].pass_rate, 2) == 64.15
     assert round(rows["O3 (High)"].scaled_pass_rate, 2) == 32.16
@@ -100,10 +100,10 @@ def test_models_metadata(published):
 def test_contamination_window_and_per_model_cutoff(published):
     import datetime as dt
 
-    table = selectors.leaderboard_rows(release=published.release, view="contamination_safe", cutoff=dt.date(2025, 1, 31))
+    table = boards.leaderboard_rows(release=published.release, view="contamination_safe", cutoff=dt.date(2025, 1, 31))
     assert len(table.papers) == 13
     assert all(Paper.objects.get(paper_id=p).first_commit_date > dt.date(2025, 1, 31) for p in table.papers)
-    rows = selectors.contamination_per_model(release=published.release)
+    rows = boards.contamination_per_model(release=published.release)
     gemini = next(r for r in rows if r.model_key == "GEMINI_2_5_PRO_PREVIEW_05_06")
     assert len(gemini.papers) == 13
     gpt4o = next(r for r in rows if r.model_key == "GPT_4O_2024_08_06")  # cutoff 2023-10: more papers are safe

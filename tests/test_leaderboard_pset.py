@@ -10,8 +10,8 @@ import yaml
 from django.core.management import CommandError, call_command
 
 from benchmark_core.problemset import load_problemset
-from leaderboard import selectors
 from leaderboard.models import Evaluation, LLMModel, Release, ReleasePaper, Snippet, SnippetResult
+from leaderboard.selectors import boards, details
 from leaderboard.services import pset_import, published_import
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -143,7 +143,7 @@ def test_load_demo_scores_predictions_and_baselines(tmp_path):
     call_command("load_demo", "--path", str(folder), "--backend", "local", "--timeout", "20")
     release = Release.objects.get(name="demo")
     assert release.status == Release.PUBLISHED
-    rows = {r.model_key: r for r in selectors.leaderboard_rows(release=release).rows}
+    rows = {r.model_key: r for r in boards.leaderboard_rows(release=release).rows}
     assert set(rows) == {"demo-perfect", "demo-imperfect", "baseline-reference", "baseline-empty"}
     assert rows["demo-perfect"].scaled_pass_rate == 100.0 and rows["demo-perfect"].ranked
     assert rows["baseline-reference"].scaled_pass_rate == 100.0 and rows["baseline-reference"].baseline == "reference"
@@ -153,14 +153,14 @@ def test_load_demo_scores_predictions_and_baselines(tmp_path):
     # <model>.without-paper.jsonl is the same model without the paper: the ablation page has it
     without = Evaluation.objects.get(release=release, model__key="demo-imperfect", with_paper=False)
     assert without.is_public and without.scaled_pass_rate is not None
-    [ablation] = selectors.paper_ablation(release=release)
+    [ablation] = boards.paper_ablation(release=release)
     assert ablation.model_key == "demo-imperfect" and ablation.without_paper == without.scaled_pass_rate
     summary = (DEMO / "minp-sampling" / "paper2code_paper.md").read_text(encoding="utf-8")
-    assert selectors.paper_detail(release=release, paper_id="minp-sampling").paper.summary == summary
+    assert details.paper_detail(release=release, paper_id="minp-sampling").paper.summary == summary
     # completions and test output are kept for the drill-down
     failed = SnippetResult.objects.filter(evaluation__model__key="demo-imperfect", passed=False).first()
     assert failed.completion and failed.output_tail and failed.category
-    drill = selectors.snippet_drilldown(release=release, paper_id="minp-sampling", snippet=failed.snippet.name,
+    drill = details.snippet_drilldown(release=release, paper_id="minp-sampling", snippet=failed.snippet.name,
                                         model_key="demo-imperfect")
     assert drill.results[0]["diff"].startswith("--- reference")
     count = SnippetResult.objects.count()

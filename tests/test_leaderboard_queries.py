@@ -9,8 +9,8 @@ from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from leaderboard import selectors
 from leaderboard.models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
+from leaderboard.selectors import boards, details, release_info
 from leaderboard.services import evaluation_aggregates_refresh, release_tiers_refresh
 
 N_PAPERS = 6
@@ -61,16 +61,16 @@ def _count(fn) -> int:
 
 
 CALLS = {
-    "overall": lambda r: selectors.leaderboard_rows(release=r),
-    "window": lambda r: selectors.leaderboard_rows(release=r, view="contamination_safe", cutoff=dt.date(2024, 2, 1)),
-    "filtered": lambda r: selectors.leaderboard_rows(release=r, open_weights=True, organisation="A"),
-    "paper": lambda r: selectors.paper_leaderboard(release=r, paper_id="qp1"),
-    "heatmap": lambda r: selectors.heatmap(release=r),
-    "errors": lambda r: selectors.error_categories(release=r),
-    "contamination": lambda r: selectors.contamination_per_model(release=r),
-    "ablation": lambda r: selectors.paper_ablation(release=r),
-    "paper_detail": lambda r: selectors.paper_detail(release=r, paper_id="qp2"),
-    "releases": lambda r: selectors.releases_list(),
+    "overall": lambda r: boards.leaderboard_rows(release=r),
+    "window": lambda r: boards.leaderboard_rows(release=r, view="contamination_safe", cutoff=dt.date(2024, 2, 1)),
+    "filtered": lambda r: boards.leaderboard_rows(release=r, open_weights=True, organisation="A"),
+    "paper": lambda r: boards.paper_leaderboard(release=r, paper_id="qp1"),
+    "heatmap": lambda r: boards.heatmap(release=r),
+    "errors": lambda r: boards.error_categories(release=r),
+    "contamination": lambda r: boards.contamination_per_model(release=r),
+    "ablation": lambda r: boards.paper_ablation(release=r),
+    "paper_detail": lambda r: details.paper_detail(release=r, paper_id="qp2"),
+    "releases": lambda r: release_info.releases_list(),
 }
 
 
@@ -104,7 +104,7 @@ def test_api_queries_do_not_grow_with_models(client, url):
 @pytest.mark.django_db
 def test_stored_tiers_are_used_and_hidden_models_leave_the_table():
     release = _release_with_models(8, hidden_extra=1)
-    table = selectors.leaderboard_rows(release=release)
+    table = boards.leaderboard_rows(release=release)
     assert len(table.rows) == 8  # the hidden evaluation is not shown
     stored = release.tiers["with_paper"]["tiers"]
     assert {r.model_key: r.tier for r in table.rows} == stored
@@ -125,7 +125,7 @@ def test_incomplete_and_baseline_rows_are_shown_unranked():
         SnippetResult(evaluation=ref, snippet=s, passed=True) for s in Snippet.objects.filter(release=release)
     )
     evaluation_aggregates_refresh(evaluation=ref, n_boot=50)
-    rows = {r.model_key: r for r in selectors.leaderboard_rows(release=release).rows}
+    rows = {r.model_key: r for r in boards.leaderboard_rows(release=release).rows}
     partial = rows[ev.model.key]
     assert partial.coverage < 100 and not partial.ranked and partial.tier is None
     assert rows["ref"].baseline == "reference" and not rows["ref"].ranked and rows["ref"].scaled_pass_rate == 100.0
@@ -143,7 +143,7 @@ def test_stale_tiers_are_recomputed_with_constant_queries():
     tables = {}
 
     def call(release):
-        tables[release.pk] = selectors.leaderboard_rows(release=release)
+        tables[release.pk] = boards.leaderboard_rows(release=release)
 
     assert _count(lambda: call(few)) == _count(lambda: call(many)) <= 5
     for release in (few, many):
@@ -156,7 +156,7 @@ def test_stale_tiers_are_recomputed_with_constant_queries():
 @pytest.mark.django_db
 def test_paper_ablation_pairs_the_two_prompt_variants():
     release = _release_with_models(6)
-    rows = selectors.paper_ablation(release=release)
+    rows = boards.paper_ablation(release=release)
     assert {r.model_key for r in rows} == {"m6-0", "m6-2", "m6-4"}
     for r in rows:
         with_ev = Evaluation.objects.get(model__key=r.model_key, with_paper=True)

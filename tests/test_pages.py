@@ -303,7 +303,7 @@ def _rows(response) -> list[dict[str, str]]:
 def test_csv_downloads_of_every_table(client, demo):
     urls = page_urls(demo)
     board = _rows(client.get(urls["leaderboard"] + "?format=csv"))
-    assert len(board) == len(demo.models) and {"model", "scaled_pass_rate", "ci_low", "tier"} <= set(board[0])
+    assert len(board) == len(demo.models) and {"model", "scaled_pass_rate", "ci95_low", "ci95_high", "tier"} <= set(board[0])
     assert len(_rows(client.get(urls["per_paper"] + "?format=csv"))) == len(demo.models)
     assert len(_rows(client.get(urls["per_paper"] + "?format=csv&table=paper"))) == len(demo.models)
     assert _rows(client.get(urls["contamination"] + "?format=csv"))
@@ -323,6 +323,37 @@ def test_csv_downloads_of_every_table(client, demo):
                  "model", "paper", "snippet"):
         html = client.get(urls[name]).content.decode()
         assert "format=csv" in html, name
+
+
+def test_page_downloads_are_the_api_tables(client, demo):
+    """A page's CSV of a table the API serves is the API's CSV of it, byte for byte: same columns (the
+    API's names: ci95_low/ci95_high, diff, ...), same cells."""
+    urls, slug = page_urls(demo), demo.release.slug
+    twins = {
+        urls["leaderboard"]: "/api/v1/leaderboard",
+        urls["contamination"]: "/api/v1/leaderboard?view=contamination_safe",
+        urls["contamination"] + "?table=per_model": "/api/v1/contamination",
+        urls["per_paper"]: "/api/v1/heatmap",
+        urls["per_paper"] + "?table=paper&paper=paper-1": "/api/v1/papers/paper-1/leaderboard",
+        urls["paper"]: "/api/v1/papers/paper-1/leaderboard",
+        urls["errors"]: "/api/v1/error-categories",
+        urls["ablation"]: "/api/v1/paper-ablation",
+    }
+    for page, api in twins.items():
+        sep = "&" if "?" in page else "?"
+        page_csv = client.get(f"{page}{sep}format=csv").content.decode()
+        api_csv = client.get(f"{api}{'&' if '?' in api else '?'}release={slug}&format=csv").content.decode()
+        assert page_csv == api_csv and len(page_csv.splitlines()) > 1, (page, api)
+    header = page_csv.splitlines()[0].split(",")
+    assert header == ["model", "name", "with_paper", "without_paper", "diff", "ci95_low", "ci95_high"]
+    # tables only the pages offer use the API's names for the same things too
+    snippets = _rows(client.get(urls["paper"] + "?format=csv&table=snippets"))
+    api_snippets = client.get(f"/api/v1/papers/paper-1?release={slug}").json()["snippets"]
+    assert [(r["file"], r["name"], r["parent"], int(r["depth"])) for r in snippets] == [
+        (s["file"], s["name"], s["parent"] or "", s["depth"]) for s in api_snippets]
+    releases = _rows(client.get(urls["releases"] + "?format=csv"))
+    api_releases = client.get("/api/v1/releases").json()["releases"]
+    assert [(r["slug"], r["date"]) for r in releases] == [(r["slug"], r["date"] or "") for r in api_releases]
 
 
 def test_csv_neutralises_formulas(client, demo):

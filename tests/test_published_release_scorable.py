@@ -186,7 +186,7 @@ def test_a_paper_in_an_unavailable_environment_is_not_scorable_from_the_import(t
     (pset / "papers.yaml").write_text(yaml.safe_dump(entries))
     call_command("import_published", str(UPSTREAM), stdout=io.StringIO())
     call_command("import_pset", str(pset), stdout=io.StringIO())
-    from leaderboard.selectors import release_scorability
+    from leaderboard.selectors.release_info import release_scorability
 
     scorability = release_scorability(release=Release.objects.get(slug=PUBLISHED_RELEASE_SLUG))
     assert scorability.scorable == ["Tanh-Init", "minp"]

@@ -7,8 +7,8 @@ import datetime as dt
 
 import pytest
 
-from leaderboard import selectors
 from leaderboard.models import Evaluation, LLMModel, ReleasePaper, Snippet, SnippetResult
+from leaderboard.selectors import boards
 from leaderboard.services import evaluation_aggregates_refresh
 
 from test_leaderboard_queries import _count, _release_with_models
@@ -34,7 +34,7 @@ def _subset_rate(ev: Evaluation, papers: list[str]) -> float:
 
 def test_rows_rank_on_the_scorable_subset_and_keep_the_whole_release_figure():
     release = _attach(_release_with_models(6), broken="qp4")
-    table = selectors.leaderboard_rows(release=release)
+    table = boards.leaderboard_rows(release=release)
     assert table.scorable_subset and table.papers == ["qp1", "qp3"] and table.release_papers == 6
     assert {r["paper"] for r in table.not_scorable} == {"qp0", "qp2", "qp4", "qp5"}
     assert table.snippets == 8 and table.release_snippets == 24
@@ -47,12 +47,12 @@ def test_rows_rank_on_the_scorable_subset_and_keep_the_whole_release_figure():
     rates = [r.scaled_pass_rate for r in table.rows]
     assert rates == sorted(rates, reverse=True)
     # the contamination-safe view keeps to the subset too
-    window = selectors.leaderboard_rows(release=release, view="contamination_safe", cutoff=dt.date(2024, 2, 1))
+    window = boards.leaderboard_rows(release=release, view="contamination_safe", cutoff=dt.date(2024, 2, 1))
     assert window.papers == ["qp3"]
     # a release scorable everywhere (or nowhere) ranks as before, on every paper
     _attach(release, papers=[f"qp{i}" for i in range(6)])
     ReleasePaper.objects.filter(release=release).update(environment_ok=True)
-    full = selectors.leaderboard_rows(release=release)
+    full = boards.leaderboard_rows(release=release)
     assert not full.scorable_subset and len(full.papers) == 6 and full.rows[0].full_scaled_pass_rate is None
 
 
@@ -65,14 +65,14 @@ def test_a_submission_that_covers_the_subset_is_ranked_beside_the_published_mode
         for s in Snippet.objects.filter(release=release, paper__paper_id__in=SUBSET)
     )
     evaluation_aggregates_refresh(evaluation=ev, n_boot=50)
-    rows = {r.model_key: r for r in selectors.leaderboard_rows(release=release).rows}
+    rows = {r.model_key: r for r in boards.leaderboard_rows(release=release).rows}
     new = rows["newcomer"]
     assert new.scaled_pass_rate == 100.0 and new.ranked and new.tier == 1
     assert new.full_scaled_pass_rate < 100.0 and new.coverage < 100.0  # the whole release says otherwise
     # missing one snippet of the subset: shown, not ranked
     SnippetResult.objects.filter(evaluation=ev).order_by("id").first().delete()
     evaluation_aggregates_refresh(evaluation=ev, n_boot=50)
-    assert not {r.model_key: r for r in selectors.leaderboard_rows(release=release).rows}["newcomer"].ranked
+    assert not {r.model_key: r for r in boards.leaderboard_rows(release=release).rows}["newcomer"].ranked
 
 
 def test_pages_and_api_say_which_subset(client):
@@ -88,7 +88,7 @@ def test_pages_and_api_say_which_subset(client):
 @pytest.mark.parametrize("view", ["overall", "contamination_safe"])
 def test_subset_queries_do_not_grow_with_models(client, view):
     few, many = _attach(_release_with_models(3), broken="qp4"), _attach(_release_with_models(30), broken="qp4")
-    call = lambda r: selectors.leaderboard_rows(release=r, view=view)  # noqa: E731
+    call = lambda r: boards.leaderboard_rows(release=r, view=view)  # noqa: E731
     assert _count(lambda: call(few)) == _count(lambda: call(many)) <= 4
 
     def get(release):
