@@ -284,7 +284,8 @@ def site_submissions(args, tasks: list[Task], cli_runs: list, t_cli: float, coun
         from leaderboard.importers.pset import pset_import
         from leaderboard.models import SnippetResult
         from submissions import services
-        from submissions.models import PredictionSubmission, ScoringJob, Status
+        from scoring.models import Job
+        from submissions.models import PredictionSubmission, Status
 
         release = pset_import(path=args.pset, release_name=f"bench {os.getpid()}", status="published").release
         user = User.objects.create_user("bench", "bench@example.org", "pw-bench-123456!")
@@ -324,11 +325,11 @@ def site_submissions(args, tasks: list[Task], cli_runs: list, t_cli: float, coun
                 for key in sorted(set(got) | set(cli)):
                     if got.get(key) != cli.get(key):
                         print(f"    differs: submission {n} {key}: site={got.get(key)} CLI={cli.get(key)}")
-        notes = [h["event"] for history in ScoringJob.objects.filter(submission__in=subs).values_list(
+        notes = [h["event"] for history in Job.objects.filter(submission__in=subs).values_list(
             "history", flat=True) for h in history]
         warm = sum("sandbox: warm" in e for e in notes)
         known = sum("reference outcome: known" in e for e in notes)
-        jobs = ScoringJob.objects.filter(submission__in=subs).count()
+        jobs = Job.objects.filter(submission__in=subs).count()
     finally:
         site.close()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -1,5 +1,8 @@
-"""RQ entry points: take ids, call a service (the database is the source of truth)."""
+"""RQ entry points of the contributions' kinds of job: they take a job's id and its attempt's RQ id
+and run the service under ``scoring.jobs.job_execute`` (claim, heartbeat, end; the row is the truth)."""
 from __future__ import annotations
+
+from scoring.jobs import job_execute
 
 from .release_services import release_baseline_score
 from .services import contribution_validate
@@ -7,10 +10,16 @@ from .services import contribution_validate
 __all__ = ["validate_contribution", "score_baseline"]
 
 
-def validate_contribution(contribution_id: int, revision: int) -> bool:
-    report = contribution_validate(contribution_id=contribution_id, revision=revision)
-    return bool(report and report.get("passed"))
+def validate_contribution(job_id: int, rq_job_id: str) -> bool:
+    def body(job, beat) -> bool:
+        report = contribution_validate(contribution_id=job.contribution_id, revision=job.revision)
+        return bool(report and report.get("passed"))
+
+    return bool(job_execute(job_id=job_id, rq_job_id=rq_job_id, body=body))
 
 
-def score_baseline(evaluation_id: int, paper_id: str) -> float | None:
-    return release_baseline_score(evaluation_id=evaluation_id, paper_id=paper_id).scaled_pass_rate
+def score_baseline(job_id: int, rq_job_id: str) -> float | None:
+    def body(job, beat) -> float | None:
+        return release_baseline_score(evaluation_id=job.evaluation_id, paper_id=job.paper.paper_id).scaled_pass_rate
+
+    return job_execute(job_id=job_id, rq_job_id=rq_job_id, body=body)

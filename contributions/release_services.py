@@ -33,6 +33,8 @@ from leaderboard.releases import release_content_hash
 from leaderboard.services import paper_summary_text, release_touch
 
 from scoring import queue
+from scoring.jobs import KindSpec, job_create
+from scoring.models import Job, JobKind
 from scoring.results import evaluation_results_write, result_row_from_run
 from scoring.sandbox import PUBLIC, sandbox_for
 
@@ -52,7 +54,8 @@ __all__ = [
     "release_baseline_score",
     "release_pset_write",
     "baseline_model_get_or_create",
-    "baselines_reconcile",
+    "baselines_sweep",
+    "RELEASE_BASELINE",
 ]
 
 logger = logging.getLogger(__name__)
@@ -339,7 +342,7 @@ def release_publish(*, release: Release, by: Any, make_default: bool = False) ->
             )
             evaluations.append(evaluation)
         paper_ids = [rp.paper.paper_id for rp in papers if rp.folder]
-        transaction.on_commit(lambda: release_baselines_enqueue(evaluations=evaluations, paper_ids=paper_ids))
+        release_baselines_enqueue(evaluations=evaluations, paper_ids=paper_ids)  # rows now, pushes after commit
         if row.predecessor_id:
             # every public result of the predecessor comes along: re-scored (jobs queued on commit) or carried
             release_successor_populate(release=row, by=by)
@@ -347,52 +350,51 @@ def release_publish(*, release: Release, by: Any, make_default: bool = False) ->
     return release
 
 
-def release_baselines_enqueue(*, evaluations: list[Evaluation], paper_ids: list[str], attempt: int = 1) -> None:
-    """One scoring job per (baseline, paper)."""
-    from redis.exceptions import RedisError
-
+def release_baselines_enqueue(*, evaluations: list[Evaluation], paper_ids: list[str],
+                              note: str = "release published") -> list[int]:
+    """One job per (baseline, paper), pushed after commit; a pair that has its job already is left alone."""
+    made = []
+    papers = {p.paper_id: p for p in Paper.objects.filter(paper_id__in=paper_ids)}
     for evaluation in evaluations:
+        rps = {rp.paper_id: rp for rp in ReleasePaper.objects.filter(release_id=evaluation.release_id)}
         for pid in paper_ids:
-            try:
-                queue.job_push(queue=queue.SCORING, func="contributions.jobs.score_baseline", args=(evaluation.pk, pid),
-                               rq_job_id=baseline_job_id(evaluation.pk, pid), timeout=settings.RCB_CONTRIB_JOB_TIMEOUT,
-                               meta={"attempt": attempt}, description=f"baseline {evaluation.pk} on {pid}")
-            except RedisError as exc:
-                # the release is published either way; baselines_reconcile queues what is missing
-                logger.warning("baseline %s on %s not queued (%s); reconcile will queue it", evaluation.pk, pid, exc)
+            paper = papers[pid]
+            with transaction.atomic():
+                if Job.objects.filter(kind=JobKind.RELEASE_BASELINE, evaluation=evaluation, paper=paper).exists():
+                    continue
+                made.append(job_create(kind=JobKind.RELEASE_BASELINE, note=note, evaluation=evaluation, paper=paper,
+                                       release_paper=rps.get(paper.pk)).pk)
+    return made
 
 
-def baseline_job_id(evaluation_id: int, paper_id: str) -> str:
-    return f"baseline-{evaluation_id}-{paper_id}"
-
-
-def baselines_reconcile() -> list[tuple[int, str]]:
-    """Queue again the baseline jobs of published releases whose results are missing and whose job is gone."""
-    requeued = []
+def baselines_sweep() -> list[int]:
+    """Give a job to every (baseline of a published release, paper with code) whose results are missing and
+    that has none (made before jobs were rows); returns the jobs made."""
+    made: list[int] = []
     evaluations = Evaluation.objects.filter(source=Evaluation.BASELINE, release__status=Release.PUBLISHED,
                                             model__baseline__in=list(BASELINES))
     for evaluation in evaluations.select_related("release"):
         scored = set(SnippetResult.objects.filter(evaluation=evaluation).values_list("snippet_id", flat=True))
-        missing = sorted({pid for sid, pid in Snippet.objects.filter(release=evaluation.release)
-                          .values_list("id", "paper__paper_id") if sid not in scored})
-        folders = set(ReleasePaper.objects.filter(release=evaluation.release).exclude(folder="")
-                      .values_list("paper__paper_id", flat=True))
-        for pid in missing:
-            job_id = baseline_job_id(evaluation.pk, pid)
-            if pid not in folders or queue.job_alive(queue=queue.SCORING, rq_job_id=job_id):
-                continue
-            attempt = queue.job_attempt(queue=queue.SCORING, rq_job_id=job_id)
-            if attempt >= MAX_BASELINE_ATTEMPTS:
-                # it keeps failing (see its traceback in django-rq): retrying forever would hide that
-                logger.error("baseline job %s failed %s times; not queued again", job_id, attempt)
-                continue
-            queue.job_forget(queue=queue.SCORING, rq_job_id=job_id)
-            release_baselines_enqueue(evaluations=[evaluation], paper_ids=[pid], attempt=attempt + 1)
-            requeued.append((evaluation.pk, pid))
-    return requeued
+        missing = {pid for sid, pid in Snippet.objects.filter(release=evaluation.release)
+                   .values_list("id", "paper__paper_id") if sid not in scored}
+        with_code = set(ReleasePaper.objects.filter(release=evaluation.release).exclude(folder="")
+                        .values_list("paper__paper_id", flat=True))
+        jobs = set(Job.objects.filter(kind=JobKind.RELEASE_BASELINE, evaluation=evaluation)
+                   .values_list("paper__paper_id", flat=True))
+        todo = sorted((missing & with_code) - jobs)
+        if todo:
+            made += release_baselines_enqueue(evaluations=[evaluation], paper_ids=todo,
+                                              note="results missing, no job on record: queued by reconcile")
+    return made
 
 
+#: a baseline job that fails is tried again by reconcile, up to this many attempts in all (then a human looks)
 MAX_BASELINE_ATTEMPTS = 3
+
+RELEASE_BASELINE = KindSpec(
+    entry="contributions.jobs.score_baseline", queue=queue.SCORING,
+    timeout=lambda: settings.RCB_CONTRIB_JOB_TIMEOUT, retry_failed=MAX_BASELINE_ATTEMPTS, sweep=baselines_sweep,
+)
 
 
 def release_baseline_score(*, evaluation_id: int, paper_id: str) -> Evaluation:

@@ -20,12 +20,15 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.mail import send_mail
 from django.db import transaction
+from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from accounts.roles import user_is_reviewer
 from benchmark_core.hashing import folder_hash as paper_folder_hash
 from benchmark_core.sandbox.base import Sandbox, SandboxUnavailable
 from scoring import queue
+from scoring.jobs import KindSpec, job_create, job_requeue
+from scoring.models import JOB_ACTIVE, Job, JobKind
 from scoring.sandbox import PUBLIC, sandbox_for
 
 from .checks import CheckSettings, checks_run
@@ -40,7 +43,8 @@ __all__ = [
     "contribution_validate",
     "contribution_review",
     "contribution_enqueue_validation",
-    "contribution_reconcile",
+    "contribution_checks_sweep",
+    "CONTRIBUTION_CHECK",
     "contribution_pset_materialize",
     "contribution_sandbox",
     "UploadRefused",
@@ -221,29 +225,18 @@ def contribution_revise(
     return locked
 
 
-def contribution_enqueue_validation(*, contribution: PaperContribution, attempt: int = 1) -> None:
-    """Queue the checks once the rows are committed (a worker must find them)."""
-    from redis.exceptions import RedisError
+def contribution_enqueue_validation(*, contribution: PaperContribution, note: str = "uploaded") -> Job:
+    """Queue the checks of the contribution's current revision (a ``Job`` row, pushed after commit).
 
-    contribution_id, revision = contribution.pk, contribution.revision
-
-    def enqueue() -> None:
-        try:
-            queue.job_push(
-                queue=queue.CONTRIBUTIONS, func="contributions.jobs.validate_contribution",
-                args=(contribution_id, revision), rq_job_id=validation_job_id(contribution_id, revision),
-                timeout=settings.RCB_CONTRIB_JOB_TIMEOUT, meta={"attempt": attempt},
-                description=f"check contribution {contribution_id} revision {revision}",
-            )
-        except RedisError as exc:
-            # the upload is stored and stays 'submitted': contributions_reconcile queues it once Redis is back
-            logger.warning("contribution %s: checks not queued (%s); reconcile will queue them", contribution_id, exc)
-
-    transaction.on_commit(enqueue)
-
-
-def validation_job_id(contribution_id: int, revision: int) -> str:
-    return f"contribution-{contribution_id}-r{revision}"
+    The revision's job is made once; asking again (an admin's "run the checks again") starts a new
+    attempt of it unless one is waiting or running.
+    """
+    revision = contribution.revision
+    job = Job.objects.filter(kind=JobKind.CONTRIBUTION_CHECK, contribution=contribution, revision=revision).first()
+    if job is None:
+        return job_create(kind=JobKind.CONTRIBUTION_CHECK, note=note, contribution=contribution, revision=revision)
+    job_requeue(job, expect=~Q(status__in=JOB_ACTIVE), note=note)
+    return job
 
 
 def contribution_sandbox() -> Sandbox:
@@ -399,40 +392,47 @@ def contribution_review(*, contribution: PaperContribution, reviewer: AbstractBa
     return review
 
 
-def contribution_reconcile(*, stale_after: dt.timedelta | None = None) -> list[int]:
-    """Queue again the checks of contributions left 'submitted' or 'validating' whose job is gone.
+def _checks_watched(jobs: QuerySet) -> QuerySet:
+    """Check jobs of a contribution's current revision still waiting for them (not overtaken, not decided)."""
+    return jobs.filter(revision=F("contribution__revision"),
+                       contribution__status__in=[PaperContribution.SUBMITTED, PaperContribution.VALIDATING])
 
-    The database is the source of truth: after a Redis loss, or when a worker died, this puts the
-    job back. A job 'validating' for longer than the job timeout counts as gone whatever Redis says.
-    """
-    if stale_after is None:
-        stale_after = dt.timedelta(seconds=settings.RCB_CONTRIB_JOB_TIMEOUT + 60)
-    requeued = []
-    for contribution in PaperContribution.objects.filter(
-        status__in=[PaperContribution.SUBMITTED, PaperContribution.VALIDATING]
-    ):
-        job_id = validation_job_id(contribution.pk, contribution.revision)
-        overdue = contribution.status == PaperContribution.VALIDATING and (
-            timezone.now() - contribution.status_changed_at > stale_after
-        )
-        if queue.job_alive(queue=queue.CONTRIBUTIONS, rq_job_id=job_id) and not overdue:
-            continue
-        attempt = queue.job_attempt(queue=queue.CONTRIBUTIONS, rq_job_id=job_id)
-        if contribution.status == PaperContribution.VALIDATING and attempt >= MAX_VALIDATION_ATTEMPTS:
-            # the checks killed their worker again and again: say so instead of trying forever
-            report = {"passed": False, "checks": [], "snippets": [], "revision": contribution.revision,
-                      "error": f"the checks were interrupted {attempt} times (their worker died, e.g. out of "
-                               "memory); an administrator has to look"}
-            _set_status(contribution.pk, contribution.revision, PaperContribution.ERROR, report)
-            continue
-        queue.job_forget(queue=queue.CONTRIBUTIONS, rq_job_id=job_id)
+
+def _checks_requeued(job: Job) -> None:
+    # back to 'submitted' with a fresh clock: the status page says the checks wait again
+    PaperContribution.objects.filter(pk=job.contribution_id, revision=job.revision,
+                                     status=PaperContribution.VALIDATING).update(
+        status=PaperContribution.SUBMITTED, status_changed_at=timezone.now())
+
+
+def _checks_given_up(job: Job, reason: str) -> None:
+    """The job failed for good: a contribution still waiting for its checks says why, in its report."""
+    current = PaperContribution.objects.filter(
+        pk=job.contribution_id, revision=job.revision,
+        status__in=[PaperContribution.SUBMITTED, PaperContribution.VALIDATING])
+    if not current.exists():
+        return  # the checks ended the contribution themselves (contribution_validate), or it moved on
+    report = {"passed": False, "checks": [], "snippets": [], "revision": job.revision,
+              "error": f"the checks could not finish: {reason}; an administrator has to look"}
+    _set_status(job.contribution_id, job.revision, PaperContribution.ERROR, report)
+
+
+def contribution_checks_sweep() -> list[int]:
+    """Give a job to every contribution waiting for checks that has none for its revision (made before jobs
+    were rows, or whose row was lost with a rolled-back upload); returns the contributions."""
+    swept = []
+    waiting = PaperContribution.objects.filter(status__in=[PaperContribution.SUBMITTED, PaperContribution.VALIDATING])
+    has_job = Job.objects.filter(kind=JobKind.CONTRIBUTION_CHECK, contribution=OuterRef("pk"), revision=OuterRef("revision"))
+    for contribution in waiting.exclude(Exists(has_job)):
         with transaction.atomic():
-            # back to 'submitted' with a fresh clock: the next reconcile sees a queued job, not an overdue one
-            PaperContribution.objects.filter(pk=contribution.pk, revision=contribution.revision).update(
-                status=PaperContribution.SUBMITTED, status_changed_at=timezone.now())
-            contribution_enqueue_validation(contribution=contribution, attempt=attempt + 1)
-        requeued.append(contribution.pk)
-    return requeued
+            contribution_enqueue_validation(contribution=contribution, note="no job on record: queued by reconcile")
+        swept.append(contribution.pk)
+    return swept
 
 
-MAX_VALIDATION_ATTEMPTS = 3
+CONTRIBUTION_CHECK = KindSpec(
+    entry="contributions.jobs.validate_contribution", queue=queue.CONTRIBUTIONS,
+    timeout=lambda: settings.RCB_CONTRIB_JOB_TIMEOUT, watched=_checks_watched,
+    on_failed=_checks_given_up, on_requeued=_checks_requeued, sweep=contribution_checks_sweep,
+)
+

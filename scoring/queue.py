@@ -1,7 +1,7 @@
 """The one door to RQ (django-rq): every enqueue, lookup and cancel of the site goes through here.
 
-Redis only carries pointers (an RQ job id per attempt); the database says what is to be done, so
-whatever Redis loses is rebuilt from the rows (``reconcile``). No other module of the site imports
+Redis only carries pointers (an RQ job id per attempt of a ``scoring.models.Job``); the database
+says what is to be done, so whatever Redis loses is rebuilt from the rows (``scoring.jobs``). No other module of the site imports
 ``rq`` or ``django_rq``.
 """
 from __future__ import annotations
@@ -15,13 +15,11 @@ from rq import Queue, Worker
 from rq.defaults import DEFAULT_WORKER_TTL
 from rq.exceptions import NoSuchJobError
 from rq.job import Job
-from rq.registry import StartedJobRegistry
 from rq.worker import WorkerStatus
 
 __all__ = [
     "SCORING", "CONTRIBUTIONS", "URLS_MODULE", "HOME_URL_NAME", "queue_get", "job_push", "rq_job_state",
-    "rq_job_cancel", "queued_rq_ids", "job_alive", "job_forget", "job_attempt", "scoring_job_push",
-    "ScoringWorker",
+    "rq_job_cancel", "queued_rq_ids", "ScoringWorker",
 ]
 
 SCORING = "scoring"
@@ -49,12 +47,6 @@ def job_push(*, queue: str, func: str, args: tuple, rq_job_id: str, timeout: int
     )
 
 
-def scoring_job_push(*, job_id: int, rq_job_id: str) -> None:
-    """Put one attempt of a submission's paper-scoring job on the scoring queue."""
-    job_push(queue=SCORING, func="submissions.jobs.score_paper", args=(job_id, rq_job_id), rq_job_id=rq_job_id,
-             description=f"score paper (scoring job {job_id})")
-
-
 def rq_job_state(*, rq_job_id: str, queue: str = SCORING) -> tuple[str | None, dt.datetime | None]:
     """The RQ status of a job and when it started, or (None, None) when Redis does not know it."""
     try:
@@ -79,33 +71,6 @@ def rq_job_cancel(*, rq_job_id: str, queue: str = SCORING) -> None:
         Job.fetch(rq_job_id, connection=queue_get(queue).connection).cancel()
     except NoSuchJobError:
         pass
-
-
-def job_alive(*, queue: str, rq_job_id: str) -> bool:
-    """Is the job waiting or running in Redis? (A worker that died leaves it 'started' until RQ's cleanup.)"""
-    q = queue_get(queue)
-    StartedJobRegistry(queue=q).cleanup()  # moves jobs of workers that stopped heart-beating to 'failed'
-    try:
-        status = Job.fetch(rq_job_id, connection=q.connection).get_status(refresh=True)
-    except NoSuchJobError:
-        return False
-    return status in ("queued", "started", "deferred", "scheduled")
-
-
-def job_forget(*, queue: str, rq_job_id: str) -> None:
-    """Drop what Redis still holds of a job (failed or stuck) so it can be queued again under its id."""
-    try:
-        Job.fetch(rq_job_id, connection=queue_get(queue).connection).delete()
-    except NoSuchJobError:
-        pass
-
-
-def job_attempt(*, queue: str, rq_job_id: str) -> int:
-    """How many times the job was queued, from its RQ meta (0 when Redis has no trace of it)."""
-    try:
-        return int(Job.fetch(rq_job_id, connection=queue_get(queue).connection).meta.get("attempt", 1))
-    except NoSuchJobError:
-        return 0
 
 
 class ScoringWorker(Worker):

@@ -3,11 +3,14 @@ from __future__ import annotations
 from django.contrib import admin, messages
 
 from . import services
-from .models import PredictionSubmission, ScoringJob, Status
+from scoring.models import Job
+
+from .models import PredictionSubmission
 
 
-class ScoringJobInline(admin.TabularInline):
-    model = ScoringJob
+class PaperJobInline(admin.TabularInline):
+    model = Job
+    fk_name = "submission"
     extra = 0
     can_delete = False
     fields = ("paper", "status", "attempt", "worker", "heartbeat_at", "tasks_total", "error")
@@ -69,7 +72,7 @@ class PredictionSubmissionAdmin(admin.ModelAdmin):
     search_fields = ("model_name", "user__username", "content_hash")
     readonly_fields = ("content_hash", "file_size", "predictions_count", "sample_ids", "flags", "evaluation", "model",
                        "status", "failure_reason", "started_at", "finished_at", "published_at", "notified_at")
-    inlines = [ScoringJobInline]
+    inlines = [PaperJobInline]
     actions = [hide, unhide, mark_verified, unmark_verified, clear_flags, cancel, rerun]
 
     @admin.display(boolean=True, description="hidden")
@@ -90,10 +93,3 @@ class PredictionSubmissionAdmin(admin.ModelAdmin):
     @admin.display(description="identical to reference")
     def identical_share(self, obj):
         return f"{(obj.flags or {}).get('identical_share', 0):.1f} %"
-
-
-@admin.register(ScoringJob)
-class ScoringJobAdmin(admin.ModelAdmin):
-    list_display = ("id", "submission", "paper", "status", "attempt", "worker", "heartbeat_at", "rq_job_id")
-    list_filter = ("status",)
-    readonly_fields = [f.name for f in ScoringJob._meta.fields]

@@ -1,7 +1,7 @@
-"""Prediction submissions and their per-paper scoring jobs (API tokens are in ``accounts.models``).
+"""Prediction submissions and their predictions (API tokens are in ``accounts.models``).
 
-The database is the source of truth for every job: Redis only carries a pointer (the RQ job id of
-the current attempt), so whatever Redis loses can be rebuilt from these rows (``reconcile``).
+A submission's per-paper scoring jobs are rows of the one job model, ``scoring.models.Job``
+(kind ``submission_paper``, ``submission.jobs``).
 """
 from __future__ import annotations
 
@@ -82,29 +82,3 @@ class SubmissionPrediction(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["submission", "snippet", "sample"], name="one_prediction_per_snippet_sample")
         ]
-
-
-class ScoringJob(models.Model):
-    """Scoring of one paper of one submission: the unit of work of a worker."""
-
-    submission = models.ForeignKey(PredictionSubmission, on_delete=models.CASCADE, related_name="jobs")
-    paper = models.ForeignKey("leaderboard.Paper", on_delete=models.PROTECT, related_name="+")
-    release_paper = models.ForeignKey("leaderboard.ReleasePaper", on_delete=models.PROTECT, related_name="+")
-    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED, db_index=True)
-    attempt = models.PositiveIntegerField(default=0, help_text="times handed to the queue")
-    rq_job_id = models.CharField(max_length=100, blank=True, help_text="the RQ job of the current attempt")
-    worker = models.CharField(max_length=200, blank=True)
-    tasks_total = models.PositiveIntegerField(default=0)
-    error = models.TextField(blank=True)
-    enqueued_at = models.DateTimeField(null=True, blank=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    heartbeat_at = models.DateTimeField(null=True, blank=True, db_index=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    history = models.JSONField(default=list, blank=True, help_text="what happened to this job, for operators")
-
-    class Meta:
-        ordering = ["submission_id", "paper__paper_id"]
-        constraints = [models.UniqueConstraint(fields=["submission", "paper"], name="one_job_per_submission_paper")]
-
-    def __str__(self) -> str:
-        return f"submission {self.submission_id} / {self.paper_id} ({self.status})"

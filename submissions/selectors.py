@@ -12,7 +12,9 @@ from accounts.roles import user_is_reviewer
 from leaderboard.models import Release, ReleasePaper, SnippetResult
 from leaderboard.services import MISSING
 
-from .models import ACTIVE_STATUSES, PredictionSubmission, ScoringJob, Status
+from scoring.models import Job, JobKind
+
+from .models import ACTIVE_STATUSES, PredictionSubmission, Status
 
 __all__ = [
     "submission_can_view",
@@ -130,6 +132,11 @@ def submission_result_completeness(*, submission: PredictionSubmission, progress
 RECENT_JOBS = 50
 
 
+def _paper_jobs():
+    """The submissions' paper jobs (the one job model holds other kinds too)."""
+    return Job.objects.filter(kind=JobKind.SUBMISSION_PAPER)
+
+
 def scoring_queue_overview(*, user: Any = None) -> dict[str, Any]:
     """Submissions waiting and running, in queue order, each with its position and an estimated wait.
 
@@ -138,12 +145,12 @@ def scoring_queue_overview(*, user: Any = None) -> dict[str, Any]:
     Submissions of others are anonymous; ``user``'s own carry their model name and id.
     """
     recent = list(
-        ScoringJob.objects.filter(status=Status.FINISHED, started_at__isnull=False, finished_at__isnull=False)
+        _paper_jobs().filter(status=Status.FINISHED, started_at__isnull=False, finished_at__isnull=False)
         .order_by("-finished_at").values_list("started_at", "finished_at")[:RECENT_JOBS]
     )
     mean = (sum((end - start).total_seconds() for start, end in recent) / len(recent)) if recent else None
     active_jobs = list(
-        ScoringJob.objects.filter(status__in=ACTIVE_STATUSES).exclude(submission__status=Status.CANCELLED)
+        _paper_jobs().filter(status__in=ACTIVE_STATUSES).exclude(submission__status=Status.CANCELLED)
         .order_by("enqueued_at", "id").values_list("submission_id", "status")
     )
     running = sum(1 for _, status in active_jobs if status == Status.RUNNING)
@@ -159,7 +166,7 @@ def scoring_queue_overview(*, user: Any = None) -> dict[str, Any]:
         .annotate(n=Count("id")).values_list("evaluation__submission", "n")
     )
     totals = dict(
-        ScoringJob.objects.filter(submission__in=list(left)).values("submission")
+        _paper_jobs().filter(submission__in=list(left)).values("submission")
         .annotate(n=Sum("tasks_total")).values_list("submission", "n")
     )
     rows = []
@@ -190,7 +197,7 @@ def scoring_queue_overview(*, user: Any = None) -> dict[str, Any]:
 
 @functools.cache
 def _queue_stamp_sql(vendor: str) -> str:
-    job, sub = ScoringJob._meta, PredictionSubmission._meta
+    job, sub = Job._meta, PredictionSubmission._meta
     q = connection.ops.quote_name
 
     def col(meta: Any, field: str) -> str:
@@ -268,7 +275,7 @@ def environments_overview() -> list[dict[str, Any]]:
     """Per paper with code, per release: its environment, the reference's status and time, the last
     check and the jobs waiting for it (2 queries)."""
     waiting = dict(
-        ScoringJob.objects.filter(status=Status.ENVIRONMENT)
+        _paper_jobs().filter(status=Status.ENVIRONMENT)
         .values("release_paper_id").annotate(n=Count("id")).values_list("release_paper_id", "n")
     )
     rows = []

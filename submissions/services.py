@@ -5,10 +5,10 @@ or waiting while a paper's environment is broken. It is derived from its scoring
 paper of the release that has its code here. A job whose paper's reference code does not pass in
 its environment ends as "environment error": the model is not to blame, the submission waits
 (its quota is not used) and ``environment_jobs_requeue`` runs it again once the environment is
-repaired. A job belongs to the attempt
-whose RQ id it holds: a worker may only claim a queued job with its own RQ id, so a stale copy
-of a job left in Redis (after a re-enqueue) does nothing. Results are written with
-update_or_create on (evaluation, snippet, sample): running a job twice never counts twice.
+repaired. The jobs are rows of the one job model (``scoring.models.Job``, kind
+``submission_paper``): attempts, claims, heartbeat, watchdog and re-enqueue are ``scoring.jobs``'
+rules; what a paper job does (``scoring_job_run``) and what its submission learns are here.
+Results go through ``scoring.results.evaluation_results_write``: a job run twice never counts twice.
 """
 from __future__ import annotations
 
@@ -16,11 +16,7 @@ import datetime as dt
 import hashlib
 import logging
 import math
-import os
-import secrets
-import socket
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +24,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
-from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection, transaction
+from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.text import slugify
@@ -44,12 +40,15 @@ from accounts.roles import user_is_reviewer
 from benchmark_core.scoring import parse_cutoff
 from leaderboard.models import Evaluation, LLMModel, Release, ReleasePaper, Snippet, SnippetResult
 from scoring import queue
+from scoring.jobs import (Heartbeat, KindSpec, history_add, job_claim, job_create, job_end, job_requeue,
+                          job_retry_after_db_loss, reason_of)
+from scoring.models import Job, JobKind, JobStatus
 from scoring.results import evaluation_results_write, result_row_from_run
 from scoring.sandbox import PUBLIC, SandboxRefused, job_sandbox, reference_store
 from leaderboard.services import evaluation_aggregates_refresh, release_touch
 
 from .flags import CompletionInput, submission_flags_compute
-from .models import ACTIVE_STATUSES, PredictionSubmission, ScoringJob, Status, SubmissionPrediction
+from .models import ACTIVE_STATUSES, PredictionSubmission, Status, SubmissionPrediction
 
 __all__ = [
     "SubmissionError",
@@ -70,8 +69,8 @@ __all__ = [
     "submission_unpublish",
     "evaluation_moderate",
     "submission_flags_clear",
-    "scoring_jobs_watchdog",
-    "scoring_queue_reconcile",
+    "submissions_settle",
+    "SUBMISSION_PAPER",
     "environment_jobs_requeue",
 ]
 
@@ -354,7 +353,7 @@ def prediction_submission_create(
     return submission, True
 
 
-def scoring_jobs_create(*, submission: PredictionSubmission, note: str) -> list[ScoringJob]:
+def scoring_jobs_create(*, submission: PredictionSubmission, note: str) -> list[Job]:
     """One scoring job per paper of the submission's release, pushed to the queue after commit."""
     per_paper: dict[int, int] = {}
     for paper_id in Snippet.objects.filter(release_id=submission.release_id).values_list("paper_id", flat=True):
@@ -364,14 +363,10 @@ def scoring_jobs_create(*, submission: PredictionSubmission, note: str) -> list[
     # papers without their code here cannot be scored: the release page lists them with the reason
     for release_paper in submission.release.release_papers.exclude(folder="").select_related("paper"):
         release_paper_archive_ensure(release_paper=release_paper)  # this host has the folder; workers take the hash
-        job = ScoringJob.objects.create(
-            submission=submission,
-            paper=release_paper.paper,
-            release_paper=release_paper,
-            tasks_total=per_paper.get(release_paper.paper_id, 0) * samples,
-        )
-        _job_requeue(job, expect=Q(status=Status.QUEUED), note=note)
-        jobs.append(job)
+        jobs.append(job_create(
+            kind=JobKind.SUBMISSION_PAPER, note=note, submission=submission, paper=release_paper.paper,
+            release_paper=release_paper, tasks_total=per_paper.get(release_paper.paper_id, 0) * samples,
+        ))
     return jobs
 
 
@@ -379,93 +374,8 @@ def scoring_jobs_create(*, submission: PredictionSubmission, note: str) -> list[
 # Queueing
 
 
-def _history_add(job_id: int, event: str) -> None:
-    job = ScoringJob.objects.filter(pk=job_id).only("history").first()
-    if job is None:
-        return
-    history = (job.history or [])[-49:] + [{"at": _now().isoformat(timespec="seconds"), "event": event}]
-    ScoringJob.objects.filter(pk=job_id).update(history=history)
-
-
-def _push_after_commit(job_id: int, rq_job_id: str) -> None:
-    def push() -> None:
-        try:
-            queue.scoring_job_push(job_id=job_id, rq_job_id=rq_job_id)
-        except RedisError as exc:
-            # the row stays queued: reconcile (run periodically) puts it on the queue when Redis is back
-            logger.warning("scoring job %s not enqueued (%s); reconcile will enqueue it", job_id, exc)
-
-    transaction.on_commit(push)
-
-
-def _job_requeue(job: ScoringJob, *, expect: Q, note: str) -> bool:
-    """Start a new attempt of ``job`` if it is still as ``expect`` says; push it after commit."""
-    attempt = job.attempt + 1
-    rq_job_id = f"rcb-score-{job.pk}-{attempt}-{secrets.token_hex(3)}"
-    changed = ScoringJob.objects.filter(Q(pk=job.pk, rq_job_id=job.rq_job_id) & expect).update(
-        status=Status.QUEUED,
-        attempt=attempt,
-        rq_job_id=rq_job_id,
-        enqueued_at=_now(),
-        heartbeat_at=None,
-        started_at=None,
-        finished_at=None,
-        worker="",
-        error="",
-    )
-    if not changed:
-        return False
-    job.attempt, job.rq_job_id, job.status = attempt, rq_job_id, Status.QUEUED
-    _history_add(job.pk, f"attempt {attempt} queued: {note}")
-    _push_after_commit(job.pk, rq_job_id)
-    return True
-
-
 # --------------------------------------------------------------------------------------------
 # Running a job
-
-
-def _worker_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-class _Heartbeat(threading.Thread):
-    """Touch the job row every few seconds while it runs; notice when the job is no longer ours."""
-
-    def __init__(self, job_id: int, rq_job_id: str, interval: float):
-        super().__init__(name=f"heartbeat-{job_id}", daemon=True)
-        self.job_id, self.rq_job_id, self.interval = job_id, rq_job_id, interval
-        self.halt = threading.Event()
-        self.lost = False
-        #: called once when the job is no longer ours: it ends the running test (closes its session)
-        self.on_lost: Any = None
-
-    def run(self) -> None:
-        try:
-            while not self.halt.wait(self.interval):
-                try:
-                    alive = ScoringJob.objects.filter(
-                        pk=self.job_id, rq_job_id=self.rq_job_id, status=Status.RUNNING
-                    ).update(heartbeat_at=_now())
-                except DatabaseError as exc:  # a database blip must not end the job; the next beat retries
-                    logger.warning("heartbeat of scoring job %s failed: %s", self.job_id, exc)
-                    close_old_connections()
-                    continue
-                if not alive:  # cancelled, or the watchdog gave the job to another attempt
-                    self.lost = True
-                    if self.on_lost is not None:
-                        try:
-                            self.on_lost()
-                        except Exception:  # the test is ending anyway; its result is not written
-                            logger.warning("scoring job %s: stopping its running test failed", self.job_id,
-                                           exc_info=True)
-                    return
-        finally:
-            connection.close()
-
-    def stop(self) -> None:
-        self.halt.set()
-        self.join(timeout=self.interval + 5)
 
 
 def _core_paper_load(release_paper: ReleasePaper) -> CorePaper:
@@ -506,7 +416,7 @@ def _environment_record(*, release_paper_id: int, environment: str, ok: bool, re
     return not ok
 
 
-def _paper_score(job: ScoringJob, beat: _Heartbeat) -> str:
+def _paper_score(job: Job, beat: Heartbeat) -> str:
     """Run the job's snippets left through the engine's ``run_tasks``, each result written as it comes.
 
     The paper's reference code is run first (the engine's health gate, the run the proof needs
@@ -562,8 +472,8 @@ def _paper_score(job: ScoringJob, beat: _Heartbeat) -> str:
         with transaction.atomic():
             # the job row locked: a cancel (or a watchdog re-assignment) either came before, and nothing
             # is written, or waits for this write
-            if not ScoringJob.objects.select_for_update().filter(
-                pk=job.pk, rq_job_id=job.rq_job_id, status=Status.RUNNING
+            if not Job.objects.select_for_update().filter(
+                pk=job.pk, rq_job_id=job.rq_job_id, status=JobStatus.RUNNING
             ).exists():
                 beat.lost = True
                 stop.set()
@@ -591,36 +501,9 @@ def _paper_score(job: ScoringJob, beat: _Heartbeat) -> str:
         _environment_record(release_paper_id=job.release_paper_id, ok=True, seconds=reference.get("seconds"),
                             environment=environment)
     if runs:  # what the job found ready (the operators' view of the worker's warm pool)
-        _history_add(job.pk, f"sandbox: {'warm, kept from an earlier job' if kept else 'opened'}; reference outcome: "
+        history_add(job.pk, f"sandbox: {'warm, kept from an earlier job' if kept else 'opened'}; reference outcome: "
                              f"{'known, not run again' if known else 'run'}")
     return "done"
-
-
-def _reason(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return f"{type(exc).__name__}: {text}"[:2000]
-
-
-def _job_retry_after_db_loss(*, job_id: int, rq_job_id: str, reason: str, tries: int = 10) -> None:
-    """Queue the job again on a fresh connection; if the database stays away, the watchdog will.
-
-    The attempt is ours while the row holds our RQ id, running or (the loss came while claiming it)
-    still queued; a new attempt does not count as a lost worker (``_worker_losses``).
-    """
-    ours = Q(status__in=(Status.RUNNING, Status.QUEUED))
-    for n in range(tries):
-        if not connection.in_atomic_block:  # (a test's transaction keeps its connection)
-            connection.close()  # the dead connection goes; the next query opens a new one
-        try:
-            with transaction.atomic():
-                job = ScoringJob.objects.filter(ours, pk=job_id, rq_job_id=rq_job_id).first()
-                if job is None or _job_requeue(job, expect=ours,
-                                               note=f"the database connection was lost ({reason[:120]})"):
-                    return
-        except DatabaseError as exc:
-            logger.warning("scoring job %s: database still unreachable (%s)", job_id, exc)
-        time.sleep(min(0.5 * (n + 1), 3))
-    logger.error("scoring job %s: database unreachable; left running for the watchdog", job_id)
 
 
 def scoring_job_run(*, job_id: int, rq_job_id: str) -> str:
@@ -637,32 +520,24 @@ def scoring_job_run(*, job_id: int, rq_job_id: str) -> str:
         # dropped while claiming or settling the job (the scoring's own losses are caught inside):
         # the same remedy, not the RQ failure that would leave the row for the watchdog
         logger.warning("scoring job %s: database connection lost around the scoring (%s); queued again", job_id, exc)
-        _job_retry_after_db_loss(job_id=job_id, rq_job_id=rq_job_id, reason=_reason(exc))
+        job_retry_after_db_loss(job_id=job_id, rq_job_id=rq_job_id, reason=reason_of(exc))
         return "retry"
 
 
 def _scoring_job_attempt(*, job_id: int, rq_job_id: str) -> str:
-    now = _now()
-    claimed = ScoringJob.objects.filter(pk=job_id, rq_job_id=rq_job_id, status=Status.QUEUED).update(
-        status=Status.RUNNING, started_at=now, heartbeat_at=now, worker=_worker_name(), error=""
-    )
-    if not claimed:
-        logger.info("scoring job %s: RQ job %s is not its current queued attempt; nothing to do", job_id, rq_job_id)
+    if job_claim(job_id=job_id, rq_job_id=rq_job_id) is None:
         return "skipped"
-    job = ScoringJob.objects.select_related("submission", "release_paper", "paper").get(pk=job_id)
-    _history_add(job_id, f"attempt {job.attempt} started on {job.worker}")
+    job = Job.objects.select_related("submission", "release_paper", "paper").get(pk=job_id)
     submission_status_refresh(submission_id=job.submission_id)
-    beat = _Heartbeat(job_id, rq_job_id, settings.RCB_HEARTBEAT_SECONDS)
+    beat = Heartbeat(job_id, rq_job_id)
     beat.start()
     try:
         outcome = _paper_score(job, beat)
     except _EnvironmentBroken as exc:
         outcome = "environment"
         reason = f"environment {exc.environment or '?'}: {exc.reason}"[:2000]
-        ScoringJob.objects.filter(pk=job_id, rq_job_id=rq_job_id, status=Status.RUNNING).update(
-            status=Status.ENVIRONMENT, error=reason, finished_at=_now()
-        )
-        _history_add(job_id, f"attempt {job.attempt}: environment error: {reason[:200]}")
+        job_end(job_id=job_id, rq_job_id=rq_job_id, status=JobStatus.ENVIRONMENT, error=reason,
+                note=f"attempt {job.attempt}: environment error: {reason[:200]}")
         if _environment_record(release_paper_id=job.release_paper_id, environment=exc.environment, ok=False,
                                reason=exc.reason[:2000]):
             _environment_alert(release_paper_id=job.release_paper_id, reason=reason)
@@ -670,21 +545,17 @@ def _scoring_job_attempt(*, job_id: int, rq_job_id: str) -> str:
         # the database connection dropped (restart, pg_terminate_backend): not the submission's fault
         logger.warning("scoring job %s: database connection lost (%s); queued again", job_id, exc)
         outcome = "retry"
-        _job_retry_after_db_loss(job_id=job_id, rq_job_id=rq_job_id, reason=_reason(exc))
+        job_retry_after_db_loss(job_id=job_id, rq_job_id=rq_job_id, reason=reason_of(exc))
     except Exception as exc:  # any failure ends the job as failed with its reason; never left running
         logger.exception("scoring job %s failed", job_id)
         outcome = "failed"
-        ScoringJob.objects.filter(pk=job_id, rq_job_id=rq_job_id, status=Status.RUNNING).update(
-            status=Status.FAILED, error=_reason(exc), finished_at=_now()
-        )
-        _history_add(job_id, f"attempt {job.attempt} failed: {_reason(exc)[:200]}")
+        job_end(job_id=job_id, rq_job_id=rq_job_id, status=JobStatus.FAILED, error=reason_of(exc),
+                note=f"attempt {job.attempt} failed: {reason_of(exc)[:200]}")
     finally:
         beat.stop()
     if outcome == "done":
-        ScoringJob.objects.filter(pk=job_id, rq_job_id=rq_job_id, status=Status.RUNNING).update(
-            status=Status.FINISHED, finished_at=_now()
-        )
-        _history_add(job_id, f"attempt {job.attempt} finished")
+        job_end(job_id=job_id, rq_job_id=rq_job_id, status=JobStatus.FINISHED,
+                note=f"attempt {job.attempt} finished")
     submission_status_refresh(submission_id=job.submission_id)
     return outcome
 
@@ -770,7 +641,7 @@ def _environment_alert(*, release_paper_id: int, reason: str) -> None:
     if not emails:
         return
     url = settings.RCB_SITE_URL.rstrip("/") + "/staff/environments/"
-    waiting = ScoringJob.objects.filter(release_paper_id=release_paper_id, status=Status.ENVIRONMENT).count()
+    waiting = Job.objects.filter(release_paper_id=release_paper_id, status=JobStatus.ENVIRONMENT).count()
     subject = f"Environment error: {rp.paper.paper_id} ({rp.release.name})"
     body = (
         f"The reference code of paper {rp.paper.paper_id} does not pass in its environment, so its completions "
@@ -786,7 +657,8 @@ def _environment_alert(*, release_paper_id: int, reason: str) -> None:
 
 def environment_jobs_requeue(*, paper_id: str | None = None, release: Release | None = None) -> list[int]:
     """Queue again the jobs that ended in an environment error (after a repair); return their ids."""
-    jobs = ScoringJob.objects.filter(status=Status.ENVIRONMENT).exclude(submission__status=Status.CANCELLED)
+    jobs = Job.objects.filter(kind=JobKind.SUBMISSION_PAPER, status=JobStatus.ENVIRONMENT).exclude(
+        submission__status=Status.CANCELLED)
     if paper_id:
         jobs = jobs.filter(paper__paper_id=paper_id)
     if release is not None:
@@ -795,7 +667,7 @@ def environment_jobs_requeue(*, paper_id: str | None = None, release: Release | 
     submissions: set[int] = set()
     for job in jobs:
         with transaction.atomic():
-            if _job_requeue(job, expect=Q(status=Status.ENVIRONMENT), note="environment recheck"):
+            if job_requeue(job, expect=Q(status=Status.ENVIRONMENT), note="environment recheck"):
                 requeued.append(job.pk)
                 submissions.add(job.submission_id)
     for submission_id in sorted(submissions):
@@ -844,7 +716,7 @@ def submission_rerun(*, submission: PredictionSubmission, user: Any) -> bool:
         if sub.status not in (Status.FAILED, Status.CANCELLED):
             return False
         for job in sub.jobs.exclude(status=Status.FINISHED):
-            _job_requeue(job, expect=~Q(status=Status.FINISHED), note=f"re-run by {user}")
+            job_requeue(job, expect=~Q(status=Status.FINISHED), note=f"re-run by {user}")
         sub.status, sub.failure_reason, sub.finished_at, sub.notified_at = Status.QUEUED, "", None, None
         sub.save(update_fields=["status", "failure_reason", "finished_at", "notified_at"])
     submission.refresh_from_db()
@@ -921,91 +793,28 @@ def submission_flags_clear(*, submission: PredictionSubmission, user: Any) -> bo
 
 
 # --------------------------------------------------------------------------------------------
-# Watchdog and reconcile
+# The submission paper kind of job (registered by SubmissionsConfig.ready)
 
 
-#: the watchdog's word in a job's history for an attempt whose worker died (stale heartbeat)
-WORKER_LOST = "stopped answering"
-
-
-def _worker_losses(job: ScoringJob) -> int:
-    """Attempts of the job whose worker died since it was last re-run by hand.
-
-    Only these count against RCB_JOB_MAX_ATTEMPTS (a job that keeps killing its worker gives up);
-    new attempts after a dropped database connection, an environment repair or a lost queue entry
-    are not the job's doing.
-    """
-    losses = 0
-    for entry in job.history or []:
-        event = str(entry.get("event", ""))
-        if " re-run by " in event:
-            losses = 0
-        elif event.startswith("attempt ") and WORKER_LOST in event:
-            losses += 1
-    return losses
-
-
-def scoring_jobs_watchdog(*, stale_after: float | None = None) -> dict[str, list[int]]:
-    """Re-enqueue running jobs whose heartbeat stopped (their worker died); fail them after too many tries."""
-    stale_after = settings.RCB_HEARTBEAT_STALE_SECONDS if stale_after is None else stale_after
-    cutoff = _now() - dt.timedelta(seconds=stale_after)
-    report: dict[str, list[int]] = {"requeued": [], "failed": []}
-    stale = Q(status=Status.RUNNING, heartbeat_at__lt=cutoff)
-    for job in ScoringJob.objects.filter(stale).exclude(submission__status=Status.CANCELLED):
-        with transaction.atomic():
-            losses = _worker_losses(job) + 1  # this one included
-            if losses >= settings.RCB_JOB_MAX_ATTEMPTS:
-                reason = (
-                    f"its worker {WORKER_LOST} {losses} times (killed, or out of memory?) while scoring "
-                    f"this paper; last on {job.worker or '?'}"
-                )
-                if ScoringJob.objects.filter(stale, pk=job.pk, rq_job_id=job.rq_job_id).update(
-                    status=Status.FAILED, error=reason, finished_at=_now()
-                ):
-                    _history_add(job.pk, reason)
-                    report["failed"].append(job.pk)
-            elif _job_requeue(job, expect=stale, note=f"the worker {job.worker or '?'} {WORKER_LOST}"):
-                report["requeued"].append(job.pk)
-        if report["failed"] and report["failed"][-1] == job.pk:
-            submission_status_refresh(submission_id=job.submission_id)
-    return report
-
-
-def scoring_queue_reconcile(*, stale_after: float | None = None) -> dict[str, list[int]]:
-    """Make Redis hold what the database says is waiting: re-enqueue every queued job it lost.
-
-    Also runs the watchdog, and settles submissions whose jobs all ended (after a crash between
-    a job's end and its submission's update).
-    """
-    stale_after = settings.RCB_HEARTBEAT_STALE_SECONDS if stale_after is None else stale_after
-    report = scoring_jobs_watchdog(stale_after=stale_after)
-    report["reenqueued"] = []
-    in_queue = queue.queued_rq_ids()
-    now = _now()
-    waiting = ScoringJob.objects.filter(status=Status.QUEUED).exclude(submission__status=Status.CANCELLED)
-    for job in waiting:
-        if job.rq_job_id in in_queue:
-            continue
-        state, started = queue.rq_job_state(rq_job_id=job.rq_job_id)
-        if state in ("queued", "deferred", "scheduled"):
-            # off the list but not started: a worker may be between taking it and marking it started
-            time.sleep(0.5)
-            state, started = queue.rq_job_state(rq_job_id=job.rq_job_id)
-            if state in ("queued", "deferred", "scheduled"):
-                if job.rq_job_id in queue.queued_rq_ids():
-                    continue
-                state = "lost from the queue list"
-        if state == "started" and started is not None and (now - started).total_seconds() < stale_after:
-            continue  # a worker took it a moment ago and is about to claim it
-        if state is None and job.enqueued_at and (now - job.enqueued_at).total_seconds() < 1:
-            continue  # committed a moment ago: its push after commit is on its way
-        with transaction.atomic():
-            if _job_requeue(job, expect=Q(status=Status.QUEUED), note=f"the queue had lost it ({state or 'unknown to Redis'})"):
-                report["reenqueued"].append(job.pk)
-    report["settled"] = []
+def submissions_settle() -> list[int]:
+    """Settle submissions whose jobs all ended (after a crash between a job's end and its submission's update)."""
+    settled = []
     for sub_id in PredictionSubmission.objects.filter(status__in=ACTIVE_STATUSES).exclude(
         jobs__status__in=ACTIVE_STATUSES
     ).values_list("pk", flat=True):
         submission_status_refresh(submission_id=sub_id)
-        report["settled"].append(sub_id)
-    return report
+        settled.append(sub_id)
+    return settled
+
+
+def _job_given_up(job: Job, reason: str) -> None:
+    submission_status_refresh(submission_id=job.submission_id)
+
+
+SUBMISSION_PAPER = KindSpec(
+    entry="submissions.jobs.score_paper", queue=queue.SCORING,
+    watched=lambda jobs: jobs.exclude(submission__status=Status.CANCELLED),
+    on_failed=_job_given_up, sweep=submissions_settle,
+)
+
+

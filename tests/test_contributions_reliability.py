@@ -15,6 +15,8 @@ from django.utils import timezone
 
 from contributions.models import PaperContribution
 from contributions.services import contribution_validate
+from scoring.jobs import jobs_failed_retry, jobs_watchdog
+from scoring.models import Job, JobKind, JobStatus
 from contributions_support import contribution_env, run_worker, weak_paper_zip, zip_files, WEAK_MODULE
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -84,11 +86,16 @@ def test_jobs_lost_by_redis_are_queued_again_by_reconcile(env, client, contribut
     second.status_changed_at = timezone.now() - dt.timedelta(days=1)
     second.save()
 
+    # a while later (a push after commit may be under way for a second: reconcile leaves those alone)
+    Job.objects.update(enqueued_at=timezone.now() - dt.timedelta(minutes=1))
     out = StringIO()
-    call_command("reconcile_contributions", stdout=out)
-    assert "contribution checks queued again: 2" in out.getvalue()
-    call_command("reconcile_contributions", stdout=out)  # idempotent: the jobs are queued now
-    assert "contribution checks queued again: 0" in out.getvalue()
+    call_command("reconcile", stdout=out)
+    assert "re-enqueued (lost by Redis): 2" in out.getvalue()
+    second.refresh_from_db()
+    assert second.status == PaperContribution.SUBMITTED  # its checks wait again, with a fresh clock
+    out = StringIO()
+    call_command("reconcile", stdout=out)  # idempotent: the jobs are queued now
+    assert "re-enqueued (lost by Redis): 0" in out.getvalue()
 
     assert run_worker() == 0
     first.refresh_from_db()
@@ -125,9 +132,11 @@ def test_lost_baseline_jobs_are_queued_again(env, client, contributor):
     env.flushdb()
     assert run_worker() == 0
     assert all(not ev.complete for ev in Evaluation.objects.filter(release=release))
+    assert Job.objects.filter(kind=JobKind.RELEASE_BASELINE, status=JobStatus.QUEUED).count() == 2
+    Job.objects.update(enqueued_at=timezone.now() - dt.timedelta(minutes=1))
     out = StringIO()
-    call_command("reconcile_contributions", stdout=out)
-    assert "baseline jobs queued again: 2" in out.getvalue()
+    call_command("reconcile", stdout=out)
+    assert "re-enqueued (lost by Redis): 2" in out.getvalue()
     assert run_worker() == 0
     rates = {ev.model.baseline: ev.scaled_pass_rate for ev in Evaluation.objects.filter(release=release)}
     assert rates == {"reference": 100.0, "empty": 0.0}
@@ -145,7 +154,6 @@ def test_worker_killed_mid_check_the_contribution_still_finishes(env, client, co
 
     from django.conf import settings
 
-    from contributions.services import contribution_reconcile
     from contributions_support import ROOT, redis_url
     from submissions_support import database_url, process_group_kill, wait_for
 
@@ -182,8 +190,10 @@ def test_worker_killed_mid_check_the_contribution_still_finishes(env, client, co
         process_group_kill(worker, signal.SIGKILL)
     assert status() == PaperContribution.VALIDATING  # stranded: its worker is gone
 
-    # the job stays 'started' in Redis until RQ notices the dead worker; reconcile does not wait that long
-    assert contribution_reconcile(stale_after=dt.timedelta(seconds=1)) == [contribution.pk]
+    # the job stays 'started' in Redis until RQ notices the dead worker; its row's heartbeat stopped with it
+    job = Job.objects.get(kind=JobKind.CONTRIBUTION_CHECK, contribution=contribution)
+    assert job.status == JobStatus.RUNNING and job.attempt == 1
+    assert jobs_watchdog(stale_after=0) == {"requeued": [job.pk], "failed": []}
     assert status() == PaperContribution.SUBMITTED
     survivor = start("--burst")
     try:
@@ -202,7 +212,7 @@ def test_a_baseline_job_that_keeps_failing_is_not_retried_forever(env, client, c
 
     from django.contrib.auth.models import Group
 
-    from contributions.release_services import MAX_BASELINE_ATTEMPTS, baselines_reconcile, release_publish
+    from contributions.release_services import MAX_BASELINE_ATTEMPTS, release_publish
     from contributions.services import contribution_review
 
     contribution = upload(client, zip_files(STRONG))
@@ -226,27 +236,33 @@ def test_a_baseline_job_that_keeps_failing_is_not_retried_forever(env, client, c
     if rp.archive:
         storages[paper_store.STORAGE_ALIAS].delete(paper_store._name(rp.archive))
         shutil.rmtree(Path(settings.RCB_PAPER_CACHE) / rp.archive, ignore_errors=True)
-    assert run_worker() == 2  # both baselines fail, with the reason in RQ's failed registry
+    assert run_worker() == 2  # both baselines fail, with the reason on their rows and in RQ's failed registry
+    jobs = Job.objects.filter(kind=JobKind.RELEASE_BASELINE, evaluation__release=release)
+    assert sorted(jobs.values_list("status", flat=True)) == [JobStatus.FAILED] * 2
+    assert all(job.error for job in jobs)  # the reason, for the operators
     for _ in range(MAX_BASELINE_ATTEMPTS - 1):
-        assert len(baselines_reconcile()) == 2
+        assert len(jobs_failed_retry()) == 2
         assert run_worker() == 2
-    assert baselines_reconcile() == []  # given up after three attempts: a human has to look
+    assert jobs_failed_retry() == []  # given up after three attempts: a human has to look
+    assert set(jobs.values_list("attempt", flat=True)) == {MAX_BASELINE_ATTEMPTS}
 
 
 def test_checks_that_keep_killing_their_worker_end_in_an_error_after_three_attempts(env, client, contributor):
-    import django_rq
-
-    from contributions.services import MAX_VALIDATION_ATTEMPTS, contribution_reconcile, validation_job_id
+    from django.conf import settings
 
     contribution = upload(client, zip_files(STRONG))
-    queue = django_rq.get_queue("contributions")
-    for attempt in range(1, MAX_VALIDATION_ATTEMPTS + 1):
-        job = queue.fetch_job(validation_job_id(contribution.pk, 1))
-        assert job.meta["attempt"] == attempt
-        # what a worker dying mid-check leaves: the row 'validating' with its clock running (here: overdue at once)
+    job = Job.objects.get(kind=JobKind.CONTRIBUTION_CHECK, contribution=contribution, revision=1)
+    long_ago = timezone.now() - dt.timedelta(hours=1)
+    for attempt in range(1, settings.RCB_JOB_MAX_ATTEMPTS + 1):
+        job.refresh_from_db()
+        assert job.attempt == attempt and job.status == JobStatus.QUEUED
+        # what a worker dying mid-check leaves: the row running with a heartbeat that stopped long ago
+        Job.objects.filter(pk=job.pk).update(status=JobStatus.RUNNING, heartbeat_at=long_ago, worker=f"dead:{attempt}")
         PaperContribution.objects.filter(pk=contribution.pk).update(status=PaperContribution.VALIDATING)
-        requeued = contribution_reconcile(stale_after=dt.timedelta(0))
-        assert requeued == ([contribution.pk] if attempt < MAX_VALIDATION_ATTEMPTS else [])
+        report = jobs_watchdog(stale_after=60)
+        last = attempt == settings.RCB_JOB_MAX_ATTEMPTS
+        assert report == {"requeued": [] if last else [job.pk], "failed": [job.pk] if last else []}
     contribution.refresh_from_db()
     assert contribution.status == PaperContribution.ERROR
-    assert "interrupted 3 times" in contribution.report["error"]
+    assert "stopped answering 3 times" in contribution.report["error"]
+    assert "an administrator has to look" in contribution.report["error"]

@@ -10,7 +10,9 @@ from django.db import OperationalError
 from accounts.services import api_token_create
 from leaderboard.models import SnippetResult
 from submissions import jobs, services
-from submissions.models import PredictionSubmission, ScoringJob, Status
+from scoring.jobs import job_retry_after_db_loss, jobs_watchdog
+from scoring.models import Job
+from submissions.models import PredictionSubmission, Status
 
 from submissions_support import demo_release_create, predictions_bytes
 
@@ -71,7 +73,7 @@ def test_nothing_is_written_after_a_cancel(client, release, token, monkeypatch):
 
     def cancelled_meanwhile(tasks, *, progress, **kwargs):
         def cancel_then_report(run):  # the first test has run; the cancel lands before its verdict is written
-            ScoringJob.objects.filter(pk=job.pk).update(status=Status.CANCELLED)  # what submission_cancel does
+            Job.objects.filter(pk=job.pk).update(status=Status.CANCELLED)  # what submission_cancel does
             progress(run)
 
         return real(tasks, progress=cancel_then_report, **kwargs)
@@ -128,7 +130,7 @@ def test_a_dropped_connection_while_settling_the_job_queues_it_again(client, rel
     assert job.status == Status.QUEUED and job.attempt == 2
     assert "database connection was lost" in job.history[-1]["event"]
     assert jobs.score_paper(job.pk, job.rq_job_id) == "done"
-    assert ScoringJob.objects.get(pk=job.pk).status == Status.FINISHED
+    assert Job.objects.get(pk=job.pk).status == Status.FINISHED
 
 
 def test_new_attempts_after_dropped_connections_do_not_count_as_dead_workers(client, release, token, settings):
@@ -141,16 +143,16 @@ def test_new_attempts_after_dropped_connections_do_not_count_as_dead_workers(cli
     sub = _submit(client, token)
     job = sub.jobs.get(paper__paper_id="rope")
     for _ in range(2):  # what _job_retry_after_db_loss leaves: a new attempt with the reason
-        ScoringJob.objects.filter(pk=job.pk).update(status=Status.RUNNING)
-        services._job_retry_after_db_loss(job_id=job.pk, rq_job_id=ScoringJob.objects.get(pk=job.pk).rq_job_id,
+        Job.objects.filter(pk=job.pk).update(status=Status.RUNNING)
+        job_retry_after_db_loss(job_id=job.pk, rq_job_id=Job.objects.get(pk=job.pk).rq_job_id,
                                           reason="OperationalError: terminating connection")
-    assert ScoringJob.objects.get(pk=job.pk).attempt == 3
+    assert Job.objects.get(pk=job.pk).attempt == 3
     long_ago = timezone.now() - dt.timedelta(minutes=10)
-    ScoringJob.objects.filter(pk=job.pk).update(status=Status.RUNNING, heartbeat_at=long_ago, worker="dead:1")
-    assert services.scoring_jobs_watchdog(stale_after=60) == {"requeued": [job.pk], "failed": []}
-    ScoringJob.objects.filter(pk=job.pk).update(status=Status.RUNNING, heartbeat_at=long_ago, worker="dead:2")
-    assert services.scoring_jobs_watchdog(stale_after=60) == {"requeued": [], "failed": [job.pk]}
-    failed = ScoringJob.objects.get(pk=job.pk)
+    Job.objects.filter(pk=job.pk).update(status=Status.RUNNING, heartbeat_at=long_ago, worker="dead:1")
+    assert jobs_watchdog(stale_after=60) == {"requeued": [job.pk], "failed": []}
+    Job.objects.filter(pk=job.pk).update(status=Status.RUNNING, heartbeat_at=long_ago, worker="dead:2")
+    assert jobs_watchdog(stale_after=60) == {"requeued": [], "failed": [job.pk]}
+    failed = Job.objects.get(pk=job.pk)
     assert failed.status == Status.FAILED and "stopped answering 2 times" in failed.error
 
 

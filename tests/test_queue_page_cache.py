@@ -12,7 +12,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from submissions import services
-from submissions.models import ScoringJob, Status
+from scoring.models import Job
+from submissions.models import Status
 from submissions.views import QUEUE_PAGE_SECONDS
 from submissions_support import demo_release_create, predictions_bytes
 
@@ -52,16 +53,16 @@ def test_a_hit_is_one_query_and_every_change_of_a_job_shows_on_the_next_request(
     assert len(ctx.captured_queries) == 1  # the queue's stamp; the page itself from the cache
     # a worker claims a job (the same update as services._scoring_job_attempt)
     now = timezone.now()
-    ScoringJob.objects.filter(pk=jobs[0].pk).update(status=Status.RUNNING, started_at=now, heartbeat_at=now)
+    Job.objects.filter(pk=jobs[0].pk).update(status=Status.RUNNING, started_at=now, heartbeat_at=now)
     assert _summary(client).startswith("1 job(s) running, 1 waiting")
     # it finishes: not "running" one request longer, the estimate uses its time
-    ScoringJob.objects.filter(pk=jobs[0].pk).update(status=Status.FINISHED, finished_at=timezone.now())
+    Job.objects.filter(pk=jobs[0].pk).update(status=Status.FINISHED, finished_at=timezone.now())
     summary = _summary(client)
     assert summary.startswith("0 job(s) running, 1 waiting") and "on average over the last 1" in summary
     # the job re-queued after a lost worker (same status, one more attempt) and then cancelled
-    ScoringJob.objects.filter(pk=jobs[1].pk).update(attempt=jobs[1].attempt + 1)
+    Job.objects.filter(pk=jobs[1].pk).update(attempt=jobs[1].attempt + 1)
     before = client.get(QUEUE).content
-    ScoringJob.objects.filter(pk=jobs[1].pk).update(status=Status.RUNNING)
+    Job.objects.filter(pk=jobs[1].pk).update(status=Status.RUNNING)
     assert client.get(QUEUE).content != before
     services.submission_cancel(submission=submission, user=submission.user)
     assert "Nothing is waiting" in client.get(QUEUE).content.decode()

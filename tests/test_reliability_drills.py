@@ -20,7 +20,9 @@ from django.contrib.auth.models import User
 
 from leaderboard.models import ReleasePaper, SnippetResult
 from submissions import services
-from submissions.models import PredictionSubmission, ScoringJob, Status
+from scoring.jobs import jobs_reconcile
+from scoring.models import Job
+from submissions.models import PredictionSubmission, Status
 from scoring.queue import queue_get as scoring_queue
 
 from submissions_support import (
@@ -152,7 +154,7 @@ def test_worker_killed_mid_job_the_submission_still_finishes_exactly_once(user, 
     submission = _submit(user, release)
     victim = workers.start("victim")
 
-    seen: list[tuple[ScoringJob, int]] = []
+    seen: list[tuple[Job, int]] = []
 
     def mid_job() -> bool:
         for job in submission.jobs.filter(status=Status.RUNNING):
@@ -238,13 +240,13 @@ def test_a_job_in_rqs_failed_registry_is_enqueued_again_by_reconcile(user, redis
     q.remove(rq_job)
     rq_job.set_status(JobStatus.FAILED)
     FailedJobRegistry(queue=q).add(rq_job, exc_string="horse died")
-    report = services.scoring_queue_reconcile(stale_after=60)
+    report = jobs_reconcile(stale_after=60)
     assert report["reenqueued"] == [rope.pk]
     rope.refresh_from_db()
     lion_before = lion.rq_job_id
     lion.refresh_from_db()
     assert rope.attempt == 2 and rope.rq_job_id in q.get_job_ids() and lion.rq_job_id == lion_before
-    assert services.scoring_queue_reconcile(stale_after=60)["reenqueued"] == []  # nothing left to repair
+    assert jobs_reconcile(stale_after=60)["reenqueued"] == []  # nothing left to repair
 
 
 def test_cancel_mid_run_stops_the_worker_within_a_heartbeat(user, workers):

@@ -19,7 +19,8 @@ from django.contrib.auth.models import User
 
 from leaderboard.models import SnippetResult
 from submissions import services
-from submissions.models import PredictionSubmission, ScoringJob, Status
+from scoring.models import Job
+from submissions.models import PredictionSubmission, Status
 
 from submissions_support import (
     RedisServer,
@@ -101,7 +102,7 @@ def _scored(user, release, tmp_path, name: str, model: str) -> PredictionSubmiss
     return submission
 
 
-def _notes(submission: PredictionSubmission) -> tuple[ScoringJob, list[str]]:
+def _notes(submission: PredictionSubmission) -> tuple[Job, list[str]]:
     job = submission.jobs.get()
     return job, [h["event"] for h in job.history]
 

@@ -20,7 +20,9 @@ from accounts.services import api_token_create, api_token_revoke
 from benchmark_core.cli import main as core_main
 from leaderboard.models import Evaluation, LLMModel, SnippetResult
 from submissions import jobs, services
-from submissions.models import PredictionSubmission, ScoringJob, Status, SubmissionPrediction
+from scoring.jobs import jobs_watchdog
+from scoring.models import Job
+from submissions.models import PredictionSubmission, Status, SubmissionPrediction
 from submissions.selectors import submission_progress
 
 from submissions_support import DEMO, demo_release_create, predictions_bytes
@@ -68,7 +70,7 @@ def _api_post(client, token, data: bytes, **params):
 
 def _stored_counts() -> tuple[int, ...]:
     return (
-        PredictionSubmission.objects.count(), SubmissionPrediction.objects.count(), ScoringJob.objects.count(),
+        PredictionSubmission.objects.count(), SubmissionPrediction.objects.count(), Job.objects.count(),
         Evaluation.objects.count(), LLMModel.objects.count(),
     )
 
@@ -239,7 +241,7 @@ def test_scoring_matches_the_engine_cli_and_a_rerun_never_double_counts(client, 
     # missing and never adds a row twice
     job = sub.jobs.get(paper__paper_id="rope")
     assert jobs.score_paper(job.pk, job.rq_job_id) == "skipped"
-    ScoringJob.objects.filter(pk=job.pk).update(status=Status.QUEUED)
+    Job.objects.filter(pk=job.pk).update(status=Status.QUEUED)
     SnippetResult.objects.filter(evaluation=sub.evaluation, snippet__name="inverse frequencies").delete()
     assert jobs.score_paper(job.pk, job.rq_job_id) == "done"
     assert results.count() == len(rows) and results.filter(passed=True).count() == sum(rows.values())
@@ -319,14 +321,14 @@ def test_watchdog_requeues_a_silent_job_and_gives_up_after_max_attempts(client, 
     import datetime as dt
 
     long_ago = timezone.now() - dt.timedelta(minutes=10)
-    ScoringJob.objects.filter(pk=job.pk).update(status=Status.RUNNING, heartbeat_at=long_ago, worker="dead:1")
-    report = services.scoring_jobs_watchdog(stale_after=60)
+    Job.objects.filter(pk=job.pk).update(status=Status.RUNNING, heartbeat_at=long_ago, worker="dead:1")
+    report = jobs_watchdog(stale_after=60)
     assert report["requeued"] == [job.pk]
-    fresh = ScoringJob.objects.get(pk=job.pk)
+    fresh = Job.objects.get(pk=job.pk)
     assert fresh.status == Status.QUEUED and fresh.attempt == 2 and fresh.rq_job_id != job.rq_job_id
     assert jobs.score_paper(job.pk, job.rq_job_id) == "skipped"  # the dead attempt's RQ job is void
-    ScoringJob.objects.filter(pk=job.pk).update(status=Status.RUNNING, heartbeat_at=long_ago)
-    assert services.scoring_jobs_watchdog(stale_after=60)["failed"] == [job.pk]
+    Job.objects.filter(pk=job.pk).update(status=Status.RUNNING, heartbeat_at=long_ago)
+    assert jobs_watchdog(stale_after=60)["failed"] == [job.pk]
     fresh.refresh_from_db()
     assert fresh.status == Status.FAILED and "stopped answering 2 times" in fresh.error
 
@@ -404,7 +406,7 @@ def test_admin_actions_hide_and_verify(client, release, token):
     sub.evaluation.refresh_from_db()
     assert sub.evaluation.hidden and sub.evaluation.verified
     assert client.get(reverse("admin:submissions_predictionsubmission_change", args=[sub.pk])).status_code == 200
-    assert client.get(reverse("admin:submissions_scoringjob_changelist")).status_code == 200
+    assert client.get(reverse("admin:scoring_job_changelist")).status_code == 200
     client.force_login(sub.user)
     page = client.get(reverse("submissions:submission_detail", args=[sub.pk])).content.decode()
     assert "badge-verified" in page and "hidden by an admin" in page

@@ -1,4 +1,4 @@
-"""reconcile: the one watchdog of every kind of job (scoring jobs, contribution checks, release baselines)."""
+"""reconcile: the one watchdog of every kind of job (``scoring.jobs.jobs_reconcile``)."""
 import logging
 import time
 
@@ -6,17 +6,16 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, close_old_connections
 from redis.exceptions import RedisError
 
-from contributions.release_services import baselines_reconcile
-from contributions.services import contribution_reconcile
-from submissions.services import scoring_queue_reconcile
+from scoring.jobs import jobs_reconcile
 
 logger = logging.getLogger(__name__)
 
 
 class Command(BaseCommand):
     help = (
-        "Re-enqueue from the database whatever the queues lost (Redis restart, dead worker): scoring jobs, "
-        "contribution checks and release baselines; with --every S, keep doing it (the watchdog)."
+        "Re-enqueue from the database whatever the queues lost (Redis restart, dead worker), for every kind of "
+        "job (submission papers, contribution checks, release baselines); with --every S, keep doing it "
+        "(the watchdog)."
     )
 
     def add_arguments(self, parser):
@@ -27,10 +26,7 @@ class Command(BaseCommand):
     def handle(self, *args, every: float, stale_after: float | None, **options):
         while True:
             try:
-                report = scoring_queue_reconcile(stale_after=stale_after)
-                # one watchdog for every queue: contribution checks and baselines are jobs too
-                report["contributions"] = contribution_reconcile()
-                report["baselines"] = baselines_reconcile()
+                report = jobs_reconcile(stale_after=stale_after)
             except (RedisError, DatabaseError) as exc:
                 if not every:
                     raise CommandError(f"cannot reconcile: {exc}") from None
@@ -38,11 +34,12 @@ class Command(BaseCommand):
             else:
                 # a looping watchdog speaks only when it did something
                 if not every or any(report.values()):
+                    swept = ", ".join(f"{key.split(':', 1)[1]} repaired: {len(ids)}"
+                                      for key, ids in report.items() if key.startswith("swept:"))
                     self.stdout.write(
                         f"requeued after a dead worker: {len(report['requeued'])}, failed after too many tries: "
                         f"{len(report['failed'])}, re-enqueued (lost by Redis): {len(report['reenqueued'])}, "
-                        f"settled: {len(report['settled'])}, contribution checks re-queued: "
-                        f"{len(report['contributions'])}, baseline jobs re-queued: {len(report['baselines'])}"
+                        f"retried after a failure: {len(report['retried'])}" + (f", {swept}" if swept else "")
                     )
             if not every:
                 return
