@@ -8,17 +8,16 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from scoring.models import JobStatus
 
-class Status(models.TextChoices):
-    QUEUED = "queued", "queued"
-    RUNNING = "running", "running"
-    FINISHED = "finished", "finished"
-    FAILED = "failed", "failed"
-    CANCELLED = "cancelled", "cancelled"
-    # a job whose paper's reference code does not pass in its environment: the model is not to blame
-    ENVIRONMENT = "environment", "environment error"
-    # a submission with such a job: neither finished nor failed, it waits for the repair
-    WAITING = "waiting", "waiting (environment)"
+
+#: a submission's status: those of its jobs (``scoring.models.JobStatus``, the one list), and ``waiting``:
+#: a job of it ended in an environment error, so it is neither finished nor failed, it waits for the repair
+Status = models.TextChoices(
+    "Status",
+    [(member.name, (member.value, member.label)) for member in JobStatus]
+    + [("WAITING", ("waiting", "waiting (environment)"))],
+)
 
 
 ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING)
