@@ -10,8 +10,8 @@ __all__ = ["APIToken"]
 class APIToken(models.Model):
     """A personal API token; only its SHA-256 is stored, the token itself is shown once.
 
-    The table keeps the name it had when the model lived in ``submissions`` (moved by a state-only
-    migration: rows, ids and constraints untouched).
+    The model lived in ``submissions``: a state-only migration moved it with its rows, ids and
+    constraints, then its table was renamed ``accounts_apitoken``.
     """
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
@@ -23,7 +23,6 @@ class APIToken(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        db_table = "submissions_apitoken"
         ordering = ["-created_at"]
         verbose_name = "API token"
 
