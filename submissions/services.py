@@ -205,6 +205,91 @@ def _metadata_check(*, texts: dict[str, str], limits: dict[str, int], decoding: 
             raise SubmissionError(f"decoding setting '{name}' must be a finite number, got {str(value)[:40]!r}")
 
 
+def _upload_check(*, release: Release, data: bytes, model_name: str, organisation: str, knowledge_cutoff: str,
+                  link: str, notes: str, file_name: str, decoding: dict) -> tuple[str, dt.date | None]:
+    """The upload's size, metadata and release, checked before its lines are read: the model name as
+    stored and the knowledge cutoff's last day. Raises SubmissionError (FileTooLarge)."""
+    limit = max_upload_bytes()
+    if len(data) > limit:
+        raise FileTooLarge(
+            f"the file has {len(data) / 1048576:.1f} MB; the limit is {limit / 1048576:.0f} MB per submission"
+        )
+    _metadata_check(
+        texts={"model_name": model_name, "organisation": organisation, "knowledge_cutoff": knowledge_cutoff,
+               "link": link, "notes": notes, "file_name": file_name},
+        limits={"organisation": 200, "knowledge_cutoff": 20, "link": 500, "notes": 5000},
+        decoding=decoding,
+    )
+    model_name = " ".join(model_name.split())
+    if not model_name:
+        raise SubmissionError("a model name is required")
+    if len(model_name) > 200:
+        raise SubmissionError("the model name is longer than 200 characters")
+    if not release.frozen:
+        raise SubmissionError(f"release {release.name} is not published yet; submit to a published release")
+    if not release.release_papers.exclude(folder="").exists():
+        raise SubmissionError(
+            f"release {release.name} cannot score submissions: no paper's code is attached here (it holds "
+            "published figures only; an operator attaches the code with `manage.py import_pset`)"
+        )
+    cutoff_date = None
+    if knowledge_cutoff.strip():
+        try:
+            cutoff_date = parse_cutoff(knowledge_cutoff.strip())
+        except ValueError as exc:
+            raise SubmissionError(f"knowledge cutoff: {exc}") from None
+    return model_name, cutoff_date
+
+
+def _predictions_read(*, release: Release, data: bytes, allow_partial: bool) -> tuple[list[dict], list]:
+    """The release's snippets and the file's predictions matched to them; every bad line is reported.
+    Raises SubmissionError, or PartialCoverage when snippets lack a prediction and that is not allowed."""
+    snippet_rows = list(Snippet.objects.filter(release=release).values("id", "paper_id", "paper__paper_id", "file", "name", "code"))
+    predictions, problems = parse_predictions(data, _ReleaseIndex(snippet_rows))  # type: ignore[arg-type]
+    if problems:
+        raise SubmissionError(f"{len(problems)} bad line(s) in the file; nothing was stored", problems)
+    if not predictions:
+        raise SubmissionError("the file holds no prediction (one JSON object per line expected)")
+    coverage = predictions_coverage(
+        predicted=len(predictions), snippets=len(snippet_rows), samples=len({p.sample for p in predictions})
+    )
+    if coverage["missing"] and not allow_partial:
+        raise PartialCoverage(coverage)
+    return snippet_rows, predictions
+
+
+def _model_evaluation_create(*, user: Any, release: Release, model_name: str, organisation: str, open_weights: bool,
+                             knowledge_cutoff: str, cutoff_date: dt.date | None, link: str, with_paper: bool,
+                             samples: int, decoding: dict, run_card: dict) -> tuple[LLMModel, Evaluation]:
+    """The uploader's model (one per user and name, its details updated) and the submission's private evaluation."""
+    model, _ = LLMModel.objects.update_or_create(
+        key=f"u{user.pk}-{slugify(model_name)[:150] or 'model'}",
+        defaults=dict(
+            display_name=model_name,
+            organisation=organisation.strip()[:200],
+            open_weights=open_weights,
+            knowledge_cutoff=knowledge_cutoff.strip()[:20],
+            knowledge_cutoff_date=cutoff_date,
+            links={"homepage": link} if link else {},
+        ),
+    )
+    evaluation = Evaluation.objects.create(
+        model=model,
+        release=release,
+        with_paper=with_paper,
+        samples=samples,
+        decoding=decoding,
+        prompt_version=PROMPT_VERSION,
+        harness_version=HARNESS_VERSION,
+        source=Evaluation.SUBMISSION,
+        is_public=False,
+        # already reduced to what the site keeps (benchmark_core.generate.card_public)
+        run_card=run_card,
+        cost_per_snippet=run_card.get("cost_per_snippet_usd"),
+    )
+    return model, evaluation
+
+
 def prediction_submission_create(
     *,
     user: Any,
@@ -230,51 +315,16 @@ def prediction_submission_create(
     that leaves snippets without a prediction raises PartialCoverage unless ``allow_partial``.
     With ``publish`` the evaluation is published as soon as scoring finishes.
     """
-    limit = max_upload_bytes()
-    if len(data) > limit:
-        raise FileTooLarge(
-            f"the file has {len(data) / 1048576:.1f} MB; the limit is {limit / 1048576:.0f} MB per submission"
-        )
-    _metadata_check(
-        texts={"model_name": model_name, "organisation": organisation, "knowledge_cutoff": knowledge_cutoff,
-               "link": link, "notes": notes, "file_name": file_name},
-        limits={"organisation": 200, "knowledge_cutoff": 20, "link": 500, "notes": 5000},
-        decoding=decoding or {},
+    model_name, cutoff_date = _upload_check(
+        release=release, data=data, model_name=model_name, organisation=organisation,
+        knowledge_cutoff=knowledge_cutoff, link=link, notes=notes, file_name=file_name, decoding=decoding or {},
     )
-    model_name = " ".join(model_name.split())
-    if not model_name:
-        raise SubmissionError("a model name is required")
-    if len(model_name) > 200:
-        raise SubmissionError("the model name is longer than 200 characters")
-    if not release.frozen:
-        raise SubmissionError(f"release {release.name} is not published yet; submit to a published release")
-    if not release.release_papers.exclude(folder="").exists():
-        raise SubmissionError(
-            f"release {release.name} cannot score submissions: no paper's code is attached here (it holds "
-            "published figures only; an operator attaches the code with `manage.py import_pset`)"
-        )
-    cutoff_date = None
-    if knowledge_cutoff.strip():
-        try:
-            cutoff_date = parse_cutoff(knowledge_cutoff.strip())
-        except ValueError as exc:
-            raise SubmissionError(f"knowledge cutoff: {exc}") from None
     content_hash = hashlib.sha256(data).hexdigest()
     existing = PredictionSubmission.objects.filter(user=user, release=release, content_hash=content_hash).first()
     if existing is not None:
         return existing, False
 
-    snippet_rows = list(Snippet.objects.filter(release=release).values("id", "paper_id", "paper__paper_id", "file", "name", "code"))
-    predictions, problems = parse_predictions(data, _ReleaseIndex(snippet_rows))  # type: ignore[arg-type]
-    if problems:
-        raise SubmissionError(f"{len(problems)} bad line(s) in the file; nothing was stored", problems)
-    if not predictions:
-        raise SubmissionError("the file holds no prediction (one JSON object per line expected)")
-    coverage = predictions_coverage(
-        predicted=len(predictions), snippets=len(snippet_rows), samples=len({p.sample for p in predictions})
-    )
-    if coverage["missing"] and not allow_partial:
-        raise PartialCoverage(coverage)
+    snippet_rows, predictions = _predictions_read(release=release, data=data, allow_partial=allow_partial)
     _quota_check(user)  # early, so an upload over quota is not flagged for nothing; again under the lock below
 
     by_key = {(r["paper__paper_id"], r["file"], r["name"]): r for r in snippet_rows}
@@ -291,30 +341,10 @@ def prediction_submission_create(
         if existing is not None:
             return existing, False
         _quota_check(user)
-        model, _ = LLMModel.objects.update_or_create(
-            key=f"u{user.pk}-{slugify(model_name)[:150] or 'model'}",
-            defaults=dict(
-                display_name=model_name,
-                organisation=organisation.strip()[:200],
-                open_weights=open_weights,
-                knowledge_cutoff=knowledge_cutoff.strip()[:20],
-                knowledge_cutoff_date=cutoff_date,
-                links={"homepage": link} if link else {},
-            ),
-        )
-        evaluation = Evaluation.objects.create(
-            model=model,
-            release=release,
-            with_paper=with_paper,
-            samples=len(sample_ids),
-            decoding=decoding or {},
-            prompt_version=PROMPT_VERSION,
-            harness_version=HARNESS_VERSION,
-            source=Evaluation.SUBMISSION,
-            is_public=False,
-            # already reduced to what the site keeps (benchmark_core.generate.card_public)
-            run_card=run_card or {},
-            cost_per_snippet=(run_card or {}).get("cost_per_snippet_usd"),
+        model, evaluation = _model_evaluation_create(
+            user=user, release=release, model_name=model_name, organisation=organisation, open_weights=open_weights,
+            knowledge_cutoff=knowledge_cutoff, cutoff_date=cutoff_date, link=link, with_paper=with_paper,
+            samples=len(sample_ids), decoding=decoding or {}, run_card=run_card or {},
         )
         submission = PredictionSubmission.objects.create(
             user=user,
