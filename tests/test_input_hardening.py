@@ -23,7 +23,8 @@ from leaderboard.models import Evaluation, LLMModel, Snippet
 from leaderboard.selectors import boards, evaluations
 from scoring.results import evaluation_results_write, result_row_from_run
 from submissions import services
-from submissions.models import PredictionSubmission, ScoringJob, Status, SubmissionPrediction
+from scoring.models import Job
+from submissions.models import PredictionSubmission, Status, SubmissionPrediction
 
 from submissions_support import DEMO, demo_release_create, predictions_bytes
 
@@ -304,7 +305,7 @@ def test_a_flagged_evaluation_is_not_ranked_until_a_reviewer_clears_it(client, r
         _result_store(evaluation_id=sub.evaluation_id, snippet_id=snip.pk,
                                       run=_flagged_run(snip, flags=["tampering:fd-write"] if n == 0 else []),
                                       completion="pass")
-    ScoringJob.objects.filter(submission=sub).update(status=Status.FINISHED)
+    Job.objects.filter(submission=sub).update(status=Status.FINISHED)
     services.submission_status_refresh(submission_id=sub.pk)
     sub.refresh_from_db()
     assert sub.status == Status.FINISHED and sub.evaluation.flagged_results == 1
