@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -10,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+import pytest
 from django.db import connection
 from django.utils import timezone
 
@@ -18,6 +20,15 @@ from benchmark_core.runner import reference_code
 from leaderboard.models import Paper, Release, ReleasePaper, Snippet
 
 ROOT = Path(__file__).resolve().parent.parent
+
+#: the marks of a drill with real worker processes: its own Redis server, bwrap sandboxes, the
+#: database shared with the workers (so not inside the test's transaction)
+WORKER_DRILL_MARKS = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server"),
+    pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap"),
+]
 DEMO = ROOT / "demo"
 PREDICTIONS = DEMO / "predictions"
 

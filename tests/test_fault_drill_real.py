@@ -14,7 +14,6 @@ and two workers must be alive again afterwards. PostgreSQL only: SQLite has no c
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -31,6 +30,7 @@ from submissions import services
 from submissions.models import PredictionSubmission, Status
 
 from submissions_support import (
+    WORKER_DRILL_MARKS,
     ROOT,
     RedisServer,
     demo_release_create,
@@ -43,12 +43,9 @@ from submissions_support import (
 ON_POSTGRES = os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://"))
 
 pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.slow,
+    *WORKER_DRILL_MARKS,
     pytest.mark.skipif(not ON_POSTGRES, reason="terminates PostgreSQL backends (pg_terminate_backend): set DATABASE_URL "
                                                 "to a PostgreSQL server; SQLite has no connections to end"),
-    pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server"),
-    pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap"),
 ]
 
 TERMINAL = (Status.FINISHED, Status.FAILED, Status.CANCELLED)

@@ -8,7 +8,6 @@ PostgreSQL when DATABASE_URL is set). Expected figures are those of demo/predict
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from submissions.models import PredictionSubmission, Status
 from scoring.queue import queue_get as scoring_queue
 
 from submissions_support import (
+    WORKER_DRILL_MARKS,
     ROOT,
     RedisServer,
     demo_release_create,
@@ -36,12 +36,7 @@ from submissions_support import (
     worker_start,
 )
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server"),
-    pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap"),
-]
+pytestmark = WORKER_DRILL_MARKS
 
 TERMINAL = (Status.FINISHED, Status.FAILED, Status.CANCELLED)
 # the demo's one endless loop (lion/linear warmup) must time out quickly here

@@ -8,7 +8,6 @@ worker's settings (RCB_SANDBOX_POOL_*), so each case starts its worker with its 
 """
 from __future__ import annotations
 
-import shutil
 import signal
 import sqlite3
 import time
@@ -23,6 +22,7 @@ from scoring.models import Job
 from submissions.models import PredictionSubmission, Status
 
 from submissions_support import (
+    WORKER_DRILL_MARKS,
     RedisServer,
     demo_release_create,
     predictions_bytes,
@@ -32,12 +32,7 @@ from submissions_support import (
     worker_start,
 )
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server"),
-    pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap"),
-]
+pytestmark = WORKER_DRILL_MARKS
 
 PAPERS = ["focal-loss"]  # one quick NumPy paper: 13 snippets, no timeout among them
 WARM = "sandbox: warm, kept from an earlier job"
