@@ -109,6 +109,142 @@ def paper_copy_store(*, paper: CorePaper, root: Path, entry: dict[str, Any] | No
     return dst
 
 
+def _pset_target(pset: ProblemSet, release_name: str | None) -> tuple[Release | None, bool]:
+    """The published release the folder matches (``_matching_published``) and whether the folder is
+    attached to it: when no other release is named. ImportProblem when the named release is a
+    published one whose snippets are not the folder's."""
+    target = Release.objects.filter(name=release_name).first() if release_name else None
+    published = _matching_published(pset)
+    if target is not None and target.frozen and target != published:
+        raise ImportProblem(
+            f"release {target.name!r} is published (frozen) and its snippets are not this folder's; "
+            "choose another --release name"
+        )
+    return published, published is not None and (target is None or target == published)
+
+
+def _pset_release(*, name: str, status: str | None) -> Release:
+    """The release named ``name`` (a new draft when there is none), moved to ``status`` when given
+    (its publication date set the first time it is published)."""
+    release, _ = Release.objects.get_or_create(
+        name=name[:100], defaults={"slug": release_slug_unique(name), "status": Release.DRAFT}
+    )
+    if status:
+        release.status = status
+        if status == Release.PUBLISHED and release.published_at is None:
+            release.published_at = timezone.now()
+            release.release_date = timezone.now().date()
+        release.save()
+    return release
+
+
+def _paper_upsert(paper: CorePaper) -> Paper:
+    """The site's Paper for a folder's paper: made from its metadata and summary, or, when it
+    exists, only its empty fields filled (published metadata is kept)."""
+    meta = dict(paper.metadata or {"id": paper.id})
+    meta.setdefault("id", paper.id)
+    fields = paper_fields(meta)
+    summary = str(meta["summary"]) if meta.get("summary") else paper_summary_text(paper=paper)
+    if summary:
+        fields["summary"] = summary
+    db_paper = Paper.objects.filter(paper_id=paper.id).first()
+    if db_paper is None:
+        return Paper.objects.create(paper_id=paper.id, **fields)
+    # keep published metadata; fill what the folder adds
+    changed = [k for k, v in fields.items() if v not in (None, "", {}) and getattr(db_paper, k) in (None, "", {})]
+    for k in changed:
+        setattr(db_paper, k, fields[k])
+    if changed:
+        db_paper.save(update_fields=changed)
+    return db_paper
+
+
+def _release_snippets(release: Release, *, attached: bool) -> dict[tuple[str, ...], Snippet]:
+    """The release's snippets as the folder's are matched to them: by (paper id, name) in the
+    published release the folder is attached to, by (paper id, file, name) in a draft."""
+    existing = {
+        (s.paper.paper_id, s.file, s.name): s for s in Snippet.objects.filter(release=release).select_related("paper")
+    }
+    if attached:
+        return {(pid, name): s for (pid, _f, name), s in existing.items()}
+    return existing
+
+
+def _paper_snippets_store(
+    *, paper: CorePaper, db_paper: Paper, release: Release, attached: bool,
+    existing: dict[tuple[str, ...], Snippet], seen: set[int], warnings: list[str],
+) -> dict[tuple[str, str], Snippet]:
+    """Create or update the release's snippets of one paper (their ids added to ``seen``), then
+    their parents; return them by (file, name). Attached to a published release, a snippet keeps
+    its published weight (a different one in the folder is a warning); in a draft it takes the folder's."""
+    created: dict[tuple[str, str], Snippet] = {}
+    for position, core in enumerate(paper.snippets):
+        snip = existing.get((paper.id, core.name) if attached else (paper.id, core.file, core.name))
+        values = {
+            "file": core.file,
+            "depth": core.depth,
+            "position": position,
+            "start_line": core.start_line,
+            "end_line": core.end_line,
+            "code": core.code,
+        }
+        if snip is None:
+            snip = Snippet.objects.create(release=release, paper=db_paper, name=core.name, weight=core.weight, **values)
+        else:
+            if attached and snip.weight != core.weight:
+                warnings.append(
+                    f"{paper.id}/{core.name}: weight {core.weight} in the folder, {snip.weight} in the "
+                    "published release (kept: the published figures use it)"
+                )
+            elif not attached:
+                values["weight"] = core.weight
+            for k, v in values.items():
+                setattr(snip, k, v)
+            snip.save()
+        created[(core.file, core.name)] = snip
+        seen.add(snip.id)
+    for core in paper.snippets:  # parents once every snippet of the paper exists
+        snip = created[(core.file, core.name)]
+        parent = created.get((core.file, core.parent)) if core.parent else None
+        if snip.parent_id != (parent.id if parent else None):
+            snip.parent = parent
+            snip.save(update_fields=["parent"])
+    return created
+
+
+def _release_paper_store(
+    *, release: Release, db_paper: Paper, paper: CorePaper, dst: Path, entry: dict[str, Any],
+    snippets: dict[tuple[str, str], Snippet],
+) -> None:
+    """The release's ReleasePaper row for the paper: its copy's folder, hash and archive, its
+    snippet count and weight, its papers.yaml entry and environment (known unavailable or not)."""
+    ReleasePaper.objects.update_or_create(
+        release=release,
+        paper=db_paper,
+        defaults={
+            "folder": str(dst),
+            "content_hash": folder_hash(dst),
+            # the files once more, by content hash: what every worker host fetches (scoring.paper_store)
+            "archive": paper_archive_put(folder=dst),
+            "snippet_count": len(paper.snippets),
+            "total_weight": sum(snippets[(c.file, c.name)].weight for c in paper.snippets),
+            "entry": json.loads(json.dumps(entry, default=str)),
+            "environment": str(entry.get("environment") or ""),
+            **_environment_known(entry.get("environment")),
+        },
+    )
+
+
+def _draft_prune(*, release: Release, pset: ProblemSet, seen: set[int]) -> None:
+    """A draft follows its folder: drop the snippets and papers the folder no longer has, and
+    store the release's content hash again."""
+    stale = Snippet.objects.filter(release=release).exclude(id__in=seen)
+    stale.delete()
+    ReleasePaper.objects.filter(release=release).exclude(paper__paper_id__in=[p.id for p in pset.papers]).delete()
+    release.content_hash = release_content_hash(release=release)
+    release.save(update_fields=["content_hash"])
+
+
 def pset_import(*, path: str | Path, release_name: str | None = None, status: str | None = None) -> PsetImportResult:
     """Load a problem-set folder into a release; idempotent.
 
@@ -123,109 +259,22 @@ def pset_import(*, path: str | Path, release_name: str | None = None, status: st
     src = Path(path).resolve()
     pset = _pset_load(src)
     warnings: list[str] = []
-    target = Release.objects.filter(name=release_name).first() if release_name else None
-    published = _matching_published(pset)
-    if target is not None and target.frozen and target != published:
-        raise ImportProblem(
-            f"release {target.name!r} is published (frozen) and its snippets are not this folder's; "
-            "choose another --release name"
-        )
-    attached = published is not None and (target is None or target == published)
+    published, attached = _pset_target(pset, release_name)
     with transaction.atomic():
-        if attached:
-            release = published
-        else:
-            name = release_name or src.name
-            release, _ = Release.objects.get_or_create(
-                name=name[:100], defaults={"slug": release_slug_unique(name), "status": Release.DRAFT}
-            )
-            if status:
-                release.status = status
-                if status == Release.PUBLISHED and release.published_at is None:
-                    release.published_at = timezone.now()
-                    release.release_date = timezone.now().date()
-                release.save()
+        release = published if attached else _pset_release(name=release_name or src.name, status=status)
         root = Path(settings.RCB_PSET_ROOT) / release.slug
-        existing = {
-            (s.paper.paper_id, s.file, s.name): s for s in Snippet.objects.filter(release=release).select_related("paper")
-        }
-        by_name = {(pid, name): s for (pid, _f, name), s in existing.items()}
+        existing = _release_snippets(release, attached=attached)
         seen: set[int] = set()
         for paper in pset.papers:
-            meta = dict(paper.metadata or {"id": paper.id})
-            meta.setdefault("id", paper.id)
-            fields = paper_fields(meta)
-            summary = str(meta["summary"]) if meta.get("summary") else paper_summary_text(paper=paper)
-            if summary:
-                fields["summary"] = summary
-            db_paper = Paper.objects.filter(paper_id=paper.id).first()
-            if db_paper is None:
-                db_paper = Paper.objects.create(paper_id=paper.id, **fields)
-            else:
-                # keep published metadata; fill what the folder adds
-                changed = [k for k, v in fields.items() if v not in (None, "", {}) and getattr(db_paper, k) in (None, "", {})]
-                for k in changed:
-                    setattr(db_paper, k, fields[k])
-                if changed:
-                    db_paper.save(update_fields=changed)
+            db_paper = _paper_upsert(paper)
             entry = paper_entry(paper)
             dst = paper_copy_store(paper=paper, root=root, entry=entry)
-            digest = folder_hash(dst)
-            snippets = paper.snippets
-            created: dict[tuple[str, str], Snippet] = {}
-            for position, core in enumerate(snippets):
-                snip = by_name.get((paper.id, core.name)) if attached else existing.get((paper.id, core.file, core.name))
-                values = {
-                    "file": core.file,
-                    "depth": core.depth,
-                    "position": position,
-                    "start_line": core.start_line,
-                    "end_line": core.end_line,
-                    "code": core.code,
-                }
-                if snip is None:
-                    snip = Snippet.objects.create(release=release, paper=db_paper, name=core.name, weight=core.weight, **values)
-                else:
-                    if attached and snip.weight != core.weight:
-                        warnings.append(
-                            f"{paper.id}/{core.name}: weight {core.weight} in the folder, {snip.weight} in the "
-                            "published release (kept: the published figures use it)"
-                        )
-                    elif not attached:
-                        values["weight"] = core.weight
-                    for k, v in values.items():
-                        setattr(snip, k, v)
-                    snip.save()
-                created[(core.file, core.name)] = snip
-                seen.add(snip.id)
-            for core in snippets:  # parents once every snippet of the paper exists
-                snip = created[(core.file, core.name)]
-                parent = created.get((core.file, core.parent)) if core.parent else None
-                if snip.parent_id != (parent.id if parent else None):
-                    snip.parent = parent
-                    snip.save(update_fields=["parent"])
-            ReleasePaper.objects.update_or_create(
-                release=release,
-                paper=db_paper,
-                defaults={
-                    "folder": str(dst),
-                    "content_hash": digest,
-                    # the files once more, by content hash: what every worker host fetches (scoring.paper_store)
-                    "archive": paper_archive_put(folder=dst),
-                    "snippet_count": len(snippets),
-                    "total_weight": sum(created[(c.file, c.name)].weight for c in snippets),
-                    "entry": json.loads(json.dumps(entry, default=str)),
-                    "environment": str(entry.get("environment") or ""),
-                    **_environment_known(entry.get("environment")),
-                },
-            )
+            snippets = _paper_snippets_store(paper=paper, db_paper=db_paper, release=release, attached=attached,
+                                             existing=existing, seen=seen, warnings=warnings)
+            _release_paper_store(release=release, db_paper=db_paper, paper=paper, dst=dst, entry=entry,
+                                 snippets=snippets)
         if not attached:
-            # a draft follows its folder: what the folder no longer has goes
-            stale = Snippet.objects.filter(release=release).exclude(id__in=seen)
-            stale.delete()
-            ReleasePaper.objects.filter(release=release).exclude(paper__paper_id__in=[p.id for p in pset.papers]).delete()
-            release.content_hash = release_content_hash(release=release)
-            release.save(update_fields=["content_hash"])
+            _draft_prune(release=release, pset=pset, seen=seen)
         release_touch(release_id=release.id)
     return PsetImportResult(
         release=release, attached=attached, papers=len(pset.papers), snippets=len(pset.snippets), warnings=warnings

@@ -109,6 +109,137 @@ def _load_papers_yaml(path: Path) -> dict[str, dict[str, Any]]:
     return {str(e["id"]): e for e in data if isinstance(e, dict) and e.get("id")}
 
 
+def _paper_entries(path: Path, papers_yaml: str | Path | None) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """The papers.yaml entries by paper id (the one given, else the one beside the file, else none)
+    and the note saying where the metadata came from."""
+    if papers_yaml is None and (path.parent / "papers.yaml").is_file():
+        papers_yaml = path.parent / "papers.yaml"
+    paper_entries = _load_papers_yaml(Path(papers_yaml)) if papers_yaml else {}
+    return paper_entries, [f"paper metadata from {papers_yaml}"] if papers_yaml else []
+
+
+def _published_release(content_hash: str) -> Release:
+    """The release "v1.0 (published)", made or brought up to date (published, dated, the file's hash)."""
+    release, _ = Release.objects.update_or_create(
+        slug=PUBLISHED_RELEASE_SLUG,
+        defaults={
+            "name": PUBLISHED_RELEASE_NAME,
+            "status": Release.PUBLISHED,
+            "content_hash": content_hash,
+            "release_date": PUBLISHED_RELEASE_DATE,
+            "published_at": dt.datetime(2025, 6, 1, tzinfo=dt.timezone.utc),
+            "description": "The results published with the ResearchCodeBench paper (20 papers, 212 snippets, "
+            "greedy decoding, one sample per snippet).",
+        },
+    )
+    return release
+
+
+def _published_papers_store(
+    *, release: Release, data: dict[str, Any], paper_entries: dict[str, dict[str, Any]]
+) -> dict[tuple[str, str], int]:
+    """The file's papers (metadata: the file's, then papers.yaml's), their snippets (name, weight
+    from the line count, the file's order; code given by import_pset kept) and ReleasePaper rows;
+    return the snippet ids by (paper id, snippet name)."""
+    snippet_ids: dict[tuple[str, str], int] = {}
+    existing = {(s.paper.paper_id, s.name): s for s in Snippet.objects.filter(release=release).select_related("paper")}
+    for paper_id, entry in data["results"].items():
+        meta = dict(entry.get("paper_metadata") or {"id": paper_id})
+        if paper_id in paper_entries:
+            meta.update(paper_entries[paper_id])
+        meta["id"] = paper_id
+        paper, _ = Paper.objects.update_or_create(paper_id=paper_id, defaults=paper_fields(meta))
+        weights: dict[str, int] = {}
+        for model_entry in entry["results"].values():
+            for name, samples in model_entry.get("results", {}).items():
+                if samples:
+                    weights.setdefault(name, int(samples[0]["snippet_code_line_count"]))
+        for position, (name, weight) in enumerate(weights.items()):
+            snip = existing.get((paper_id, name))
+            if snip is None:
+                snip = Snippet.objects.create(release=release, paper=paper, name=name, weight=weight, position=position)
+            elif snip.weight != weight:
+                snip.weight = weight
+                snip.save(update_fields=["weight"])
+            snippet_ids[(paper_id, name)] = snip.id
+        ReleasePaper.objects.update_or_create(
+            release=release,
+            paper=paper,
+            defaults={"snippet_count": len(weights), "total_weight": sum(weights.values())},
+        )
+    return snippet_ids
+
+
+def _published_rows(data: dict[str, Any], key: str, snippet_ids: dict[tuple[str, str], int]) -> list[ResultRow]:
+    """A model's published verdicts as result rows (no completions; failures not classified)."""
+    rows = []
+    for paper_id, entry in data["results"].items():
+        for name, samples in entry["results"].get(key, {}).get("results", {}).items():
+            for s in samples:
+                rows.append(
+                    ResultRow(
+                        snippet_id=snippet_ids[(paper_id, name)],
+                        sample=int(s.get("completion_idx", 0)),
+                        passed=bool(s["passed"]),
+                        exit_code=s.get("exit_code") if isinstance(s.get("exit_code"), int) else None,
+                        # the published file has verdicts only: failures are not classified
+                        category="" if s["passed"] else "unknown",
+                    )
+                )
+    return rows
+
+
+def _published_evaluations_store(
+    *, release: Release, data: dict[str, Any], snippet_ids: dict[tuple[str, str], int], content_hash: str,
+    run_date: dt.date,
+) -> list[Evaluation]:
+    """Each model of the file (llm_cfg) and its public evaluation; its verdicts written again when
+    the file changed, never verified, dated by the published run. Returns the evaluations."""
+    cfgs = {k: (v or {}).get("llm_cfg", {}) for k, v in data["overall_scores"].items()}
+    outcomes_by_model = scoring.published_outcomes(data)
+    model_keys = list(dict.fromkeys([*cfgs, *outcomes_by_model]))
+    evaluations = []
+    for key in model_keys:
+        model, _ = LLMModel.objects.update_or_create(key=key, defaults=_model_fields(key, cfgs.get(key, {})))
+        ev, _ = Evaluation.objects.get_or_create(
+            model=model,
+            release=release,
+            source=Evaluation.PUBLISHED,
+            with_paper=True,
+            defaults={
+                "is_public": True,
+                "samples": 1,
+                "decoding": {"strategy": "greedy", "samples": 1},
+                "prompt_version": "published",
+                "harness_version": PUBLISHED_HARNESS,
+            },
+        )
+        if ev.input_hash != content_hash:
+            rows = _published_rows(data, key, snippet_ids)
+            ev.input_hash = content_hash
+            evaluation_results_write(evaluation=ev, rows=rows, replace=True, refresh_release=False)
+        if ev.verified or ev.run_date != run_date:
+            # imported, not re-run here (no completions): never "verified"; dated by the published run
+            ev.verified, ev.run_date = False, run_date
+            ev.save(update_fields=["verified", "run_date"])
+        evaluations.append(ev)
+    return evaluations
+
+
+def _published_mismatches(data: dict[str, Any], evaluations: list[Evaluation]) -> list[str]:
+    """The figures (scaled pass rate, pass rate) that differ from the file's overall_scores by more than 0.005."""
+    mismatches = []
+    by_key = {ev.model.key: ev for ev in evaluations}
+    for key, scores in data["overall_scores"].items():
+        ev = by_key.get(key)
+        for field_name, entry in (("scaled_pass_rate", "line_rates"), ("pass_rate", "task_rates")):
+            expected = ((scores or {}).get(entry) or {}).get("mean")
+            got = getattr(ev, field_name) if ev else None
+            if expected is not None and (got is None or abs(got - expected) > 0.005):
+                mismatches.append(f"{key}: {field_name} {got} != published {expected}")
+    return mismatches
+
+
 def published_import(
     *, path: str | Path, papers_yaml: str | Path | None = None, make_default: bool = True,
     run_date: dt.date = PUBLISHED_RUN_DATE,
@@ -126,109 +257,20 @@ def published_import(
     """
     path = Path(path)
     data, content_hash = _load_published(path)
-    if papers_yaml is None and (path.parent / "papers.yaml").is_file():
-        papers_yaml = path.parent / "papers.yaml"
-    paper_entries = _load_papers_yaml(Path(papers_yaml)) if papers_yaml else {}
-    notes = [f"paper metadata from {papers_yaml}"] if papers_yaml else []
+    paper_entries, notes = _paper_entries(path, papers_yaml)
     with transaction.atomic():
-        release, _ = Release.objects.update_or_create(
-            slug=PUBLISHED_RELEASE_SLUG,
-            defaults={
-                "name": PUBLISHED_RELEASE_NAME,
-                "status": Release.PUBLISHED,
-                "content_hash": content_hash,
-                "release_date": PUBLISHED_RELEASE_DATE,
-                "published_at": dt.datetime(2025, 6, 1, tzinfo=dt.timezone.utc),
-                "description": "The results published with the ResearchCodeBench paper (20 papers, 212 snippets, "
-                "greedy decoding, one sample per snippet).",
-            },
-        )
-        # papers and snippets, in the file's order
-        snippet_ids: dict[tuple[str, str], int] = {}
-        existing = {(s.paper.paper_id, s.name): s for s in Snippet.objects.filter(release=release).select_related("paper")}
-        for paper_id, entry in data["results"].items():
-            meta = dict(entry.get("paper_metadata") or {"id": paper_id})
-            if paper_id in paper_entries:
-                meta.update(paper_entries[paper_id])
-            meta["id"] = paper_id
-            paper, _ = Paper.objects.update_or_create(paper_id=paper_id, defaults=paper_fields(meta))
-            weights: dict[str, int] = {}
-            for model_entry in entry["results"].values():
-                for name, samples in model_entry.get("results", {}).items():
-                    if samples:
-                        weights.setdefault(name, int(samples[0]["snippet_code_line_count"]))
-            for position, (name, weight) in enumerate(weights.items()):
-                snip = existing.get((paper_id, name))
-                if snip is None:
-                    snip = Snippet.objects.create(release=release, paper=paper, name=name, weight=weight, position=position)
-                elif snip.weight != weight:
-                    snip.weight = weight
-                    snip.save(update_fields=["weight"])
-                snippet_ids[(paper_id, name)] = snip.id
-            ReleasePaper.objects.update_or_create(
-                release=release,
-                paper=paper,
-                defaults={"snippet_count": len(weights), "total_weight": sum(weights.values())},
-            )
-        # models and their evaluations
-        cfgs = {k: (v or {}).get("llm_cfg", {}) for k, v in data["overall_scores"].items()}
-        outcomes_by_model = scoring.published_outcomes(data)
-        model_keys = list(dict.fromkeys([*cfgs, *outcomes_by_model]))
-        evaluations = []
-        for key in model_keys:
-            model, _ = LLMModel.objects.update_or_create(key=key, defaults=_model_fields(key, cfgs.get(key, {})))
-            ev, _ = Evaluation.objects.get_or_create(
-                model=model,
-                release=release,
-                source=Evaluation.PUBLISHED,
-                with_paper=True,
-                defaults={
-                    "is_public": True,
-                    "samples": 1,
-                    "decoding": {"strategy": "greedy", "samples": 1},
-                    "prompt_version": "published",
-                    "harness_version": PUBLISHED_HARNESS,
-                },
-            )
-            if ev.input_hash != content_hash:
-                rows = []
-                for paper_id, entry in data["results"].items():
-                    for name, samples in entry["results"].get(key, {}).get("results", {}).items():
-                        for s in samples:
-                            rows.append(
-                                ResultRow(
-                                    snippet_id=snippet_ids[(paper_id, name)],
-                                    sample=int(s.get("completion_idx", 0)),
-                                    passed=bool(s["passed"]),
-                                    exit_code=s.get("exit_code") if isinstance(s.get("exit_code"), int) else None,
-                                    # the published file has verdicts only: failures are not classified
-                                    category="" if s["passed"] else "unknown",
-                                )
-                            )
-                ev.input_hash = content_hash
-                evaluation_results_write(evaluation=ev, rows=rows, replace=True, refresh_release=False)
-            if ev.verified or ev.run_date != run_date:
-                # imported, not re-run here (no completions): never "verified"; dated by the published run
-                ev.verified, ev.run_date = False, run_date
-                ev.save(update_fields=["verified", "run_date"])
-            evaluations.append(ev)
+        release = _published_release(content_hash)
+        snippet_ids = _published_papers_store(release=release, data=data, paper_entries=paper_entries)
+        evaluations = _published_evaluations_store(release=release, data=data, snippet_ids=snippet_ids,
+                                                   content_hash=content_hash, run_date=run_date)
         release_tiers_refresh(release=release)
         if make_default:
             release_set_default(release=release)
-    mismatches = []
-    by_key = {ev.model.key: ev for ev in evaluations}
-    for key, scores in data["overall_scores"].items():
-        ev = by_key.get(key)
-        for field_name, entry in (("scaled_pass_rate", "line_rates"), ("pass_rate", "task_rates")):
-            expected = ((scores or {}).get(entry) or {}).get("mean")
-            got = getattr(ev, field_name) if ev else None
-            if expected is not None and (got is None or abs(got - expected) > 0.005):
-                mismatches.append(f"{key}: {field_name} {got} != published {expected}")
     return PublishedImportResult(
         release=release,
         papers=len(data["results"]),
         snippets=len(snippet_ids),
         models=len(evaluations),
-        mismatches=mismatches,
+        mismatches=_published_mismatches(data, evaluations),
         notes=notes,
     )
