@@ -28,7 +28,7 @@ from .evaluations import (
     rate,
     stored_tiers,
 )
-from .release_info import release_paper, release_scorability
+from .release_info import Scorability, release_paper, release_scorability
 
 __all__ = [
     "FEW_PAPERS",
@@ -233,6 +233,102 @@ def _window_figures(
     }
 
 
+def _ranked_on(ev: Evaluation, scorability: Scorability) -> bool:
+    """Whether a row is ranked: as evaluation_ranked says over the whole release; on a scorable
+    subset, not a baseline, scored, no flags pending, and complete on the subset (results for as
+    many snippets as the scorable papers have)."""
+    if not scorability.partial:
+        return evaluation_ranked(ev)
+    return (not ev.model.baseline and ev.scaled_pass_rate is not None and not evaluation_flags_pending(ev)
+            and ev.snippets_covered >= scorability.snippets)
+
+
+def _subset_figures(
+    evaluations: list[Evaluation], ranked_evs: list[Evaluation], papers: list[str],
+    release_papers: Mapping[str, ReleasePaper],
+) -> tuple[dict[int, dict], dict[str, int]]:
+    """Figures (by evaluation id) and tiers over some papers, from the stored per-paper totals:
+    intervals and tiers by benchmark_core.scoring.bootstrap_table."""
+    intervals, tiers = scoring.bootstrap_table(
+        {ev.model.key: evaluation_totals(ev, papers) for ev in evaluations}, papers,
+        ranked={ev.model.key for ev in ranked_evs},
+    )
+    figures = {ev.id: _window_figures(ev, papers, release_papers, intervals.get(ev.model.key)) for ev in evaluations}
+    return figures, tiers
+
+
+def _overall_figures(
+    release: Release, *, with_paper: bool, evaluations: list[Evaluation], ranked_evs: list[Evaluation],
+    papers: list[str],
+) -> tuple[dict[int, dict], dict[str, int]]:
+    """Figures and tiers of the overall view over the whole release: the stored ones (the tiers
+    computed again from the stored per-paper totals when the stored ones are stale)."""
+    # missing snippets count as failed, so every row is over all the release's papers
+    figures = {ev.id: {"papers": len(papers)} for ev in evaluations}
+    tiers = stored_tiers(release, with_paper, ranked_evs)
+    if tiers is None:
+        # stale (an evaluation was published, hidden or re-scored without a tiers refresh):
+        # the same method, vectorized, from the stored per-paper totals (one more query)
+        stored = dict(Evaluation.objects.filter(id__in=[ev.id for ev in ranked_evs]).values_list("id", "paper_totals"))
+        _, tiers = scoring.bootstrap_table(
+            {ev.model.key: {p: tuple(v) for p, v in (stored.get(ev.id) or {}).items()} for ev in ranked_evs},
+            papers, ranked={ev.model.key for ev in ranked_evs},
+        )
+    return figures, tiers
+
+
+def _window(
+    paper_dates: Mapping[str, dt.date | None], *, ranked_evs: list[Evaluation], scorability: Scorability,
+    cutoff: dt.date | None, date_from: dt.date | None, date_to: dt.date | None,
+) -> tuple[list[str], dt.date | None, str]:
+    """The contamination-safe view's papers (first committed after the cutoff, inside the dates,
+    scorable), the cutoff (default: the latest knowledge cutoff of the ranked models when no bound
+    is given) and the warning when none or few papers are left."""
+    if cutoff is None and date_from is None and date_to is None:
+        dates = [ev.model.knowledge_cutoff_date for ev in ranked_evs if ev.model.knowledge_cutoff_date]
+        cutoff = max(dates) if dates else None
+    papers = _window_papers(paper_dates, cutoff=cutoff, date_from=date_from, date_to=date_to)
+    if scorability.partial:
+        papers = [p for p in papers if p in set(scorability.scorable)]
+    warning = ""
+    if not papers:
+        warning = "No paper is left in this window: widen it or move the cutoff earlier."
+    elif len(papers) < FEW_PAPERS:
+        warning = f"Only {len(papers)} paper(s) remain in this window: the figures are very uncertain."
+    return papers, cutoff, warning
+
+
+def _board_rows(
+    evaluations: list[Evaluation], *, scorability: Scorability, figures: Mapping[int, dict], tiers: Mapping[str, int],
+    open_weights: bool | None, organisation: str | None,
+) -> list[LeaderboardRow]:
+    """The rows the filters keep (open weights, organisation), unsorted; tiers only on ranked rows,
+    and on a scorable subset each row's whole-release figures beside (``full_*``)."""
+    rows = []
+    for ev in evaluations:
+        m = ev.model
+        if open_weights is not None and m.open_weights != open_weights:
+            continue
+        if organisation and m.organisation.lower() != organisation.lower():
+            continue
+        ranked = _ranked_on(ev, scorability)
+        rows.append(_row(ev, tier=tiers.get(m.key) if ranked else None, ranked=ranked, figures=figures.get(ev.id)))
+        if scorability.partial:
+            rows[-1].full_scaled_pass_rate, rows[-1].full_pass_rate = ev.scaled_pass_rate, ev.pass_rate
+    return rows
+
+
+def _rows_history(
+    rows: list[LeaderboardRow], evaluations: list[Evaluation], *, release: Release, with_paper: bool, overall: bool
+) -> None:
+    """Set each row's figure in the predecessor release (overall view only) and its succession mode."""
+    previous = _previous_figures(release, with_paper=with_paper) if overall else {}
+    succession = {ev.model.key: (ev.succession or {}).get("mode", "") for ev in evaluations}
+    for row in rows:
+        row.previous_scaled_pass_rate = previous.get(row.model_key)
+        row.succession = succession[row.model_key]
+
+
 def leaderboard_rows(
     *,
     release: Release,
@@ -271,80 +367,30 @@ def leaderboard_rows(
                             keep=() if overall and not subset else ("paper_totals",))
     )
     organisations = sorted({ev.model.organisation for ev in evaluations if ev.model.organisation})
-
-    def is_ranked(ev: Evaluation) -> bool:
-        if not subset:
-            return evaluation_ranked(ev)
-        # complete on the subset: results for as many snippets as the scorable papers have
-        return (not ev.model.baseline and ev.scaled_pass_rate is not None and not evaluation_flags_pending(ev)
-                and ev.snippets_covered >= scorability.snippets)
-
-    ranked_evs = [ev for ev in evaluations if is_ranked(ev)]
+    ranked_evs = [ev for ev in evaluations if _ranked_on(ev, scorability)]
     warning = ""
-
     if subset and overall:
         papers = scorability.scorable
-        intervals, tiers = scoring.bootstrap_table(
-            {ev.model.key: evaluation_totals(ev, papers) for ev in evaluations}, papers,
-            ranked={ev.model.key for ev in ranked_evs},
-        )
-        figures = {ev.id: _window_figures(ev, papers, release_papers, intervals.get(ev.model.key)) for ev in evaluations}
+        figures, tiers = _subset_figures(evaluations, ranked_evs, papers, release_papers)
     elif overall:
         papers = sorted(release_papers)
-        # missing snippets count as failed, so every row is over all the release's papers
-        figures = {ev.id: {"papers": len(papers)} for ev in evaluations}
-        tiers = stored_tiers(release, with_paper, ranked_evs)
-        if tiers is None:
-            # stale (an evaluation was published, hidden or re-scored without a tiers refresh):
-            # the same method, vectorized, from the stored per-paper totals (one more query)
-            stored = dict(Evaluation.objects.filter(id__in=[ev.id for ev in ranked_evs]).values_list("id", "paper_totals"))
-            _, tiers = scoring.bootstrap_table(
-                {ev.model.key: {p: tuple(v) for p, v in (stored.get(ev.id) or {}).items()} for ev in ranked_evs},
-                papers, ranked={ev.model.key for ev in ranked_evs},
-            )
+        figures, tiers = _overall_figures(release, with_paper=with_paper, evaluations=evaluations,
+                                          ranked_evs=ranked_evs, papers=papers)
     else:
-        if cutoff is None and date_from is None and date_to is None:
-            dates = [ev.model.knowledge_cutoff_date for ev in ranked_evs if ev.model.knowledge_cutoff_date]
-            cutoff = max(dates) if dates else None
-        papers = _window_papers(paper_dates, cutoff=cutoff, date_from=date_from, date_to=date_to)
-        if subset:
-            papers = [p for p in papers if p in set(scorability.scorable)]
-        intervals, tiers = scoring.bootstrap_table(
-            {ev.model.key: evaluation_totals(ev, papers) for ev in evaluations}, papers,
-            ranked={ev.model.key for ev in ranked_evs},
-        )
-        figures = {ev.id: _window_figures(ev, papers, release_papers, intervals.get(ev.model.key)) for ev in evaluations}
-        if not papers:
-            warning = "No paper is left in this window: widen it or move the cutoff earlier."
-        elif len(papers) < FEW_PAPERS:
-            warning = f"Only {len(papers)} paper(s) remain in this window: the figures are very uncertain."
-
-    rows = []
-    for ev in evaluations:
-        m = ev.model
-        if open_weights is not None and m.open_weights != open_weights:
-            continue
-        if organisation and m.organisation.lower() != organisation.lower():
-            continue
-        ranked = is_ranked(ev)
-        rows.append(_row(ev, tier=tiers.get(m.key) if ranked else None, ranked=ranked, figures=figures.get(ev.id)))
-        if subset:
-            rows[-1].full_scaled_pass_rate, rows[-1].full_pass_rate = ev.scaled_pass_rate, ev.pass_rate
-    previous = _previous_figures(release, with_paper=with_paper) if overall else {}
-    succession = {ev.model.key: (ev.succession or {}).get("mode", "") for ev in evaluations}
-    for row in rows:
-        row.previous_scaled_pass_rate = previous.get(row.model_key)
-        row.succession = succession[row.model_key]
-    snippets = sum(release_papers[p].snippet_count for p in papers)
-    total_weight = sum(release_papers[p].total_weight for p in papers)
+        papers, cutoff, warning = _window(paper_dates, ranked_evs=ranked_evs, scorability=scorability,
+                                          cutoff=cutoff, date_from=date_from, date_to=date_to)
+        figures, tiers = _subset_figures(evaluations, ranked_evs, papers, release_papers)
+    rows = _board_rows(evaluations, scorability=scorability, figures=figures, tiers=tiers,
+                       open_weights=open_weights, organisation=organisation)
+    _rows_history(rows, evaluations, release=release, with_paper=with_paper, overall=overall)
     return LeaderboardTable(
         previous_release=release.predecessor if release.predecessor_id else None,
         release=release,
         view=view,
         rows=_sort_rows(rows),
         papers=papers,
-        snippets=snippets,
-        total_weight=total_weight,
+        snippets=sum(release_papers[p].snippet_count for p in papers),
+        total_weight=sum(release_papers[p].total_weight for p in papers),
         cutoff=cutoff,
         date_from=date_from,
         date_to=date_to,
