@@ -30,7 +30,8 @@ from benchmark_core.problemset import paper_folder_load
 from benchmark_core.runner import HARNESS_VERSION, Task, reference_code, run_tasks
 from leaderboard.models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
 from leaderboard.releases import release_content_hash
-from leaderboard.services import paper_summary_text, release_touch
+from leaderboard.aggregates import release_touch
+from leaderboard.importers.pset import paper_summary_text
 
 from scoring import queue
 from scoring.jobs import KindSpec, job_create

@@ -155,7 +155,7 @@ class Evaluation(models.Model):
     succession = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
-    # aggregates, recomputed by services.evaluation_aggregates_refresh when results are written
+    # aggregates, recomputed by aggregates.evaluation_aggregates_refresh when results are written
     scaled_pass_rate = models.FloatField(null=True, blank=True, db_index=True)
     pass_rate = models.FloatField(null=True, blank=True)
     scaled_ci_low = models.FloatField(null=True, blank=True)

@@ -4,7 +4,7 @@ How a request to a page wrapped in ``public_page`` is served:
 
 1. One query reads every release's (id, created_at, data_version, status, is_default, slug, name):
    the *stamp*. Every write that changes what a page shows moves a release's ``data_version``
-   (``services.release_touch``, ``release_tiers_refresh`` and the signal handlers in
+   (``aggregates.release_touch``, ``release_tiers_refresh`` and the signal handlers in
    ``models.py``), so a write changes the stamp and the very next request renders afresh, in
    every process (no per-process memo). Old entries are never read again and expire.
 2. The key is the view, scheme, host, path, the sorted query parameters, the stamp and a hash of
@@ -26,7 +26,7 @@ How a request to a page wrapped in ``public_page`` is served:
 
 Pages must take everything they show from the URL (path and query) and the database; a setting
 kept in a cookie or the session would not be part of the key. A write to a table that a page
-shows must move the release's data_version (call ``services.release_touch``). The page number
+shows must move the release's data_version (call ``aggregates.release_touch``). The page number
 of a long table (``?page=``, leaderboard.query.PAGE_PARAMS) is a query parameter like any other,
 so each page of a table is its own entry; the rows per page are in the key too.
 

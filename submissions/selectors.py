@@ -10,7 +10,7 @@ from django.db.models import Count, Q, QuerySet, Sum
 
 from accounts.roles import user_is_reviewer
 from leaderboard.models import Release, ReleasePaper, SnippetResult
-from leaderboard.services import MISSING
+from leaderboard.aggregates import MISSING
 
 from scoring.models import Job, JobKind
 

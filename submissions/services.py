@@ -45,7 +45,7 @@ from scoring.jobs import (Heartbeat, KindSpec, history_add, job_claim, job_creat
 from scoring.models import Job, JobKind, JobStatus
 from scoring.results import evaluation_results_write, result_row_from_run
 from scoring.sandbox import PUBLIC, SandboxRefused, job_sandbox, reference_store
-from leaderboard.services import evaluation_aggregates_refresh, release_touch
+from leaderboard.aggregates import evaluation_aggregates_refresh, release_touch
 
 from .flags import CompletionInput, submission_flags_compute
 from .models import ACTIVE_STATUSES, PredictionSubmission, Status, SubmissionPrediction

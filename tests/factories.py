@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from django.utils import timezone
 
 from leaderboard.models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
-from leaderboard.services import evaluation_aggregates_refresh
+from leaderboard.aggregates import evaluation_aggregates_refresh
 
 CATEGORIES = ("syntax", "name", "type", "logic", "timeout")
 

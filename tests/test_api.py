@@ -10,7 +10,7 @@ import pytest
 from django.core.cache import cache
 
 from leaderboard.models import LLMModel, Paper, Release
-from leaderboard.services import published_import
+from leaderboard.importers.published import published_import
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared"  # as tests/conftest.py
 STATS = SHARED / "upstream" / "overall_stats.json"

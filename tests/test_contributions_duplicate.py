@@ -9,7 +9,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from contributions.models import PaperContribution
-from leaderboard.services import pset_import
+from leaderboard.importers.pset import pset_import
 from tests.contributions_support import DEMO, contribution_env, zip_folder
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -24,7 +24,7 @@ from django.urls import reverse
 
 from benchmark_core import runner
 from leaderboard.models import ReleasePaper, Snippet
-from leaderboard.services import pset_import
+from leaderboard.importers.pset import pset_import
 from submissions import jobs, services
 from submissions.models import Status
 from submissions.selectors import submission_quota

@@ -10,7 +10,7 @@ from benchmark_core.generate import problemset_hash
 from benchmark_core.hashing import folder_hash, release_hash
 from benchmark_core.problemset import load_problemset
 from leaderboard.models import ReleasePaper
-from leaderboard.services import pset_import
+from leaderboard.importers.pset import pset_import
 
 DEMO = Path(__file__).resolve().parent.parent / "demo"
 

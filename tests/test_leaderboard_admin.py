@@ -8,7 +8,7 @@ from django.contrib.auth.models import User
 
 from leaderboard.models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
 from leaderboard.selectors import boards, evaluations
-from leaderboard.services import evaluation_aggregates_refresh, release_tiers_refresh
+from leaderboard.aggregates import evaluation_aggregates_refresh, release_tiers_refresh
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from django.core.management import CommandError, call_command
 
 from leaderboard.models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
 from leaderboard.selectors import boards
-from leaderboard.services import published_import
+from leaderboard.importers.published import published_import
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared"  # as tests/conftest.py
 

@@ -12,7 +12,8 @@ from django.core.management import CommandError, call_command
 from benchmark_core.problemset import load_problemset
 from leaderboard.models import Evaluation, LLMModel, Release, ReleasePaper, Snippet, SnippetResult
 from leaderboard.selectors import boards, details
-from leaderboard.services import pset_import, published_import
+from leaderboard.importers.pset import pset_import
+from leaderboard.importers.published import published_import
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "demo"

@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 
 from leaderboard.models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
 from leaderboard.selectors import boards, details, release_info
-from leaderboard.services import evaluation_aggregates_refresh, release_tiers_refresh
+from leaderboard.aggregates import evaluation_aggregates_refresh, release_tiers_refresh
 
 N_PAPERS = 6
 

@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from leaderboard.models import Evaluation, Release
-from leaderboard.services import PUBLISHED_RELEASE_SLUG
+from leaderboard.importers.published import PUBLISHED_RELEASE_SLUG
 from submissions import jobs, services
 
 from submissions_support import demo_release_create, predictions_bytes

@@ -24,7 +24,7 @@ from accounts.services import api_token_create
 from benchmark_core.cli import main as core_main
 from benchmark_core.problemset import load_problemset, paper_folder_load
 from leaderboard.models import Release, ReleasePaper, Snippet
-from leaderboard.services import PUBLISHED_RELEASE_SLUG
+from leaderboard.importers.published import PUBLISHED_RELEASE_SLUG
 from submissions.models import PredictionSubmission, Status
 
 from submissions_support import ROOT, RedisServer, process_group_kill, worker_env, worker_start

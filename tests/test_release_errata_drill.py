@@ -20,7 +20,7 @@ from django.core.management import call_command
 
 from accounts.services import api_token_create
 from leaderboard.models import Evaluation, LLMModel, Release, Snippet, SnippetResult
-from leaderboard.services import evaluation_aggregates_refresh
+from leaderboard.aggregates import evaluation_aggregates_refresh
 from submissions.models import PredictionSubmission, Status
 
 from submissions_support import (

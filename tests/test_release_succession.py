@@ -17,7 +17,7 @@ from accounts.services import api_token_create
 from benchmark_core.problemset import load_problemset
 from contributions import errata, release_services, succession
 from leaderboard.models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
-from leaderboard.services import evaluation_aggregates_refresh
+from leaderboard.aggregates import evaluation_aggregates_refresh
 from scoring.results import ResultRow, evaluation_results_write
 from submissions import jobs, services
 from submissions.models import PredictionSubmission, Status

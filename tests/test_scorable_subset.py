@@ -9,7 +9,7 @@ import pytest
 
 from leaderboard.models import Evaluation, LLMModel, ReleasePaper, Snippet, SnippetResult
 from leaderboard.selectors import boards
-from leaderboard.services import evaluation_aggregates_refresh
+from leaderboard.aggregates import evaluation_aggregates_refresh
 
 from test_leaderboard_queries import _count, _release_with_models
 

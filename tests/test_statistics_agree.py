@@ -9,7 +9,8 @@ from django.core.cache import cache
 
 from benchmark_core import runner
 from leaderboard.models import Evaluation, LLMModel, Release
-from leaderboard.services import pset_import, results_store
+from leaderboard.importers.demo import results_store
+from leaderboard.importers.pset import pset_import
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "demo"

@@ -31,7 +31,7 @@ from django.db import connection
 from rq import Worker
 
 from leaderboard.models import Release, SnippetResult
-from leaderboard.services import pset_import
+from leaderboard.importers.pset import pset_import
 from submissions import services
 from submissions.models import Status
 

@@ -89,7 +89,7 @@ def tiers_fingerprint(evaluations: Iterable[Evaluation]) -> str:
 
 
 def stored_tiers(release: Release, with_paper: bool, ranked: list[Evaluation]) -> dict[str, int] | None:
-    """Tiers stored by services.release_tiers_refresh, when computed from exactly these evaluations."""
+    """Tiers stored by aggregates.release_tiers_refresh, when computed from exactly these evaluations."""
     entry = (release.tiers or {}).get(tiers_key(with_paper))
     if not entry or entry.get("fingerprint") != tiers_fingerprint(ranked):
         return None

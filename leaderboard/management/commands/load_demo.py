@@ -4,7 +4,8 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from leaderboard.services import ImportProblem, demo_load
+from leaderboard.importers.common import ImportProblem
+from leaderboard.importers.demo import demo_load
 
 
 class Command(BaseCommand):
