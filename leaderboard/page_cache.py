@@ -5,7 +5,7 @@ How a request to a page wrapped in ``public_page`` is served:
 1. One query reads every release's (id, created_at, data_version, status, is_default, slug, name):
    the *stamp*. Every write that changes what a page shows moves a release's ``data_version``
    (``aggregates.release_touch``, ``release_tiers_refresh`` and the signal handlers in
-   ``models.py``), so a write changes the stamp and the very next request renders afresh, in
+   ``aggregates``), so a write changes the stamp and the very next request renders afresh, in
    every process (no per-process memo). Old entries are never read again and expire.
 2. The key is the view, scheme, host, path, the sorted query parameters, the stamp and a hash of
    the code and templates (a deploy never serves what the previous code rendered).
