@@ -28,7 +28,7 @@ from benchmark_core.hashing import folder_hash as paper_folder_hash
 from benchmark_core.sandbox.base import Sandbox, SandboxUnavailable
 from scoring import queue
 from scoring.jobs import KindSpec, job_create, job_requeue
-from scoring.models import JOB_ACTIVE, Job, JobKind
+from scoring.models import JOB_ACTIVE, Job, JobKind, JobStatus
 from scoring.sandbox import PUBLIC, sandbox_for
 
 from .checks import CheckSettings, checks_run
@@ -232,7 +232,11 @@ def contribution_enqueue_validation(*, contribution: PaperContribution, note: st
     attempt of it unless one is waiting or running.
     """
     revision = contribution.revision
-    job = Job.objects.filter(kind=JobKind.CONTRIBUTION_CHECK, contribution=contribution, revision=revision).first()
+    checks = Job.objects.filter(kind=JobKind.CONTRIBUTION_CHECK, contribution=contribution)
+    # an older revision's checks waiting or running are overtaken: they would store nothing
+    checks.filter(revision__lt=revision, status__in=JOB_ACTIVE).update(
+        status=JobStatus.CANCELLED, finished_at=timezone.now(), error=f"overtaken by revision {revision}")
+    job = checks.filter(revision=revision).first()
     if job is None:
         return job_create(kind=JobKind.CONTRIBUTION_CHECK, note=note, contribution=contribution, revision=revision)
     job_requeue(job, expect=~Q(status__in=JOB_ACTIVE), note=note)

@@ -182,6 +182,11 @@ def test_weak_snippet_is_named_and_changes_are_requested(env, client, people):
     assert contribution.status == PaperContribution.AWAITING_REVIEW, contribution.report
     assert contribution.revisions.count() == 2
     assert contribution.revisions.get(number=1).report["passed"] is False
+    # each revision's checks were a job of their own, both finished
+    from scoring.models import Job, JobKind
+
+    assert sorted(Job.objects.filter(kind=JobKind.CONTRIBUTION_CHECK, contribution=contribution)
+                  .values_list("revision", "status", "attempt")) == [(1, "finished", 1), (2, "finished", 1)]
 
     client.force_login(reviewer)
     response = client.post(reverse("contributions:review", args=[contribution.pk]),

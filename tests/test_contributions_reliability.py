@@ -9,6 +9,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
+from django.db import transaction
 from django.test import override_settings
 from django.urls import reverse
 from django.utils import timezone
@@ -111,6 +112,34 @@ def test_a_job_for_an_older_revision_does_nothing(env, client, contributor):
     assert contribution_validate(contribution_id=contribution.pk, revision=1) is None
     contribution.refresh_from_db()
     assert contribution.status == PaperContribution.SUBMITTED and contribution.report == {}
+
+
+def test_a_revision_uploaded_before_the_checks_ran_overtakes_them(env, client, contributor):
+    from contributions.services import contribution_enqueue_validation
+
+    contribution = upload(client, weak_paper_zip())
+    assert run_worker() == 0
+    contribution.refresh_from_db()
+    assert contribution.status == PaperContribution.CHANGES_REQUESTED
+    # an admin asks for the checks again (the admin action), and before they run the contributor uploads a fix
+    with transaction.atomic():
+        contribution_enqueue_validation(contribution=contribution, note="asked again by an admin")
+    first = Job.objects.get(kind=JobKind.CONTRIBUTION_CHECK, contribution=contribution, revision=1)
+    assert (first.status, first.attempt) == (JobStatus.QUEUED, 2)
+    response = client.post(reverse("contributions:revise", args=[contribution.pk]), {
+        "paper_id": "calc", "title": "Calc", "archive": SimpleUploadedFile("calc.zip", zip_files(STRONG)),
+    })
+    assert response.status_code == 302, response.content.decode()[:2000]
+    first.refresh_from_db()
+    assert (first.status, first.error) == (JobStatus.CANCELLED, "overtaken by revision 2")
+    second = Job.objects.get(kind=JobKind.CONTRIBUTION_CHECK, contribution=contribution, revision=2)
+    assert second.status == JobStatus.QUEUED
+    assert run_worker() == 0  # revision 1's RQ job finds its row cancelled and does nothing
+    contribution.refresh_from_db()
+    assert contribution.status == PaperContribution.AWAITING_REVIEW and contribution.report["revision"] == 2
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert (first.status, second.status) == (JobStatus.CANCELLED, JobStatus.FINISHED)
 
 
 def test_lost_baseline_jobs_are_queued_again(env, client, contributor):
