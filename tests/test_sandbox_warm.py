@@ -185,3 +185,57 @@ def test_import_time_output_is_replayed_like_a_fresh_run(tmp_path):
         assert "banner from noisymod" in msg["stdout"]
         assert "noisymod setup failed softly" in msg["stderr"]
     assert warm_run["exit_code"] == fresh_run["exit_code"] == 0
+
+
+_SNAPSHOT_SCRIPT = """
+import os, sys
+sys.path.insert(0, {folder!r})
+import warm
+import numpy, numpy.testing, unittest, unittest.result
+warm.import_testing()
+prepared = warm.snapshot_prepare() if {prepared!r} else None
+r, w = os.pipe()
+checkpoint = warm._install_audit(w, b"k" * 32, "/nowhere/paper2code_test.py", prepared)
+# what the launcher changes between the hook and its first checkpoint: not reported
+start = unittest.result.TestResult.startTest
+unittest.result.TestResult.startTest = lambda self, test: start(self, test)
+checkpoint("start")
+unittest.TestCase.assertEqual = lambda *a, **k: None
+numpy.testing.assert_allclose = lambda *a, **k: None
+unittest.result.TestResult.addFailure = lambda *a: None
+sys.audit("rcb.checkpoint", "test")
+os.close(w)
+data = b""
+while True:
+    chunk = os.read(r, 65536)
+    if not chunk:
+        break
+    data += chunk
+print("\\n".join(sorted(line.rsplit("\\t", 1)[0] for line in data.decode().splitlines() if line.startswith("E"))))
+"""
+
+
+def test_the_prepared_snapshot_reports_what_one_built_in_the_run_does():
+    # a warm server builds the protected modules' snapshot once, before forking (snapshot_prepare): a
+    # run that starts from it reports the same patches, and nothing more, as one that builds its own
+    import subprocess
+
+    out = {}
+    for prepared in (True, False):
+        code = _SNAPSHOT_SCRIPT.format(folder=str(WARM_SCRIPT.parent), prepared=prepared)
+        out[prepared] = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                       timeout=120).stdout
+    assert out[True] == out[False]
+    for patch in ("unittest.case.TestCase.assertEqual changed", "numpy.testing.assert_allclose changed",
+                  "unittest.result.TestResult.addFailure changed"):
+        assert patch in out[True]
+    assert "startTest" not in out[True]
+
+def test_a_start_checkpoint_raised_by_the_completion_absorbs_nothing(server):
+    # only the launcher's own first checkpoint takes in changes unreported; one the paper's code raises
+    # itself after patching is compared like any other
+    body = ("import sys, unittest\nunittest.TestCase.assertEqual = lambda *a, **k: None\n"
+            "sys.audit('rcb.checkpoint', 'start')\nreturn x * 2")
+    msg = ask(server(), solution(body))
+    details = {e["detail"] for e in msg["proof"]["events"]}
+    assert "unittest.case.TestCase.assertEqual changed" in details

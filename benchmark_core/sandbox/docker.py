@@ -37,7 +37,7 @@ from .docker_images import (BASE_PYTHON, LABEL, PYTHON, base_image_ensure, confi
                             default_requirements, docker_client, env_image_ensure, normalize_requirements,
                             requirements_for_paper)
 from .process import child_env
-from .warm import UNSAFE_TO_FORK, scan_imports
+from .warm import UNSAFE_TO_FORK, scan_imports, split_lines
 from .warm_client import (READY_TIMEOUT, WARM_SCRIPT, NotServed, Transport, WarmClient, WarmSession, host_pid,
                           json_object, run_uid_base)
 
@@ -257,12 +257,7 @@ class _Container:
                     self.on_stderr(data)
                     continue
                 buf += data
-                while True:
-                    cut = buf.find(b"\n")
-                    if cut < 0:
-                        break
-                    line = bytes(buf[:cut])
-                    del buf[:cut + 1]
+                for line in split_lines(buf):
                     self.on_line(line)
         except Exception:  # noqa: BLE001 - the socket closes when the container goes
             pass

@@ -52,6 +52,7 @@ import shutil
 import signal
 import stat
 import sys
+import threading
 import time
 import traceback
 
@@ -118,6 +119,12 @@ def scan_imports(paper: str, *, stdlib: bool = False) -> list[str]:
     return [m for m in _scan(paper) if m not in std and m not in own and m != "__future__"]
 
 
+#: CPython 3.11's ast.parse is not safe in two threads at once (a collection during one parse can
+#: switch to another: "SystemError: AST constructor recursion depth mismatch"): the host's threads
+#: (sessions opening ahead, completions' flags in runner.run_task) parse one at a time
+AST_LOCK = threading.Lock()
+
+
 def _scan(paper: str) -> list[str]:
     found: list[str] = []
     for root, dirs, files in os.walk(paper):
@@ -127,7 +134,9 @@ def _scan(paper: str) -> list[str]:
                 continue
             try:
                 with open(os.path.join(root, name), "rb") as fh:
-                    tree = ast.parse(fh.read())
+                    source = fh.read()
+                with AST_LOCK:
+                    tree = ast.parse(source)
             except (SyntaxError, ValueError, OSError):
                 continue  # a broken file breaks its own runs; it must not stop the server
             for mod in _module_roots(tree):
@@ -229,8 +238,14 @@ class _WatchedModule(__import__("types").ModuleType):
         super().__delattr__(name)
 
 
-def _install_audit(fd: int, key: bytes, script: str):
-    """Install the run's audit hook writing to ``fd``; return the checkpoint emitter for launch()."""
+def _install_audit(fd: int, key: bytes, script: str, prepared: tuple | None = None, *, prepare: bool = False):
+    """Install the run's audit hook writing to ``fd``; return the checkpoint emitter for launch().
+
+    ``prepared``: the snapshot of the protected modules a warm server took before forking
+    (``snapshot_prepare``); the first checkpoint then only takes in what changed since (our own
+    wrappers, what the fork did) instead of building it again in every run. With ``prepare``
+    nothing is installed: the function that builds that snapshot is returned.
+    """
     import _blake2
     import _thread
     import faulthandler
@@ -263,10 +278,10 @@ def _install_audit(fd: int, key: bytes, script: str):
     ModuleType, FunctionType = types.ModuleType, types.FunctionType
     getsignal, default_int = _signal.getsignal, _signal.default_int_handler
     signals = [s for s in _signal.valid_signals() if s not in (_signal.SIGKILL, _signal.SIGSTOP)]
-    st = fstat(fd)
-    channel = (st.st_dev, st.st_ino)
+    st = fstat(fd) if not prepare else None
+    channel = (st.st_dev, st.st_ino) if st is not None else None
     lock = _thread.RLock()
-    state = {"handlers": set(), "returned": False}
+    state = {"handlers": set(), "returned": False, "started": False}
 
     def stdio_ids() -> tuple:
         ids = []
@@ -287,8 +302,10 @@ def _install_audit(fd: int, key: bytes, script: str):
                    "_getframe", "unraisablehook")
     sys_base = {name: sys_dict.get(name) for name in sys_watched}
     sent: set = set()  # events already reported, with their origin
-    base: dict = {}  # module name -> (module, {attr: (value, code)})
-    classes: dict = {}  # protected class -> (label, {attr: (value, code)})
+    # module name -> (module, {attr: (value, code)}); protected class -> (label, {attr: (value, code)})
+    # (a prepared snapshot is this process's own copy: the server's, inherited by the fork)
+    base: dict = prepared[0] if prepared is not None else {}
+    classes: dict = prepared[1] if prepared is not None else {}
     class_dict = type.__dict__["__dict__"].__get__
     import unittest
     unittest_classes = [c for c in (unittest.TestCase, unittest.TestResult, unittest.TextTestResult,
@@ -396,20 +413,25 @@ def _install_audit(fd: int, key: bytes, script: str):
             names.append("__main__")
         return names
 
-    def check_classes() -> None:
+    def check_classes(report: bool = True) -> None:
+        """Compare the protected classes with their snapshot, reporting each change once; without
+        ``report`` (absorb) the snapshot only takes the changes in, as a first sight would."""
         for cls, (label, attrs) in list_(classes.items()):
             current = class_dict(cls)
             for attr, (value, code) in list_(attrs.items()):
                 now = current.get(attr, classes)
                 if now is classes:
-                    emit("E", "rcb.attr", f"{label}.{attr} removed")
+                    if report:
+                        emit("E", "rcb.attr", f"{label}.{attr} removed")
                     del attrs[attr]
                 elif now is not value or (code is not None and value.__code__ is not code):
-                    emit("E", "rcb.attr", f"{label}.{attr} changed")
+                    if report:
+                        emit("E", "rcb.attr", f"{label}.{attr} changed")
                     attrs[attr] = snapshot_value(now)
             for attr in current:
-                if ttype(attr) is tstr and attr not in attrs and attr not in benign_new:
-                    emit("E", "rcb.attr", f"{label}.{attr} added")
+                if ttype(attr) is tstr and attr not in attrs and (attr not in benign_new or not report):
+                    if report:
+                        emit("E", "rcb.attr", f"{label}.{attr} added")
                     attrs[attr] = snapshot_value(current[attr])
 
     def watch_classes(name: str, items: dict) -> None:
@@ -431,6 +453,60 @@ def _install_audit(fd: int, key: bytes, script: str):
                                      {k: snapshot_value(v) for k, v in list_(class_dict(base_cls).items())
                                       if ttype(k) is tstr})
 
+    def absorb() -> None:
+        """Take in, without reporting, what changed in the prepared snapshot before any of the
+        paper's code ran (the launcher's wrappers, the fork's own resets)."""
+        check_classes(report=False)
+        for name, (module, attrs) in list_(base.items()):
+            if modules.get(name) is not module:
+                del base[name]  # seen anew below, as a module first seen
+                continue
+            current = module_dict(module)
+            moved = False
+            for attr, (value, code) in list_(attrs.items()):
+                now = current.get(attr, base)
+                if now is base:
+                    del attrs[attr]
+                elif now is not value or (code is not None and value.__code__ is not code):
+                    attrs[attr] = snapshot_value(now)
+                    moved = True
+            for attr, now in list_(current.items()):
+                if ttype(attr) is tstr and attr not in attrs and describe(now):
+                    attrs[attr] = snapshot_value(now)
+                    moved = True
+            if moved:
+                watch_classes(name, current)  # a class defined since is remembered as first seen
+            watch(name, module)
+
+    def watch(name: str, module) -> None:
+        if ttype(module) is ModuleType and name != "__main__":
+            try:
+                module.__class__ = watched_class  # eager reports of plain attribute writes
+            except TypeError:
+                pass
+
+    def first_sight(name: str, module, *, watched: bool = True) -> None:
+        """Remember a module (and the classes it defines) as it is now."""
+        items = module_dict(module)
+        watch_classes(name, items)
+        attrs = {k: snapshot_value(v) for k, v in list_(items.items()) if ttype(k) is tstr and describe(v)}
+        base[name] = (module, attrs)
+        if name == "__main__" or name.endswith("_ref"):
+            listing = "\n".join(k + "=" + describe(attrs[k][0]) for k in sorted_(attrs))
+            emit("S", name, blake(listing.encode("utf-8", "backslashreplace"), digest_size=16).hexdigest())
+        if watched:
+            watch(name, module)
+
+    if prepare:
+        def snapshot() -> tuple:
+            # the modules' class is swapped in the run, after its wrappers are in (absorb)
+            for name in protected:
+                module = modules.get(name)
+                if issub(ttype(module), ModuleType):
+                    first_sight(name, module, watched=False)
+            return base, classes
+        return snapshot
+
     def checkpoint(where: str) -> None:
         if where == "returned":
             state["returned"] = True  # the script is over: no test starts after this
@@ -443,10 +519,19 @@ def _install_audit(fd: int, key: bytes, script: str):
                 sys_base[name] = sys_dict.get(name)
         if where == "test-start" and "__main__" in base:
             return  # between two tests nothing of the completion's runs: each test's end is checked
-        check_classes()
+        # the launcher's first checkpoint of a run whose snapshot was prepared: nothing to compare
+        # yet (once only: a "start" the paper's code raises later is compared like any other)
+        prepared_start = where == "start" and prepared is not None and not state["started"]
+        state["started"] = True
+        if prepared_start:
+            absorb()
+        else:
+            check_classes()
         for name in watched_names():
             module = modules.get(name)
             if name in base:
+                if prepared_start:
+                    continue
                 old_module, attrs = base[name]
                 if module is not old_module and name != "__main__":
                     emit("E", "rcb.modules", f"{name} replaced")
@@ -463,18 +548,7 @@ def _install_audit(fd: int, key: bytes, script: str):
                 continue
             if name == "__main__" and where not in ("test", "test-start"):
                 continue  # the test script's namespace, from its first test on (at the end it is ours again)
-            items = module_dict(module)
-            watch_classes(name, items)
-            attrs = {k: snapshot_value(v) for k, v in list_(items.items()) if ttype(k) is tstr and describe(v)}
-            base[name] = (module, attrs)
-            if name == "__main__" or name.endswith("_ref"):
-                listing = "\n".join(k + "=" + describe(attrs[k][0]) for k in sorted_(attrs))
-                emit("S", name, blake(listing.encode("utf-8", "backslashreplace"), digest_size=16).hexdigest())
-            if ttype(module) is ModuleType and name != "__main__":
-                try:
-                    module.__class__ = watched_class  # eager reports of plain attribute writes
-                except TypeError:
-                    pass
+            first_sight(name, module)
         for sig in signals:
             handler = getsignal(sig)
             if callable_(handler) and handler is not default_int and sig not in state["handlers"]:
@@ -580,7 +654,14 @@ def import_testing() -> None:
                 pass
 
 
-def launch(script: str, proof_fd: int) -> None:
+def snapshot_prepare() -> tuple:
+    """The snapshot of the protected modules imported here, as a run's first checkpoint would take
+    it: a warm server takes it once, before forking its runs (each run then only takes in what
+    changed since, see ``_install_audit``). Call it after the preloads and ``import_testing``."""
+    return _install_audit(-1, b"", "", prepare=True)()
+
+
+def launch(script: str, proof_fd: int, prepared: tuple | None = None) -> None:
     """Run ``script`` as __main__ in this process, write the proof, and exit like ``python script``.
 
     Proof lines (each but the first ends in its MAC): ``K <key>`` first, before any of the paper's
@@ -603,7 +684,7 @@ def launch(script: str, proof_fd: int) -> None:
     except OSError:
         os._exit(PROOF_EXIT)
     import_testing()  # a warm server did it before forking; a fresh interpreter does it here
-    checkpoint = _install_audit(proof_fd, key, script)
+    checkpoint = _install_audit(proof_fd, key, script, prepared)
     original_start = unittest.result.TestResult.startTest
     original_stop = unittest.result.TestResult.stopTest
     original_skip = unittest.result.TestResult.addSkip
@@ -899,7 +980,7 @@ def _child(run: "Run", server: "Server", fds: tuple[int, int, int]) -> None:
             if data:
                 os.write(fd, data)
         _fresh_stdio()
-        launch(script, proof)
+        launch(script, proof, server.prepared)
     except BaseException:  # noqa: BLE001 - the child must never return into the server loop
         try:
             traceback.print_exc()
@@ -1103,6 +1184,19 @@ def _kill_until_gone(find, reap, *, rounds: int) -> None:
         time.sleep(0.002)
 
 
+def split_lines(buf: bytearray):
+    """Take every complete line out of ``buf`` (a stream's bytes as they came), in order and without
+    its newline; what follows the last newline stays for the next read. The host's docker transport
+    reads the container's stream with it too."""
+    while True:
+        cut = buf.find(b"\n")
+        if cut < 0:
+            return
+        line = bytes(buf[:cut])
+        del buf[:cut + 1]
+        yield line
+
+
 def _reap_any() -> None:
     try:
         while os.waitpid(-1, os.WNOHANG)[0]:
@@ -1153,6 +1247,8 @@ class Server:
         self.disk_check_at = 0.0
         self.retry: list[tuple[float, dict]] = []  # runs that could not be prepared on a full disk
         self.fresh_reason = "fresh_process" if self.fresh else ""
+        #: the protected modules' snapshot every run's first checkpoint starts from (snapshot_prepare)
+        self.prepared: tuple | None = None
         #: what the warm parent printed importing the environment's modules (zygote_serve): replayed too
         self.inherited_output: tuple[bytes, bytes] = (b"", b"")
         #: forked by a warm parent: other papers' servers share the sandbox
@@ -1466,9 +1562,7 @@ class Server:
             self.sel.unregister(0)
             return
         self.stdin_buf += data
-        while b"\n" in self.stdin_buf:
-            line, _, rest = bytes(self.stdin_buf).partition(b"\n")
-            self.stdin_buf = bytearray(rest)
+        for line in split_lines(self.stdin_buf):
             if not line.strip():
                 continue
             try:
@@ -1525,6 +1619,8 @@ class Server:
                 self.fresh, self.fresh_reason = True, f"{', '.join(unsafe)} is unsafe to fork: a fresh interpreter per run"
             elif extra:
                 self.fresh, self.fresh_reason = True, f"preloaded imports left threads running ({', '.join(extra)})"
+        if not self.fresh:
+            self.prepared = snapshot_prepare()  # once, rather than in every run (_install_audit)
         # a preloaded module may have installed handlers; the server's own are set after
         self.send({"ready": True, "protocol": PROTOCOL, "preloaded": preloaded, "failed": failed,
                    "fresh": self.fresh, "fresh_reason": self.fresh_reason, "uid_mode": self.uid_base is not None})
@@ -1706,26 +1802,15 @@ def zygote_serve(args: argparse.Namespace) -> int:
                 os.close(fd)
             reply({"ok": False, "why": why})
             continue
-        pid_r, pid_w = os.pipe()
-        middle = os.fork()
-        if middle == 0:
-            # twice forked: the paper's server is nobody's child here (bwrap's init reaps it)
-            os.close(pid_r)
-            server_pid = os.fork()
-            if server_pid == 0:
-                os.close(pid_w)
-                _paper_server(request, paper, fds, output, args)
-            os.write(pid_w, str(server_pid).encode())
-            os._exit(0)
-        os.close(pid_w)
+        # forked once (a fork of a parent holding torch costs milliseconds): the servers that ended
+        # are reaped at the next request
+        server_pid = os.fork()
+        if server_pid == 0:
+            _paper_server(request, paper, fds, output, args)
         for fd in fds:
             os.close(fd)
-        os.waitpid(middle, 0)
-        with os.fdopen(pid_r, "rb") as fh:
-            server_pid = int(fh.read() or b"0")
-        if server_pid:
-            blocks[server_pid] = int(request.get("run_uid_base") or 0)
-        reply({"ok": bool(server_pid), "pid": server_pid})
+        blocks[server_pid] = int(request.get("run_uid_base") or 0)
+        reply({"ok": True, "pid": server_pid})
     return 0
 
 
@@ -1891,12 +1976,7 @@ def _zygote_mux(args: argparse.Namespace, out_fd: int, preloaded: list[str], ref
                         kill(each)
                     continue
                 inbuf += data
-                while True:
-                    cut = inbuf.find(b"\n")
-                    if cut < 0:
-                        break
-                    line = bytes(inbuf[:cut])
-                    del inbuf[:cut + 1]
+                for line in split_lines(inbuf):
                     on_host_line(line)
             elif kind == "stdout":
                 try:
@@ -1934,12 +2014,8 @@ def _zygote_mux(args: argparse.Namespace, out_fd: int, preloaded: list[str], ref
                         relay.to_server.clear()
                     elif data:
                         relay.from_server += data
-                        while True:
-                            cut = relay.from_server.find(b"\n")
-                            if cut < 0:
-                                break
-                            emit(relay.tag, bytes(relay.from_server[:cut]))
-                            del relay.from_server[:cut + 1]
+                        for line in split_lines(relay.from_server):
+                            emit(relay.tag, line)
                 interest(relay)
         try:
             while True:
