@@ -19,6 +19,7 @@ from .masking import snippet_base_indent
 from .problemset import Paper, ProblemSet
 from .environments import DEFAULT_ENVIRONMENT
 from .sandbox.base import PaperSpec, RunResult, Sandbox, SandboxSession
+from .sandbox.warm import AST_LOCK
 
 if TYPE_CHECKING:
     from .cache import VerdictCache
@@ -401,7 +402,8 @@ def run_task(session: SandboxSession, task: Task, *, timeout: float, store: Refe
     text = build_file(task.paper, task.snippet, task.code)
     result = session.run({task.snippet.file: text}, timeout=timeout)
     refs = sorted(p.stem for p in Path(task.paper.folder).rglob("*_ref.py"))
-    result.extra["flags"] = completion_flags("\n".join(task.code), ref_modules=refs)
+    with AST_LOCK:  # ast.parse, one thread at a time (CPython 3.11)
+        result.extra["flags"] = completion_flags("\n".join(task.code), ref_modules=refs)
     # the backend reported its proof and audit trail (the warm runner does): every run is compared
     # with the paper's reference run (a failing one too: tampering is named whatever the outcome)
     if "completed" in result.extra:
@@ -415,9 +417,17 @@ def run_task(session: SandboxSession, task: Task, *, timeout: float, store: Refe
     return judge(task, result)
 
 
+#: papers whose sessions are opened ahead of the paper whose runs are being started (one open can
+#: take longer than a paper's runs: a docker copy on a busy engine)
+PREFETCH_PAPERS = 2
+#: runs of one paper that may start while its reference run is still going on (their verdicts wait
+#: for it; a paper whose reference fails has them replaced by environment errors)
+EARLY_RUNS = 1
+
+
 class _Sessions:
-    """One session per paper, opened on first use (the next paper's ahead of time), closed when its
-    last task is done."""
+    """One session per paper, opened on first use (the next PREFETCH_PAPERS ahead of time), closed when its
+    last task is done (in the background: the worker goes on with the next paper's runs)."""
 
     def __init__(self, sandbox: Sandbox, counts: dict[str, int], *, order: list[Paper], timeout: float,
                  store: ReferenceStore | None = None):
@@ -433,6 +443,8 @@ class _Sessions:
         #: paper id -> why its environment cannot score it (sandbox did not open, reference fails)
         self.problems: dict[str, str] = {}
         self.gates: dict[str, str | None] = {}
+        self.early: dict[str, int] = defaultdict(int)  # paper id -> runs started before its gate was known
+        self.closing: list[threading.Thread] = []
 
     def _open(self, paper: Paper) -> SandboxSession | None:
         """The paper's session, opened if needed (hold its paper lock); None once it is not wanted
@@ -497,19 +509,38 @@ class _Sessions:
             self.gates[paper.id] = reason
             return reason
 
+    def start_early(self, paper: Paper) -> bool:
+        """Whether a run of the paper may start before its gate is known (its reference run is going
+        on): at most EARLY_RUNS at a time, so that a paper whose reference hangs costs no more."""
+        with self.lock:
+            if paper.id in self.problems or paper.id in self.gates or self.early[paper.id] >= EARLY_RUNS:
+                return False
+            self.early[paper.id] += 1
+            return True
+
+    def early_done(self, paper: Paper) -> None:
+        with self.lock:
+            self.early[paper.id] -= 1
+
     def _prefetch_after(self, paper: Paper) -> None:
-        """Start the next paper's sandbox (its heavy imports) while this paper's runs go on."""
+        """Start the next PREFETCH_PAPERS papers' sessions (their imports, their copies, their
+        reference runs) while this paper's runs go on."""
         ids = [p.id for p in self.order]
         if paper.id not in ids:
             return
+        ahead = 0
         for nxt in self.order[ids.index(paper.id) + 1 :]:
             with self.lock:
-                if self.closed or nxt.id in self.sessions:
+                if self.closed:
                     return
                 wanted = self.left.get(nxt.id, 0) > 0
-            if wanted:
-                if not self.paper_locks[nxt.id].locked():
-                    _background(self._prefetch, nxt)
+                opened = nxt.id in self.sessions
+            if not wanted:
+                continue
+            if not opened and not self.paper_locks[nxt.id].locked():
+                _background(self._prefetch, nxt)
+            ahead += 1
+            if ahead >= PREFETCH_PAPERS:
                 return
 
     def _prefetch(self, paper: Paper) -> None:
@@ -521,7 +552,10 @@ class _Sessions:
             self.left[paper_id] -= 1
             session = self.sessions.pop(paper_id, None) if self.left[paper_id] == 0 else None
         if session is not None:
-            session.close()
+            closer = threading.Thread(target=_close_quietly, args=(session,), daemon=True, name="session-close")
+            with self.lock:
+                self.closing = [t for t in self.closing if t.is_alive()] + [closer]
+            closer.start()
 
     def close_all(self, *, abort: bool = False) -> None:
         """Close every open session; with ``abort``, end the runs going on in them now (a pooled
@@ -536,6 +570,17 @@ class _Sessions:
                 (stop or session.close)()
             except Exception:  # noqa: BLE001 - closing is best effort; the others still close
                 pass
+        with self.lock:
+            closing, self.closing = self.closing, []
+        for closer in closing:  # sessions whose last task was done: closed before run_tasks returns
+            closer.join()
+
+
+def _close_quietly(session: SandboxSession) -> None:
+    try:
+        session.close()
+    except Exception:  # noqa: BLE001 - closing is best effort
+        pass
 
 
 def _open_failure(exc: BaseException) -> str:
@@ -647,12 +692,29 @@ def run_tasks(
                 return index, missing_run(task)
             paper_timeout = task.paper.timeout or timeout
             session = sessions.get(task.paper)
-            # health gate: a paper's completions count only where its reference code passes
-            problem = sessions.problem(task.paper, session)
+            # health gate: a paper's completions count only where its reference code passes. While
+            # its reference run goes on, one run may start beside it (a core would wait otherwise);
+            # it is judged against that reference all the same, and dropped if the gate fails
+            early = session is not None and sessions.start_early(task.paper)
+            run = None
+            try:
+                if early:
+                    try:
+                        run = run_task(session, task, timeout=paper_timeout, store=store)
+                    except Exception:  # noqa: BLE001 - the gate says why (or the run is made again after it)
+                        if halted.is_set():
+                            raise
+                problem = sessions.problem(task.paper, session)
+            finally:
+                if early:
+                    sessions.early_done(task.paper)
             if problem is not None:
                 return index, environment_run(task, environment=environment_name(task.paper), reason=problem)
             assert session is not None
-            run = run_task(session, task, timeout=paper_timeout, store=store)
+            if run is None or run.extra.get("proof_category") == "environment":
+                # (an early run whose reference was lost with its sandbox is made again, as any run
+                # after the gate would be: against the reference made anew)
+                run = run_task(session, task, timeout=paper_timeout, store=store)
             if cache is not None and keys[index] and deterministic(task, session, paper_timeout):
                 stored = asdict(run)
                 stored["extra"] = dict(run.extra)
