@@ -69,8 +69,9 @@ def test_a_dead_runner_is_restarted(bwrap):
     paper = load_problemset(PROBE_PSET).paper("probe")
     with bwrap.open(PaperSpec.from_paper(paper)) as session:
         first = session.server_pid
-        psutil.Process(first).kill()
-        psutil.Process(first).wait(5)
+        proc = psutil.Process(first)  # once: the process may be reaped as soon as it is killed
+        proc.kill()
+        proc.wait(5)
         result = session.run({}, timeout=30)
         assert result.exit_code == 0 and result.extra["completed"] is True
         assert session.server_pid != first

@@ -78,6 +78,8 @@ def _score(*args: str) -> dict:
     path = Path(os.environ.get("PYTEST_TMP", "/tmp")) / f"rcb-docker-score-{os.getpid()}-{time.monotonic_ns()}.json"
     try:
         code = cli_main(["score", *args, "--backend", "docker", "--quiet", "--output", str(path)], out, err)
+        if code == 3 and path.exists():  # environment errors: say which and why
+            raise AssertionError(f"environment errors: {json.loads(path.read_text())['summary'].get('environment_errors')}")
         assert code == 0, err.getvalue()
         return json.loads(path.read_text())
     finally:
