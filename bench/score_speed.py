@@ -362,7 +362,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-site", action="store_true", help="no site run (submissions through RQ workers)")
     parser.add_argument("--site-only", action="store_true",
                         help="only the site run and the CLI run of the same runs")
-    parser.add_argument("--site-workers", type=int, default=1, help="RQ workers of the site run (default 1)")
+    parser.add_argument("--site-workers", type=int, default=2,
+                        help="RQ workers of the site run (default 2: docker compose's RCB_WORKERS, one per core "
+                             "of the CLI's two)")
     parser.add_argument("--site-database", default="",
                         help="postgres://USER@HOST:PORT/DB: the site run's database is a fresh one on that "
                              "server (DB: where to connect to create it); default a SQLite file")

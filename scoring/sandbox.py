@@ -66,6 +66,8 @@ def sandbox_for(*, trust: str, backend: str | None = None, environments: bool = 
     options: dict[str, Any] = {"python": settings.RCB_PYTHON or None}
     if environments:
         options.update(sandbox_environment_options())
+        # the workers' papers each live in a folder of their own (by content hash): one warm parent serves them all
+        options["papers_root"] = str(settings.RCB_PAPER_CACHE)
     if trust == DEMO:
         if name and name != "local":
             try:

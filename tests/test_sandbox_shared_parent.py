@@ -3,6 +3,7 @@
 read nor write the other paper's files or run folders."""
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -42,6 +43,41 @@ def test_two_papers_share_one_parent_and_keep_their_verdicts():
     finally:
         shared.close()
         alone.close()
+
+
+def test_papers_in_folders_of_their_own_share_one_parent_under_papers_root(tmp_path):
+    """The site's paper cache keeps each paper in a folder named by its content hash: with the cache as
+    ``papers_root`` they still share their environment's parent, and a run of one sees nothing of the other."""
+    for name in ("hash-a", "hash-b"):
+        shutil.copytree(TORCH_PSET, tmp_path / "cache" / name)
+    first = load_problemset(tmp_path / "cache" / "hash-a").papers[0]
+    second = load_problemset(tmp_path / "cache" / "hash-b").papers[1]
+    per_folder = get_sandbox("bwrap")
+    shared = get_sandbox("bwrap", papers_root=str(tmp_path / "cache"))
+    try:
+        a, b = (per_folder.open(PaperSpec.from_paper(p)) for p in (first, second))
+        assert a.server_pid != b.server_pid  # one parent per folder holding papers: torch imported twice
+        a.close(), b.close()
+        a, b = (shared.open(PaperSpec.from_paper(p)) for p in (first, second))
+        assert a.server_pid == b.server_pid
+        look = ("import glob, os\n"
+                "print('LOOK', sorted(glob.glob('/rcb/papers/all/*')), os.access('/rcb/papers/all', os.R_OK))\n")
+        test_a = (first.folder / "paper2code_test.py").read_text()
+        result = a.run({"paper2code_test.py": look + test_a}, timeout=60)
+        line = next(ln for ln in result.stdout.splitlines() if ln.startswith("LOOK"))
+        if os.geteuid() == 0:  # runs have uids of their own: the papers' folder is closed to them
+            assert line == "LOOK [] False", line
+        a.close(), b.close()
+        tasks = [Task(p, s, reference_code(p, s)) for p in (first, second) for s in p.snippets]
+        tasks += [Task(p, s, ("    return undefined_name",)) for p in (first, second) for s in p.snippets]
+        verdicts = [[(r.paper, r.snippet, r.passed, r.category) for r in run_tasks(tasks, sandbox=box, workers=2,
+                                                                               timeout=120)]
+                    for box in (shared, per_folder)]
+        assert verdicts[0] == verdicts[1]
+        assert sum(passed for _, _, passed, _ in verdicts[0]) == len(tasks) // 2
+    finally:
+        shared.close()
+        per_folder.close()
 
 
 SPY = '''import glob, os

@@ -282,8 +282,17 @@ class BwrapSandbox(Sandbox):
         return BwrapSession(self, paper)
 
     def parent_for(self, paper: PaperSpec) -> "_Parent":
-        """The warm parent of the paper's environment and folder (started on first use)."""
+        """The warm parent of the paper's environment and folder (started on first use).
+
+        The folder is the one holding the paper's folder, or the option ``papers_root`` when the paper
+        lies below it: a store that keeps each paper in a folder of its own (the site's paper cache,
+        by content hash) still has one parent per environment, not one per paper."""
         root = Path(paper.folder).resolve().parent
+        shared = self.options.get("papers_root")
+        if shared:
+            shared_root = Path(shared).resolve()
+            if shared_root in root.parents or shared_root == root:
+                root = shared_root
         key = (self.paper_python(paper), str(root))
         with self._parents_lock:
             parent = self._parents.get(key)
