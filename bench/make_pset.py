@@ -11,6 +11,12 @@ the product's cost is measured when the set is written), like llm-sci-use. Each 
 a line or a small block of a function the test checks against a reference copy (``*_ref.py``,
 untagged), so the reference passes and a blanked snippet fails. The set is in the published format
 (papers.yaml + one folder per paper) and validates with ``python -m benchmark_core validate``.
+
+published-like: both kinds in one set, shaped like the published release's twelve torch papers
+(seven import-bound papers with 54 snippets, five compute-bound ones with 61): seven import-bound
+papers of 8 snippets and five compute-bound papers of 12 (``--work-ms`` each run). The whole-set
+figure (ours against the floor) is measured on it, the import-bound figure on its import-bound
+papers.
 """
 from __future__ import annotations
 
@@ -109,12 +115,45 @@ def _test(paper: str, snippets: int, work_ms: int) -> str:
     )
 
 
-def pset_write(out: Path, *, kind: str, papers: int, snippets: int, work_ms: int,
-               python: str | None = None) -> Path:
-    """Write the problem set into ``out`` (created); return it. A compute-bound set's work is sized
-    for this machine, with ``python``'s torch (``product_ms``)."""
+#: (kind, papers, snippets) of each generated set; compute-bound papers do ``work_ms`` a run
+SHAPES: dict[str, tuple[tuple[str, int, int], ...]] = {
+    "import-bound": (("import-bound", 10, 8),),
+    "compute-bound": (("compute-bound", 4, 6),),
+    "published-like": (("import-bound", 7, 8), ("compute-bound", 5, 12)),
+}
+
+
+def pset_shape(kind: str, papers: int | None = None, snippets: int | None = None) -> tuple[tuple[str, int, int], ...]:
+    """The (kind, papers, snippets) groups of set ``kind``; ``papers``/``snippets`` change a one-kind set's."""
+    groups = SHAPES[kind]
+    if len(groups) > 1:
+        if papers or snippets:
+            raise ValueError(f"the {kind} set has a fixed shape: no papers or snippets to give")
+        return groups
+    return ((groups[0][0], papers or groups[0][1], snippets or groups[0][2]),)
+
+
+def pset_write(out: Path, *, kind: str, papers: int | None = None, snippets: int | None = None,
+               work_ms: int = 1500, python: str | None = None) -> Path:
+    """Write the problem set ``kind`` (a key of SHAPES) into ``out`` (created); return it.
+    Compute-bound papers' work is sized for this machine, with ``python``'s torch (``product_ms``)."""
     out.mkdir(parents=True, exist_ok=True)
-    step_ms = product_ms(python) if work_ms else PRODUCT_MS
+    groups = pset_shape(kind, papers, snippets)
+    step_ms = product_ms(python) if work_ms and any(g[0] == "compute-bound" for g in groups) else PRODUCT_MS
+    entries = []
+    for group, count, size in groups:
+        entries += _papers_write(out, kind=group, papers=count, snippets=size,
+                                 work_ms=work_ms if group == "compute-bound" else 0, step_ms=step_ms)
+    (out / "papers.yaml").write_text(yaml.safe_dump(entries, sort_keys=False))
+    return out
+
+
+def paper_kind(paper_id: str) -> str:
+    """The kind of a generated paper, from its id (``import_bound_03`` -> ``import-bound``)."""
+    return paper_id.rsplit("_", 1)[0].replace("_", "-")
+
+
+def _papers_write(out: Path, *, kind: str, papers: int, snippets: int, work_ms: int, step_ms: float) -> list[dict]:
     entries = []
     for p in range(papers):
         pid = f"{kind.replace('-', '_')}_{p:02d}"
@@ -130,25 +169,25 @@ def pset_write(out: Path, *, kind: str, papers: int, snippets: int, work_ms: int
             "first_commit_date": "2025-01-01", "annotated_file_paths": f"{pid}.py",
             "context_file_paths": None,
         })
-    (out / "papers.yaml").write_text(yaml.safe_dump(entries, sort_keys=False))
-    return out
+    return entries
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("kind", choices=("import-bound", "compute-bound"))
+    parser.add_argument("kind", choices=tuple(SHAPES))
     parser.add_argument("out", type=Path)
-    parser.add_argument("--papers", type=int)
-    parser.add_argument("--snippets", type=int)
-    parser.add_argument("--work-ms", type=int, default=1500, help="compute-bound: work per run (ms)")
+    parser.add_argument("--papers", type=int, help="papers of a one-kind set")
+    parser.add_argument("--snippets", type=int, help="snippets a paper, in a one-kind set")
+    parser.add_argument("--work-ms", type=int, default=1500, help="compute-bound papers: work per run (ms)")
     parser.add_argument("--python", help="interpreter whose torch sizes the compute-bound work (default: this one)")
     args = parser.parse_args(argv)
-    import_bound = args.kind == "import-bound"
-    papers = args.papers or (10 if import_bound else 4)
-    snippets = args.snippets or (8 if import_bound else 6)
-    pset_write(args.out, kind=args.kind, papers=papers, snippets=snippets, work_ms=0 if import_bound else args.work_ms,
+    try:
+        shape = pset_shape(args.kind, args.papers, args.snippets)
+    except ValueError as exc:
+        parser.error(str(exc))
+    pset_write(args.out, kind=args.kind, papers=args.papers, snippets=args.snippets, work_ms=args.work_ms,
                python=args.python)
-    print(f"{args.out}: {papers} papers x {snippets} snippets ({args.kind})")
+    print(f"{args.out}: " + ", ".join(f"{n} {k} papers x {m} snippets" for k, n, m in shape))
     return 0
 
 

@@ -1,0 +1,56 @@
+"""The problem sets bench/make_pset.py writes for bench/score_speed.py: valid, and shaped as promised."""
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmark_core.problemset import validate_problemset
+from benchmark_core.runner import Task, reference_code, run_tasks
+from benchmark_core.sandbox import get_sandbox
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import make_pset  # noqa: E402
+
+
+def _kinds(pset) -> dict[str, list[int]]:
+    """kind -> the snippet count of each of its papers"""
+    out: dict[str, list[int]] = {}
+    for paper in pset.papers:
+        out.setdefault(make_pset.paper_kind(paper.id), []).append(len(paper.snippets))
+    return out
+
+
+def test_the_published_like_set_has_the_published_torch_papers_shape(tmp_path):
+    # (an interpreter that cannot run sizes the compute work by the fallback: no torch needed here)
+    make_pset.pset_write(tmp_path / "set", kind="published-like", work_ms=1500, python=str(tmp_path / "no-python"))
+    pset, problems = validate_problemset(tmp_path / "set")
+    assert not problems, problems
+    kinds = _kinds(pset)
+    # the published release's torch papers: 7 import-bound ones (54 snippets), 5 compute-bound (61)
+    assert kinds == {"import-bound": [8] * 7, "compute-bound": [12] * 5}
+    compute = next(p for p in pset.papers if make_pset.paper_kind(p.id) == "compute-bound")
+    assert "def heavy(" in (compute.folder / f"{compute.id}.py").read_text()
+    light = next(p for p in pset.papers if make_pset.paper_kind(p.id) == "import-bound")
+    assert "heavy" not in (light.folder / "paper2code_test.py").read_text()
+
+
+def test_a_fixed_shape_takes_no_sizes_and_one_kind_sets_do(tmp_path):
+    with pytest.raises(ValueError, match="fixed shape"):
+        make_pset.pset_write(tmp_path / "a", kind="published-like", papers=3)
+    make_pset.pset_write(tmp_path / "b", kind="import-bound", papers=2, snippets=3)
+    pset, problems = validate_problemset(tmp_path / "b")
+    assert not problems, problems
+    assert _kinds(pset) == {"import-bound": [3, 3]}
+    with pytest.raises(SystemExit):
+        make_pset.main(["published-like", str(tmp_path / "c"), "--snippets", "4"])
+
+
+def test_a_generated_paper_passes_with_its_reference_and_fails_blanked(tmp_path):
+    pytest.importorskip("torch")
+    make_pset.pset_write(tmp_path / "set", kind="import-bound", papers=1, snippets=2)
+    pset, _ = validate_problemset(tmp_path / "set")
+    paper = pset.papers[0]
+    tasks = [Task(paper, snip, reference_code(paper, snip)) for snip in paper.snippets]
+    tasks += [Task(paper, paper.snippets[0], ("    pass",), sample=1)]
+    runs = run_tasks(tasks, sandbox=get_sandbox("local"), workers=2, timeout=120)
+    assert [r.passed for r in runs] == [True, True, False]
