@@ -118,6 +118,31 @@ def test_count_and_memory_bounds_close_the_least_recently_used(pset):
         tight.close()
 
 
+def test_memory_is_measured_at_each_open_and_at_most_every_few_seconds_as_sessions_come_back(pset, monkeypatch):
+    from benchmark_core.sandbox import pool as pool_module
+
+    measures = []
+    real = pool_module.sessions_memory_bytes
+    monkeypatch.setattr(pool_module, "sessions_memory_bytes", lambda sessions: measures.append(1) or real(sessions))
+    clock = Clock()
+    pool = SandboxPool(get_sandbox("bwrap", shared_parent=False), memory_mb=64 * 1024, clock=clock, reaper=False,
+                       memory_check_seconds=5.0)
+    try:
+        pool.open(_spec(pset)).close()
+        assert len(measures) == 1  # the open measured; the give-back right after used that measure
+        for _ in range(5):
+            pool.open(_spec(pset)).close()  # warm: no new session, nothing new to count
+        assert len(measures) == 1
+        clock.now += 5.0
+        pool.open(_spec(pset)).close()
+        assert len(measures) == 2  # the measure was old
+        pool.open(_spec(pset, "other")).close()
+        assert len(measures) == 3  # a new session is always counted
+        assert len(pool) == 2
+    finally:
+        pool.close()
+
+
 def test_scorings_through_the_pool_share_a_runner_and_give_the_same_verdicts(pset):
     plain = get_sandbox("bwrap")
     pool = SandboxPool(get_sandbox("bwrap", shared_parent=False), reaper=False)

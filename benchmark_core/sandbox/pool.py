@@ -6,7 +6,10 @@ paper never meets a runner that imported its old files — and the lease's ``clo
 instead of stopping it. The N-th scoring of a paper in the same process then pays none of its imports.
 A session is shared by the leases that hold it at once (sessions are thread-safe); idle sessions
 are closed after ``idle_seconds``, the least recently used first when more than ``max_sessions``
-are open or their processes hold more than ``memory_mb`` together.
+are open or their processes hold more than ``memory_mb`` together. What they hold is measured
+when a session opens and, as sessions are given back, at most every ``memory_check_seconds``: the
+measure reads each process's ``smaps_rollup``, which costs the kernel a walk of every mapping (tens
+of milliseconds for a process holding torch), far too much to pay at every give-back.
 
 It must live where it survives between jobs: in a long-lived process (an RQ ``SimpleWorker``, whose
 jobs run in the worker process itself, or a sandbox service), not in RQ's default work-horse that is
@@ -150,7 +153,7 @@ class SandboxPool(Sandbox):
 
     def __init__(self, inner: Sandbox, *, max_sessions: int = 8, idle_seconds: float = 900.0,
                  memory_mb: int | None = None, clock: Callable[[], float] = time.monotonic,
-                 reaper: bool = True):
+                 reaper: bool = True, memory_check_seconds: float = 5.0):
         super().__init__(python=inner.python, limits=inner.limits, **inner.options)
         self.python_given = inner.python_given
         self.inner = inner
@@ -159,7 +162,9 @@ class SandboxPool(Sandbox):
         self.max_sessions = max(1, max_sessions)
         self.idle_seconds = idle_seconds
         self.memory_mb = memory_mb
+        self.memory_check_seconds = memory_check_seconds
         self.clock = clock
+        self._held: tuple[float, int] | None = None  # (when, bytes) of the last measure
         self.entries: dict[tuple, _Entry] = {}
         self.lock = threading.Lock()
         self.key_locks: dict[tuple, threading.Lock] = defaultdict(threading.Lock)
@@ -215,7 +220,7 @@ class SandboxPool(Sandbox):
                 entry = _Entry(key, session, self.clock())
                 entry.users = 1
                 self.entries[key] = entry
-        self._trim()
+        self._trim(measure=True)  # a new session: new processes to count
         return _Lease(self, paper, entry)
 
     def _release(self, entry: _Entry) -> None:
@@ -244,9 +249,18 @@ class SandboxPool(Sandbox):
                 del self.entries[entry.key]
         for entry in stale:
             entry.session.close()
-        return len(stale) + self._trim()
+        return len(stale) + self._trim(measure=bool(stale))
 
-    def _trim(self) -> int:
+    def _held_bytes(self, *, measure: bool) -> int:
+        """What the sessions hold: measured now with ``measure`` or when the last measure is older
+        than ``memory_check_seconds``, else that measure."""
+        now = self.clock()
+        last = self._held
+        if measure or last is None or now - last[0] >= self.memory_check_seconds:
+            last = self._held = (now, sessions_memory_bytes([e.session for e in list(self.entries.values())]))
+        return last[1]
+
+    def _trim(self, *, measure: bool = False) -> int:
         """Close idle sessions, least recently used first, while over the count or memory bound."""
         closed = 0
         while True:
@@ -256,8 +270,8 @@ class SandboxPool(Sandbox):
                     return closed
                 over = len(self.entries) > self.max_sessions
             if not over and self.memory_mb is not None:
-                held = sessions_memory_bytes([e.session for e in list(self.entries.values())])
-                over = held > self.memory_mb * 1024 * 1024
+                # (after a session was closed here, measured again)
+                over = self._held_bytes(measure=measure or closed > 0) > self.memory_mb * 1024 * 1024
             if not over:
                 return closed
             victim = idle[0]
