@@ -35,9 +35,14 @@ class ResultRow:
     flags: list[str] = field(default_factory=list)
 
     def values(self) -> dict[str, Any]:
+        """The stored row's fields but its keys (``_RESULT_FIELDS``)."""
         return dict(passed=self.passed, category=self.category or "", exit_code=self.exit_code,
                     seconds=self.seconds, output_tail=self.output_tail, completion=self.completion,
                     flags=list(self.flags or []))
+
+
+#: what a stored row says of its run (every field but its keys)
+_RESULT_FIELDS = ("passed", "category", "exit_code", "seconds", "output_tail", "completion", "flags")
 
 
 def result_row_from_run(*, snippet_id: int, run: Any, completion: str = "") -> ResultRow:
@@ -85,11 +90,19 @@ def evaluation_results_write(
                  for r in rows], batch_size=2000,
             )
         else:
-            for r in rows:
-                SnippetResult.objects.update_or_create(
-                    evaluation_id=evaluation_id, snippet_id=r.snippet_id, sample=r.sample, defaults=r.values()
-                )
-        _flags_refresh(evaluation_id)
+            # one upsert: a row replaces the stored one of its (snippet, sample), the last of a key wins
+            latest = {(r.snippet_id, r.sample): r for r in rows}
+            SnippetResult.objects.bulk_create(
+                [SnippetResult(evaluation_id=evaluation_id, snippet_id=r.snippet_id, sample=r.sample, **r.values())
+                 for r in latest.values()],
+                update_conflicts=True, unique_fields=["evaluation", "snippet", "sample"],
+                update_fields=list(_RESULT_FIELDS), batch_size=2000,
+            )
+        # the count of flagged rows can only change when a row brings flags, when rows were replaced
+        # wholesale, or when flagged rows were stored before (one of them may have been replaced)
+        if replace or any(review_flags(r.flags) for r in rows) or Evaluation.objects.filter(
+                pk=evaluation_id, flagged_results__gt=0).exists():
+            _flags_refresh(evaluation_id)
         if not aggregates:
             return None
         if lock or isinstance(evaluation, int):
