@@ -86,9 +86,10 @@ class ScoringWorker(Worker):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        from .sandbox import sandboxes_keep  # noqa: PLC0415
+        from .sandbox import sandboxes_keep, sandboxes_warm  # noqa: PLC0415
 
         sandboxes_keep()
+        sandboxes_warm()  # what every scoring job needs is ready before the first one comes
 
     def execute_job(self, job: Job, queue: Queue) -> None:
         if job.origin != SCORING:

@@ -16,6 +16,7 @@ file of this host (RCB_REFERENCE_CACHE) keyed by paper content, environment and 
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import threading
 from contextlib import contextmanager
@@ -28,8 +29,10 @@ from benchmark_core.cache import VerdictCache
 from benchmark_core.sandbox.base import Sandbox, SandboxUnavailable, get_sandbox
 from benchmark_core.sandbox.pool import SandboxPool
 
+logger = logging.getLogger(__name__)
+
 __all__ = ["PUBLIC", "DEMO", "TRUST_LEVELS", "SandboxRefused", "sandbox_for", "sandbox_environment_options",
-           "sandboxes_keep", "job_sandbox", "reference_store"]
+           "sandboxes_keep", "sandboxes_warm", "job_sandbox", "reference_store"]
 
 PUBLIC = "public"
 DEMO = "demo"
@@ -132,6 +135,22 @@ def _pool_get(trust: str) -> SandboxPool:
     if old is not None:
         old.close()  # its idle sessions now; leased ones when given back
     return pool
+
+
+def sandboxes_warm(*, trust: str = PUBLIC) -> None:
+    """Make ready, once per worker process, what its first scoring job would otherwise wait for:
+    the warm pool with its backend (modules imported, the engine or bwrap checked) and the modules
+    a job's aggregates import (numpy). A sandbox that cannot be had now is only logged: each job
+    tries again and says why it cannot run."""
+    from benchmark_core.scoring import bootstrap_ci  # noqa: PLC0415
+
+    bootstrap_ci({"paper": (1.0, 2.0)}, n_boot=10)
+    if not (_KEEP.is_set() and settings.RCB_SANDBOX_POOL):
+        return
+    try:
+        _pool_get(trust)
+    except SandboxUnavailable as exc:
+        logger.warning("no sandbox for scoring yet (%s): each job tries again", exc)
 
 
 @contextmanager

@@ -558,7 +558,8 @@ def _scoring_job_attempt(*, job_id: int, rq_job_id: str) -> str:
     if job_claim(job_id=job_id, rq_job_id=rq_job_id) is None:
         return "skipped"
     job = Job.objects.select_related("submission", "release_paper", "paper").get(pk=job_id)
-    submission_status_refresh(submission_id=job.submission_id)
+    if job.submission.status != Status.RUNNING:  # (a running one stays so while a job of it runs)
+        submission_status_refresh(submission_id=job.submission_id)
     beat = Heartbeat(job_id, rq_job_id)
     beat.start()
     try:
