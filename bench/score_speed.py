@@ -231,7 +231,7 @@ class _Site:
             database = args.site_database.rsplit("/", 1)[0] + "/" + self.pg_name
         self.database = database
         os.environ.update(
-            DJANGO_SETTINGS_MODULE="rcbsite.settings", DJANGO_DEBUG="1", DJANGO_SECURE_COOKIES="0",
+            DJANGO_SETTINGS_MODULE="rcbsite.settings", DJANGO_DEBUG="0", DJANGO_SECURE_COOKIES="0",
             DJANGO_SECRET_KEY=os.environ.get("DJANGO_SECRET_KEY") or "bench-score-speed-only",
             DATABASE_URL=database, DATABASE_CONN_MAX_AGE="0", REDIS_URL=f"redis://127.0.0.1:{port}/0",
             RCB_CACHE="locmem", RCB_VAR_DIR=str(tmp / "var"), RCB_PSET_ROOT=str(tmp / "var" / "psets"),
@@ -266,18 +266,18 @@ class _Site:
                 raise RuntimeError(f"the RQ workers did not start:\n{self.logs()}")
             time.sleep(0.2)
 
-    def workers_cpu(self) -> float:
-        """CPU seconds the RQ worker processes used themselves (not their sandboxes' runs)."""
+    def workers_cpu(self) -> tuple[float, float]:
+        """CPU seconds (user, system) the RQ worker processes used themselves (not their sandboxes' runs)."""
         import psutil
 
-        total = 0.0
+        user = system = 0.0
         for proc in self.procs:
             try:
                 times = psutil.Process(proc.pid).cpu_times()
             except psutil.Error:
                 continue
-            total += times.user + times.system
-        return total
+            user, system = user + times.user, system + times.system
+        return user, system
 
     def logs(self) -> str:
         return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-2000:]}" for p in sorted(self.tmp.glob("*.log")))
@@ -299,6 +299,32 @@ class _Site:
 
             with psycopg.connect(self.pg_admin, autocommit=True) as db:
                 db.execute(f'DROP DATABASE IF EXISTS "{self.pg_name}" WITH (FORCE)')
+
+
+def _jobs_timeline(rows, started: float) -> str:
+    """Where a site run's time went, from its jobs' rows: each job's own time, and how long a worker
+    went without one (between its jobs, and before its first)."""
+    by_worker: dict[str, list[tuple[float, float]]] = {}
+    waits = []
+    for worker, enqueued, start, end in rows:
+        if start is None or end is None:
+            continue
+        by_worker.setdefault(worker, []).append((start.timestamp(), end.timestamp()))
+        if enqueued is not None:
+            waits.append(start.timestamp() - enqueued.timestamp())
+    spans = [e - s for runs in by_worker.values() for s, e in runs]
+    gaps, firsts = [], []
+    for runs in by_worker.values():
+        runs.sort()
+        firsts.append(runs[0][0] - started)
+        gaps += [b[0] - a[1] for a, b in zip(runs, runs[1:])]
+    if not spans:
+        return "none ran"
+    return (f"{len(spans)} on {len(by_worker)} worker(s), {statistics.mean(spans):.2f} s each on average "
+            f"(median {statistics.median(spans):.2f}, longest {max(spans):.2f}); a worker's first job started "
+            f"{min(firsts):.2f}-{max(firsts):.2f} s after the first upload; between a worker's jobs "
+            f"{1000 * statistics.mean(gaps) if gaps else 0:.0f} ms on average "
+            f"({sum(gaps) if gaps else 0:.1f} s in all)")
 
 
 def site_submissions(args, tasks: list[Task], cli_runs: list, t_cli: float, count: int = 5) -> None:
@@ -328,7 +354,7 @@ def site_submissions(args, tasks: list[Task], cli_runs: list, t_cli: float, coun
         workers_cpu, own_cpu = site.workers_cpu(), _own_cpu()
         print(f"... {count} submissions through the queue: {args.site_workers} RQ worker(s) ({site.database.split(':')[0]}, "
               f"{args.workers} runs at once per job)", flush=True)
-        started = time.monotonic()
+        started, started_wall = time.monotonic(), time.time()
         subs = []
         for n in range(count):
             # (the same bytes twice would be one submission: blank lines set them apart)
@@ -342,7 +368,8 @@ def site_submissions(args, tasks: list[Task], cli_runs: list, t_cli: float, coun
                 raise RuntimeError(f"the site did not finish in {deadline - started:.0f} s\n{site.logs()}")
             time.sleep(0.1)
         t_site = time.monotonic() - started
-        workers_cpu, own_cpu = site.workers_cpu() - workers_cpu, _own_cpu() - own_cpu
+        workers_cpu = tuple(b - a for a, b in zip(workers_cpu, site.workers_cpu()))
+        own_cpu = _own_cpu() - own_cpu
         ends = list(PredictionSubmission.objects.filter(pk__in=subs).values_list("status", "failure_reason"))
         if any(status != Status.FINISHED for status, _ in ends):
             print(f"site run: not every submission finished: {ends}\n{site.logs()}")
@@ -364,6 +391,8 @@ def site_submissions(args, tasks: list[Task], cli_runs: list, t_cli: float, coun
         warm = sum("sandbox: warm" in e for e in notes)
         known = sum("reference outcome: known" in e for e in notes)
         jobs = Job.objects.filter(submission__in=subs).count()
+        timeline = _jobs_timeline(Job.objects.filter(submission__in=subs).values_list(
+            "worker", "enqueued_at", "started_at", "finished_at"), started_wall)
     finally:
         site.close()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -371,8 +400,10 @@ def site_submissions(args, tasks: list[Task], cli_runs: list, t_cli: float, coun
     print(f"{count} submissions through the site's queue: {t_site:.1f} s, the CLI for the same runs {t_cli:.1f} s "
           f"= {ratio:.2f} x (target <= 1.3 x); {warm} of {jobs} jobs found their sandbox warm, {known} their "
           f"paper's reference outcome known; verdicts identical to the CLI's: {'yes' if same else 'NO'}")
-    print(f"  CPU outside the runs: the workers' own processes {workers_cpu:.1f} s (jobs, database, queue), the "
-          f"uploads and the wait here {own_cpu:.1f} s")
+    print(f"  jobs: {timeline}")
+    print(f"  CPU outside the runs: the workers' own processes {sum(workers_cpu):.1f} s (user {workers_cpu[0]:.1f} s, "
+          f"system {workers_cpu[1]:.1f} s: jobs, database, queue, the runs' protocol), the uploads and the wait "
+          f"here {own_cpu:.1f} s")
     figure(f"site: {count} submissions through the queue / CLI ({args.backend})", f"{ratio:.2f} x", "<= 1.3 x",
            ratio <= 1.3)
     figure("site verdicts identical to the CLI's", "yes" if same else "NO", "yes", same)
