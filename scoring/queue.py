@@ -89,7 +89,8 @@ class ScoringWorker(Worker):
         from .sandbox import sandboxes_keep, sandboxes_warm  # noqa: PLC0415
 
         sandboxes_keep()
-        sandboxes_warm()  # what every scoring job needs is ready before the first one comes
+        if SCORING in self.queue_names():
+            sandboxes_warm()  # what every scoring job needs is ready before the first one comes
 
     def execute_job(self, job: Job, queue: Queue) -> None:
         if job.origin != SCORING:

@@ -151,3 +151,30 @@ def test_the_pool_bounds_close_the_warm_sandbox_between_jobs(user, redis_server,
     notes = _notes(second)[1]
     assert any(OPENED in n and KNOWN in n for n in notes), notes
     assert all(_verdicts(second).values()) and len(_verdicts(second)) == 13
+
+
+@pytest.mark.parametrize("queues, warmed", [(["scoring", "default"], True), (["default"], False)])
+def test_a_scoring_worker_makes_its_pool_when_it_starts_not_in_its_first_job(redis_server, settings, queues, warmed):
+    from redis import Redis
+    from rq import Queue
+
+    from scoring import sandbox as scoring_sandbox
+    from scoring.queue import ScoringWorker
+
+    settings.RCB_SANDBOX_POOL = True
+    connection = Redis.from_url(redis_server.url)
+    scoring_sandbox._pool_close()
+    try:
+        ScoringWorker([Queue(name, connection=connection) for name in queues], connection=connection)
+        pool = scoring_sandbox._POOL.get("pool")
+        if warmed:
+            # the backend is checked and its pool ready; the first job takes it as it is
+            assert pool is not None and pool.name == "bwrap" and len(pool) == 0
+            with scoring_sandbox.job_sandbox() as sandbox:
+                assert sandbox is pool
+        else:
+            assert pool is None  # a worker of other queues has no sandbox to keep
+    finally:
+        scoring_sandbox._pool_close()
+        scoring_sandbox._KEEP.clear()
+        connection.close()
