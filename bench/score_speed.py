@@ -301,6 +301,20 @@ class _Site:
                 db.execute(f'DROP DATABASE IF EXISTS "{self.pg_name}" WITH (FORCE)')
 
 
+def _pset_subset(src: Path, papers: set[str], dest: Path) -> Path:
+    """``src`` itself when it holds no other papers, else a copy of those papers with their entries."""
+    import yaml
+
+    entries = yaml.safe_load((src / "papers.yaml").read_text())
+    if {e["id"] for e in entries} <= papers:
+        return src
+    dest.mkdir(parents=True)
+    for paper in sorted(papers):
+        shutil.copytree(src / paper, dest / paper)
+    (dest / "papers.yaml").write_text(yaml.safe_dump([e for e in entries if e["id"] in papers], sort_keys=False))
+    return dest
+
+
 def _jobs_timeline(rows, started: float) -> str:
     """Where a site run's time went, from its jobs' rows: each job's own time, and how long a worker
     went without one (between its jobs, and before its first)."""
@@ -345,7 +359,9 @@ def site_submissions(args, tasks: list[Task], cli_runs: list, t_cli: float, coun
         from scoring.models import Job
         from submissions.models import PredictionSubmission, Status
 
-        release = pset_import(path=args.pset, release_name=f"bench {os.getpid()}", status="published").release
+        # the release holds the papers of ``tasks`` only (a whole set's site run is on its import-bound papers)
+        release = pset_import(path=_pset_subset(Path(args.pset), {t.paper.id for t in tasks}, tmp / "pset"),
+                              release_name=f"bench {os.getpid()}", status="published").release
         user = User.objects.create_user("bench", "bench@example.org", "pw-bench-123456!")
         lines = [json.dumps({"paper": t.paper.id, "file": t.snippet.file, "snippet": t.snippet.name,
                              "completion": "\n".join(t.code)}) for t in tasks if t.code is not None]
@@ -553,7 +569,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nthe extras below: on the {len(light_papers)} import-bound papers ({len(light)} runs)")
         tasks = light
     print()
-    warm_overhead(args, [name for name, _ours, _t in measured])
+    warm_overhead(args, [m[0] for m in measured])
     print()
     submitted = as_submitted(tasks)
     cli_runs, t_cli = cli_same_runs(args, submitted)
