@@ -319,13 +319,9 @@ def _jobs_timeline(rows, started: float) -> str:
     """Where a site run's time went, from its jobs' rows: each job's own time, and how long a worker
     went without one (between its jobs, and before its first)."""
     by_worker: dict[str, list[tuple[float, float]]] = {}
-    waits = []
-    for worker, enqueued, start, end in rows:
-        if start is None or end is None:
-            continue
-        by_worker.setdefault(worker, []).append((start.timestamp(), end.timestamp()))
-        if enqueued is not None:
-            waits.append(start.timestamp() - enqueued.timestamp())
+    for worker, start, end in rows:
+        if start is not None and end is not None:
+            by_worker.setdefault(worker, []).append((start.timestamp(), end.timestamp()))
     spans = [e - s for runs in by_worker.values() for s, e in runs]
     gaps, firsts = [], []
     for runs in by_worker.values():
@@ -408,7 +404,7 @@ def site_submissions(args, tasks: list[Task], cli_runs: list, t_cli: float, coun
         known = sum("reference outcome: known" in e for e in notes)
         jobs = Job.objects.filter(submission__in=subs).count()
         timeline = _jobs_timeline(Job.objects.filter(submission__in=subs).values_list(
-            "worker", "enqueued_at", "started_at", "finished_at"), started_wall)
+            "worker", "started_at", "finished_at"), started_wall)
     finally:
         site.close()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -35,14 +35,10 @@ class ResultRow:
     flags: list[str] = field(default_factory=list)
 
     def values(self) -> dict[str, Any]:
-        """The stored row's fields but its keys (``_RESULT_FIELDS``)."""
+        """The stored row's fields but its keys."""
         return dict(passed=self.passed, category=self.category or "", exit_code=self.exit_code,
                     seconds=self.seconds, output_tail=self.output_tail, completion=self.completion,
                     flags=list(self.flags or []))
-
-
-#: what a stored row says of its run (every field but its keys)
-_RESULT_FIELDS = ("passed", "category", "exit_code", "seconds", "output_tail", "completion", "flags")
 
 
 def result_row_from_run(*, snippet_id: int, run: Any, completion: str = "") -> ResultRow:
@@ -82,21 +78,18 @@ def evaluation_results_write(
     """
     evaluation_id = evaluation if isinstance(evaluation, int) else evaluation.pk
     rows = list(rows)
+    # a row replaces the stored one of its (snippet, sample); of one key given twice the last wins
+    latest = {(r.snippet_id, r.sample): r for r in rows}
+    objs = [SnippetResult(evaluation_id=evaluation_id, snippet_id=r.snippet_id, sample=r.sample, **r.values())
+            for r in latest.values()]
     with transaction.atomic():
         if replace:
             SnippetResult.objects.filter(evaluation_id=evaluation_id).delete()
+            SnippetResult.objects.bulk_create(objs, batch_size=2000)
+        elif latest:  # one upsert
             SnippetResult.objects.bulk_create(
-                [SnippetResult(evaluation_id=evaluation_id, snippet_id=r.snippet_id, sample=r.sample, **r.values())
-                 for r in rows], batch_size=2000,
-            )
-        else:
-            # one upsert: a row replaces the stored one of its (snippet, sample), the last of a key wins
-            latest = {(r.snippet_id, r.sample): r for r in rows}
-            SnippetResult.objects.bulk_create(
-                [SnippetResult(evaluation_id=evaluation_id, snippet_id=r.snippet_id, sample=r.sample, **r.values())
-                 for r in latest.values()],
-                update_conflicts=True, unique_fields=["evaluation", "snippet", "sample"],
-                update_fields=list(_RESULT_FIELDS), batch_size=2000,
+                objs, update_conflicts=True, unique_fields=["evaluation", "snippet", "sample"],
+                update_fields=list(next(iter(latest.values())).values()), batch_size=2000,
             )
         # the count of flagged rows can only change when a row brings flags, when rows were replaced
         # wholesale, or when flagged rows were stored before (one of them may have been replaced)

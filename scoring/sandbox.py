@@ -138,13 +138,9 @@ def _pool_get(trust: str) -> SandboxPool:
 
 
 def sandboxes_warm(*, trust: str = PUBLIC) -> None:
-    """Make ready, once per worker process, what its first scoring job would otherwise wait for:
-    the warm pool with its backend (modules imported, the engine or bwrap checked) and the modules
-    a job's aggregates import (numpy). A sandbox that cannot be had now is only logged: each job
-    tries again and says why it cannot run."""
-    from benchmark_core.scoring import bootstrap_ci  # noqa: PLC0415
-
-    bootstrap_ci({"paper": (1.0, 2.0)}, n_boot=10)
+    """Make the warm pool of a process that keeps its sandboxes ready before its first job: the
+    backend's modules imported, the engine or bwrap checked. A sandbox that cannot be had now is
+    only logged: each job tries again and says why it cannot run."""
     if not (_KEEP.is_set() and settings.RCB_SANDBOX_POOL):
         return
     try:
