@@ -293,14 +293,17 @@ def test_timeout_kills_the_run_and_the_session_lives_on(session):
     assert result.seconds < 20
     ok, seen = _probe(session, "import json\nprint(json.dumps({'alive': True}))\n")
     assert seen == {"alive": True}
-    # nothing of either run is left: the paper's runner has no child (forked runs would show its
-    # command line too), and the container holds nothing but runners (a warm parent and its servers)
-    top = session.container.top(ps_args="-eo pid,ppid,user,args")
-    rows = [(int(pid), int(ppid), args) for pid, ppid, _user, args in top["Processes"]]
-    assert all("warm.py" in args for _pid, _ppid, args in rows), rows
+    # nothing of either run is left: the paper's runner has no child but its spare (the next
+    # run's child, forked ahead: named rcb-spare, with the server's user; forked runs would show
+    # its command line too), and the container holds nothing but runners (a warm parent, servers)
+    top = session.container.top(ps_args="-eo pid,ppid,user -o comm=NAME -o args")
+    rows = [(int(pid), int(ppid), user, name, args) for pid, ppid, user, name, args in top["Processes"]]
+    assert all("warm.py" in args for *_rest, args in rows), rows
     server = session.client.pid
-    assert server in {pid for pid, _ppid, _args in rows}
-    assert [r for r in rows if r[1] == server] == [], rows
+    users = {pid: user for pid, _ppid, user, _name, _args in rows}
+    assert server in users
+    children = [r for r in rows if r[1] == server]
+    assert [(name, user) for _pid, _ppid, user, name, _args in children] in ([], [("rcb-spare", users[server])]), rows
 
 
 def test_concurrent_runs_from_threads_get_their_own_answers(session):

@@ -195,7 +195,7 @@ import numpy, numpy.testing, unittest, unittest.result
 warm.import_testing()
 prepared = warm.snapshot_prepare() if {prepared!r} else None
 r, w = os.pipe()
-checkpoint = warm._install_audit(w, b"k" * 32, "/nowhere/paper2code_test.py", prepared)
+checkpoint, _name_script = warm._install_audit(w, b"k" * 32, "/nowhere/paper2code_test.py", prepared)
 # what the launcher changes between the hook and its first checkpoint: not reported
 start = unittest.result.TestResult.startTest
 unittest.result.TestResult.startTest = lambda self, test: start(self, test)
@@ -239,3 +239,53 @@ def test_a_start_checkpoint_raised_by_the_completion_absorbs_nothing(server):
     msg = ask(server(), solution(body))
     details = {e["detail"] for e in msg["proof"]["events"]}
     assert "unittest.case.TestCase.assertEqual changed" in details
+
+
+def _spares(client: WarmClient) -> list[psutil.Process]:
+    """The server's children waiting for a request (no run is going on when this is called)."""
+    return [c for c in psutil.Process(client.pid).children() if c.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_runs_are_forked_ahead_and_a_lost_spare_costs_only_time(server):
+    client = server()
+    first = ask(client, solution("return x * 2"))
+    assert first["exit_code"] == 0 and first["proof"]["tests_run"] == 2, first["stderr"]
+    assert first["forked_ahead"], "the first run's child was forked before its request"
+    spares = _spares(client)
+    assert len(spares) == 1, spares
+    spares[0].kill()
+    spares[0].wait(10)
+    # the spare is gone before its request: the run forks its own child, with the same verdict
+    second = ask(client, solution("return x * 2"))
+    assert second["exit_code"] == 0 and second["proof"]["tests_run"] == 2, second["stderr"]
+    assert second["proof"]["authentic"] and not second["forked_ahead"]
+    failing = ask(client, solution("return x * 3"))
+    assert failing["exit_code"] == 1 and failing["forked_ahead"], failing
+
+
+def test_a_spare_takes_its_run_from_the_request(server, tmp_path):
+    """What depends on the run (its folder, home, memory limit) is the request's, not the spare's
+    fork time's; nothing of the spare's request pipe is left open to the run."""
+    client = server()
+    probe = "\n".join([
+        "import os, resource",
+        "try:",
+        "    os.fstat(199)",
+        "    control = 'open'",
+        "except OSError:",
+        "    control = 'closed'",
+        "print('RUN', os.getcwd(), os.environ['HOME'], resource.getrlimit(resource.RLIMIT_AS)[0], control, flush=True)",
+        "return x * 2",
+    ])
+    seen = []
+    for memory in (1024, 3072):
+        msg = client.request({"files": solution(probe), "timeout": 30, "memory_mb": memory, "output_bytes": 8192},
+                             wait=60)
+        assert msg is not None and msg["exit_code"] == 0, (msg or {}).get("stderr")
+        assert msg["forked_ahead"]
+        cwd, home, limit, control = msg["stdout"].split("RUN ", 1)[1].split("\n", 1)[0].split()
+        folder = Path(client.work) / msg["id"]
+        assert cwd == str(folder / "paper") and home == str(folder / "home")
+        assert int(limit) == memory * 1024 * 1024 and control == "closed"
+        seen.append(cwd)
+    assert seen[0] != seen[1]

@@ -30,6 +30,9 @@ calls setsid, sets rlimits, drops to its own uid (when the server runs as root: 
 leaves behind can be found and killed), redirects output to pipes, and runs the test script with
 runpy as ``__main__``. When the child ends or times out every process of the run is killed.
 With ``--fresh`` (a paper's ``fresh_process: true``) the child execs a fresh interpreter instead.
+Otherwise the child is usually forked ahead (a *spare*: ``Server.spare_fork``), does what does not
+depend on its run while earlier runs go on, and takes the rest from its request; the answer then
+has ``"forked_ahead": true``.
 
 PROOF: the launcher in the child writes, to an inherited close-on-exec pipe that is not one of
 fds 0-2, whether the script ran to completion (returned, or exited through unittest / the test
@@ -41,6 +44,7 @@ from __future__ import annotations
 import argparse
 import ast
 import errno
+import fcntl
 import io
 import json
 import os
@@ -239,7 +243,10 @@ class _WatchedModule(__import__("types").ModuleType):
 
 
 def _install_audit(fd: int, key: bytes, script: str, prepared: tuple | None = None, *, prepare: bool = False):
-    """Install the run's audit hook writing to ``fd``; return the checkpoint emitter for launch().
+    """Install the run's audit hook writing to ``fd``; return the checkpoint emitter for launch()
+    and the function that names the test script (``script`` empty: a pre-forked run's hook is
+    installed before its run is known). That function names it once; later calls change nothing,
+    so code that reaches it cannot make its own frames pass for the test script's.
 
     ``prepared``: the snapshot of the protected modules a warm server took before forking
     (``snapshot_prepare``); the first checkpoint then only takes in what changed since (our own
@@ -282,6 +289,11 @@ def _install_audit(fd: int, key: bytes, script: str, prepared: tuple | None = No
     channel = (st.st_dev, st.st_ino) if st is not None else None
     lock = _thread.RLock()
     state = {"handlers": set(), "returned": False, "started": False}
+    script_cell = [script]  # the test script's path: its frames are the harness's, not paper code
+
+    def name_script(path: str) -> None:
+        if not script_cell[0]:
+            script_cell[0] = path
 
     def stdio_ids() -> tuple:
         ids = []
@@ -350,7 +362,7 @@ def _install_audit(fd: int, key: bytes, script: str, prepared: tuple | None = No
                 caller = path
             if path.startswith("<frozen importlib") and not untrusted:
                 importing = True  # a library's own import-time code, below any untrusted frame
-            if not (path.startswith(trusted_roots) or path.startswith("<frozen ") or path == script):
+            if not (path.startswith(trusted_roots) or path.startswith("<frozen ") or path == script_cell[0]):
                 untrusted = True
         return caller or "?", ("P" if untrusted else "") + ("I" if importing else "") or "-"
 
@@ -632,7 +644,7 @@ def _install_audit(fd: int, key: bytes, script: str, prepared: tuple | None = No
         return detail
 
     sys.addaudithook(hook)
-    return checkpoint
+    return checkpoint, name_script
 
 
 #: the testing modules of protected libraries, imported with them so that their snapshot is taken
@@ -662,7 +674,15 @@ def snapshot_prepare() -> tuple:
 
 
 def launch(script: str, proof_fd: int, prepared: tuple | None = None) -> None:
-    """Run ``script`` as __main__ in this process, write the proof, and exit like ``python script``.
+    """Run ``script`` as __main__ in this process, write the proof, and exit like ``python script``."""
+    launch_prepare(proof_fd, prepared)(script)
+
+
+def launch_prepare(proof_fd: int, prepared: tuple | None = None):
+    """The part of ``launch`` that does not depend on which run this is: the proof's key, the audit
+    hook, the wrappers and the first checkpoint. Return ``go(script)``, which runs the script, writes
+    the proof's last line and exits like ``python script`` (once: it never returns). A warm server's
+    spare run does this while it waits for its request (``Server.spare_fork``).
 
     Proof lines (each but the first ends in its MAC): ``K <key>`` first, before any of the paper's
     code runs; ``T start|skip`` per test case; ``S <module> <digest>`` (a protected module as first
@@ -676,7 +696,6 @@ def launch(script: str, proof_fd: int, prepared: tuple | None = None) -> None:
     # everything used once the paper's code has run is bound now: it may rebind any global or
     # module attribute it can reach (os.write, this module's functions) but not these locals
     write, exit_, mac, audit, getpid = os.write, os._exit, proof_mac, sys.audit, os.getpid
-    script = os.path.abspath(script)
     main_file = getattr(sys.modules.get("unittest.main"), "__file__", None) or ""
     key = os.urandom(32)
     try:
@@ -684,7 +703,7 @@ def launch(script: str, proof_fd: int, prepared: tuple | None = None) -> None:
     except OSError:
         os._exit(PROOF_EXIT)
     import_testing()  # a warm server did it before forking; a fresh interpreter does it here
-    checkpoint = _install_audit(proof_fd, key, script, prepared)
+    checkpoint, name_script = _install_audit(proof_fd, key, "", prepared)
     original_start = unittest.result.TestResult.startTest
     original_stop = unittest.result.TestResult.stopTest
     original_skip = unittest.result.TestResult.addSkip
@@ -716,51 +735,62 @@ def launch(script: str, proof_fd: int, prepared: tuple | None = None) -> None:
 
     _thread.start_new_thread = threading._start_new_thread = start_new_thread  # type: ignore[attr-defined]
     checkpoint("start")  # the snapshot of the test machinery, our wrappers in place
-    sys.argv = [os.path.basename(script)]
-    sys.path[0] = os.path.dirname(script)
-    completed, code = False, 0
-    try:
-        import runpy
+    gone = []
 
-        runpy.run_path(script, run_name="__main__")
-        completed = True
-    except SystemExit as exc:
-        code = _exit_code(exc)
-        # a SystemExit counts as completion only when raised by unittest or the test script itself
-        tb, last = exc.__traceback__, None
-        while tb is not None:
-            last, tb = tb.tb_frame, tb.tb_next
-        where = last.f_code.co_filename if last is not None else ""
-        completed = where == script or where == main_file or where.endswith("/unittest/main.py")
-    except BaseException as exc:  # noqa: BLE001 - print it the way the interpreter would, then exit 1
-        # from the script's own frame on, as `python script` shows it (runpy's frames are ours)
-        tb = exc.__traceback__
-        while tb is not None and os.path.realpath(tb.tb_frame.f_code.co_filename) != os.path.realpath(script):
-            tb = tb.tb_next
-        traceback.print_exception(type(exc), exc, tb or exc.__traceback__)
-        code = 130 if isinstance(exc, KeyboardInterrupt) else 1
-    audit("rcb.checkpoint", "returned")
-    # like interpreter shutdown: wait for non-daemon threads, run atexit handlers, flush
-    try:
-        threading._shutdown()  # type: ignore[attr-defined]
-    except BaseException:  # noqa: BLE001
-        pass
-    try:
-        atexit._run_exitfuncs()
-    except BaseException:  # noqa: BLE001
-        pass
-    for stream in (sys.stdout, sys.stderr):
+    def go(script: str) -> None:
+        if gone:
+            exit_(PROOF_EXIT)  # a second start of the same run: only paper code would make one
+        gone.append(True)
+        script = os.path.abspath(script)
+        name_script(script)
+        sys.argv = [os.path.basename(script)]
+        sys.path[0] = os.path.dirname(script)
+        completed, code = False, 0
         try:
-            stream.flush()
+            import runpy
+
+            runpy.run_path(script, run_name="__main__")
+            completed = True
+        except SystemExit as exc:
+            code = _exit_code(exc)
+            # a SystemExit counts as completion only when raised by unittest or the test script itself
+            # (the innermost frame only: each frame taken from a traceback is an audited event)
+            tb = exc.__traceback__
+            while tb is not None and tb.tb_next is not None:
+                tb = tb.tb_next
+            where = tb.tb_frame.f_code.co_filename if tb is not None else ""
+            completed = where == script or where == main_file or where.endswith("/unittest/main.py")
+        except BaseException as exc:  # noqa: BLE001 - print it the way the interpreter would, then exit 1
+            # from the script's own frame on, as `python script` shows it (runpy's frames are ours)
+            tb = exc.__traceback__
+            while tb is not None and os.path.realpath(tb.tb_frame.f_code.co_filename) != os.path.realpath(script):
+                tb = tb.tb_next
+            traceback.print_exception(type(exc), exc, tb or exc.__traceback__)
+            code = 130 if isinstance(exc, KeyboardInterrupt) else 1
+        audit("rcb.checkpoint", "returned")
+        # like interpreter shutdown: wait for non-daemon threads, run atexit handlers, flush
+        try:
+            threading._shutdown()  # type: ignore[attr-defined]
         except BaseException:  # noqa: BLE001
-            code = code or 120  # what the interpreter reports when it cannot flush stdout
-    audit("rcb.checkpoint", "end")
-    body = f"F\t{int(completed)}\t{code}\t{getpid()}".encode()
-    try:
-        write(proof_fd, body + b"\t" + mac(key, body) + b"\n")
-    except OSError:
-        pass
-    exit_(code)
+            pass
+        try:
+            atexit._run_exitfuncs()
+        except BaseException:  # noqa: BLE001
+            pass
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:  # noqa: BLE001
+                code = code or 120  # what the interpreter reports when it cannot flush stdout
+        audit("rcb.checkpoint", "end")
+        body = f"F\t{int(completed)}\t{code}\t{getpid()}".encode()
+        try:
+            write(proof_fd, body + b"\t" + mac(key, body) + b"\n")
+        except OSError:
+            pass
+        exit_(code)
+
+    return go
 
 
 def proof_read(data: bytes, *, paper_dir: str, test_script: str, runner: str, pid: int,
@@ -927,8 +957,51 @@ def _run_env(run: "Run", server: "Server") -> str:
     return home
 
 
-def _child(run: "Run", server: "Server", fds: tuple[int, int, int]) -> None:
-    """In the forked child: isolate, then run the test (never returns)."""
+#: the descriptor a spare run reads its request from (below the proof's 200-249)
+_SPARE_CONTROL_FD = 199
+#: a spare's process name while it waits (what tests and operators see of it; a run is named anew)
+SPARE_NAME = b"rcb-spare"
+
+
+def _name(new: bytes | None = None) -> bytes:
+    """This process's name (``/proc/self/comm``; no ctypes: a call through it is an audited event);
+    with ``new``, name it so and return the name it had."""
+    try:
+        with open("/proc/self/comm", "rb") as fh:
+            old = fh.read().strip()
+        if new is not None:
+            with open("/proc/self/comm", "wb") as fh:
+                fh.write(new[:15])
+        return old
+    except OSError:
+        return b""
+
+
+def _spare_request(control: int) -> "Run | None":
+    """A spare run's request, as the server writes it (``Server.spare_give``): None when the server
+    closed the pipe without one (it is shutting down or replacing the spare)."""
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = os.read(control, 65536)
+        if not chunk:
+            return None
+        data += chunk
+    os.close(control)
+    fields = json.loads(data)
+    run = Run({"id": "spare"}, fields["folder"])
+    run.uid = fields["uid"]
+    run.memory_mb, run.file_size_mb, run.pids = fields["memory_mb"], fields["file_size_mb"], fields["pids"]
+    return run
+
+
+def _child(run: "Run | None", server: "Server", fds: tuple[int, int, int], control: int = -1) -> None:
+    """In the forked child: isolate, then run the test (never returns).
+
+    What does not depend on the run comes first: its session, descriptors, signals, fresh standard
+    streams, and (warm) the proof's key, the audit hook and its first checkpoint. Without ``run``
+    (a spare, forked before its request: ``Server.spare_fork``) the request is then read from
+    ``control``; the limits, the uid, the folder and the home follow, and the test starts.
+    """
     code = 127
     try:
         out_w, err_w, proof_w = fds
@@ -938,14 +1011,18 @@ def _child(run: "Run", server: "Server", fds: tuple[int, int, int]) -> None:
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
         proof = 200 + (proof_w % 50)
+        if control >= 0:
+            # both moved above the fds they go to first, so that neither lands on the other
+            high = fcntl.fcntl(proof_w, fcntl.F_DUPFD_CLOEXEC, 300)
+            control = fcntl.fcntl(control, fcntl.F_DUPFD_CLOEXEC, 300)
+            os.dup2(control, _SPARE_CONTROL_FD, inheritable=False)
+            control = _SPARE_CONTROL_FD
+            proof_w = high
         os.dup2(proof_w, proof, inheritable=False)
-        os.closerange(3, proof)
+        os.closerange(3, _SPARE_CONTROL_FD if control >= 0 else proof)
+        os.closerange(_SPARE_CONTROL_FD + 1, proof)
         os.closerange(proof + 1, 65536)
         _reset_signals()
-        mem = run.memory_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-        size = run.file_size_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         # runs yield the CPU to the runner, so it enforces timeouts on time even under a fork bomb
         # (in docker all of them share the container's CPU quota)
@@ -953,6 +1030,31 @@ def _child(run: "Run", server: "Server", fds: tuple[int, int, int]) -> None:
             os.setpriority(os.PRIO_PROCESS, 0, RUN_NICE)
         except OSError:
             pass
+        go, name = None, b""
+        if run is None:
+            name = _name(SPARE_NAME)
+        if not server.fresh:
+            # state a fresh interpreter would not share with its siblings
+            random.seed()
+            np_random = sys.modules.get("numpy.random")
+            if np_random is not None:
+                try:
+                    np_random.seed()
+                except Exception:  # noqa: BLE001
+                    pass
+            _fresh_stdio()
+            go = launch_prepare(proof, server.prepared)
+        if run is None:
+            run = _spare_request(control)
+            if run is None:
+                code = 0
+                return
+            if name:
+                _name(name)  # named as a child forked for its run would be
+        mem = run.memory_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+        size = run.file_size_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
         if run.uid is not None:
             resource.setrlimit(resource.RLIMIT_NPROC, (run.pids, run.pids))
             os.setgroups([])
@@ -962,25 +1064,15 @@ def _child(run: "Run", server: "Server", fds: tuple[int, int, int]) -> None:
         os.chdir(paper_dir)
         _run_env(run, server)
         script = os.path.join(paper_dir, server.test_script)
-        if server.fresh:
+        if go is None:
             os.set_inheritable(proof, True)
             os.execve(server.python, [server.python, server.self_path, "--launch", script, "--proof-fd", str(proof)],
                       dict(os.environ))
-        # state a fresh interpreter would not share with its siblings
-        random.seed()
-        np_random = sys.modules.get("numpy.random")
-        if np_random is not None:
-            try:
-                np_random.seed()
-            except Exception:  # noqa: BLE001
-                pass
-        sys.path[0] = paper_dir
         # a fresh interpreter would print this while importing the preloaded modules
         for fd, data in ((1, server.import_output[0]), (2, server.import_output[1])):
             if data:
                 os.write(fd, data)
-        _fresh_stdio()
-        launch(script, proof, server.prepared)
+        go(script)
     except BaseException:  # noqa: BLE001 - the child must never return into the server loop
         try:
             traceback.print_exc()
@@ -1167,6 +1259,7 @@ class Run:
         self.proof_overflow = False
         self.disk_stopped = ""  # why the runner stopped the run for its disk use
         self.open_fds: dict[int, object] = {}
+        self.forked_ahead = False  # its child was a spare, forked before the request (Server.spare_fork)
 
 
 def _kill_until_gone(find, reap, *, rounds: int) -> None:
@@ -1223,6 +1316,13 @@ def _proc_entries() -> list[tuple[int, int, int, int, int, str]]:
     return rows
 
 
+class _Spare:
+    """A spare run's child: its pid, the pipe its request goes to, its out, err and proof pipes."""
+
+    def __init__(self, pid: int, control: int, fds: tuple[int, int, int]):
+        self.pid, self.control, self.fds = pid, control, fds
+
+
 class Server:
     def __init__(self, args: argparse.Namespace):
         self.paper = os.path.abspath(args.paper)
@@ -1253,6 +1353,8 @@ class Server:
         self.inherited_output: tuple[bytes, bytes] = (b"", b"")
         #: forked by a warm parent: other papers' servers share the sandbox
         self.shared = False
+        #: the next run's child, forked ahead and waiting for its request (spare_fork), or None
+        self.spare: _Spare | None = None
 
     # -- helpers
     def send(self, obj: dict) -> None:
@@ -1277,6 +1379,8 @@ class Server:
                 return
             if pid in self.runs:
                 self.statuses[pid] = status
+            elif self.spare is not None and pid == self.spare.pid:
+                self.spare_drop(kill=False)  # it died waiting (killed from outside): the next run forks its own
 
     def run_pids(self, run: Run, table) -> list[int]:
         me = os.getpid()
@@ -1294,6 +1398,8 @@ class Server:
                     found.add(c)
                     stack.append(c)
         active = set(self.runs)
+        if self.spare is not None:
+            active.add(self.spare.pid)  # the next run's child, ours: not something this run left
         found |= {p for p, pp, _g, _s, _u, st in table if pp == me and p not in active and st != "Z"}
         found.discard(me)
         return [p for p in found if p != run.pid or run.status is None]
@@ -1356,18 +1462,23 @@ class Server:
                     os.lchown(os.path.join(root, name), run.uid, run.uid)
             os.chown(folder, run.uid, run.uid)
             os.chmod(folder, 0o700)
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        proof_r, proof_w = os.pipe()
         run.started = time.monotonic()
         run.deadline = run.started + run.timeout
-        pid = os.fork()
-        if pid == 0:
-            for fd in (out_r, err_r, proof_r):
+        spare = self.spare_give(run)
+        if spare is not None:
+            pid, (out_r, err_r, proof_r) = spare.pid, spare.fds
+            run.forked_ahead = True
+        else:
+            out_r, out_w = os.pipe()
+            err_r, err_w = os.pipe()
+            proof_r, proof_w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                for fd in (out_r, err_r, proof_r):
+                    os.close(fd)
+                _child(run, self, (out_w, err_w, proof_w))
+            for fd in (out_w, err_w, proof_w):
                 os.close(fd)
-            _child(run, self, (out_w, err_w, proof_w))
-        for fd in (out_w, err_w, proof_w):
-            os.close(fd)
         run.pid = pid
         self.runs[pid] = run
         self.active_ids.add(rid)
@@ -1381,6 +1492,65 @@ class Server:
                 self.sel.register(run.pidfd, selectors.EVENT_READ, (run, "exit"))
             except OSError:
                 run.pidfd = -1
+        self.spare_fork()  # the next run's child, while this one runs
+
+    # -- the spare: the next run's child, forked before its request
+    # Forking a warm server, and a run's set-up up to its first checkpoint (the proof's key, the
+    # audit hook, taking in the snapshot), do not depend on the run: a spare does them while the
+    # runs before it go on, then waits for its request on a pipe of its own. Its state is the
+    # server's at the fork, as a child forked for the request would have it; what depends on the
+    # run (limits, uid, folder, home) comes with the request, before any of the paper's code runs.
+    def spare_fork(self) -> None:
+        if self.fresh or self.spare is not None or not self.stdin_open:
+            return
+        pipes = [os.pipe() for _ in range(4)]  # out, err, proof, control
+        try:
+            pid = os.fork()
+        except OSError:
+            for r, w in pipes:
+                os.close(r)
+                os.close(w)
+            return  # no spare: the next run forks when it comes
+        (out_r, out_w), (err_r, err_w), (proof_r, proof_w), (ctl_r, ctl_w) = pipes
+        if pid == 0:
+            for fd in (out_r, err_r, proof_r, ctl_w):
+                os.close(fd)
+            _child(None, self, (out_w, err_w, proof_w), control=ctl_r)
+        for fd in (out_w, err_w, proof_w, ctl_r):
+            os.close(fd)
+        self.spare = _Spare(pid, ctl_w, (out_r, err_r, proof_r))
+
+    def spare_give(self, run: Run) -> "_Spare | None":
+        """Hand ``run`` to the spare (None when there is none or it is gone: the run forks its own)."""
+        spare, self.spare = self.spare, None
+        if spare is None:
+            return None
+        request = {"folder": run.folder, "uid": run.uid, "memory_mb": run.memory_mb,
+                   "file_size_mb": run.file_size_mb, "pids": run.pids}
+        try:
+            os.write(spare.control, (json.dumps(request) + "\n").encode())  # far below a pipe's buffer
+        except OSError:  # its end is closed: it is gone
+            self.spare_drop(spare)
+            return None
+        os.close(spare.control)
+        return spare
+
+    def spare_drop(self, spare: "_Spare | None" = None, *, kill: bool = True) -> None:
+        spare = spare or self.spare
+        if spare is None:
+            return
+        if spare is self.spare:
+            self.spare = None
+        for fd in (spare.control, *spare.fds):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        if kill:  # (not once reaped: its pid may be another process's by then)
+            try:
+                os.kill(spare.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
     def on_data(self, run: Run, fd: int, kind: str) -> None:
         try:
@@ -1442,6 +1612,7 @@ class Server:
             "truncated": bool(run.out.dropped or run.err.dropped),
             "oom": bool(oom),
             "proof": proof,
+            "forked_ahead": run.forked_ahead,
         }
         del self.runs[run.pid]
         self.statuses.pop(run.pid, None)
@@ -1624,6 +1795,7 @@ class Server:
         # a preloaded module may have installed handlers; the server's own are set after
         self.send({"ready": True, "protocol": PROTOCOL, "preloaded": preloaded, "failed": failed,
                    "fresh": self.fresh, "fresh_reason": self.fresh_reason, "uid_mode": self.uid_base is not None})
+        self.spare_fork()
         os.set_blocking(0, False)
         self.sel.register(0, selectors.EVENT_READ, (None, "stdin"))
         try:
@@ -1668,6 +1840,7 @@ class Server:
                                 self.on_data(run, fd, kind)
                         self.finish(run)
         finally:
+            self.spare_drop()
             for run in list(self.runs.values()):
                 self.kill_tree(run)
                 try:

@@ -10,6 +10,7 @@ from pathlib import Path
 import psutil
 
 from benchmark_core.runner import Task, run_task
+from benchmark_core.sandbox import warm
 from benchmark_core.sandbox.base import Limits
 
 PSET = Path(__file__).resolve().parent / "pset"
@@ -33,6 +34,8 @@ class Proc:
     rss_kb: int
     zombie: bool
     cmd: str
+    name: str = ""
+    uid: int = -1
 
 
 def _runner_pid(session) -> int | None:
@@ -55,19 +58,21 @@ def sandbox_processes(session) -> list[Proc]:
                 with proc.oneshot():
                     rows.append(Proc(proc.pid, proc.ppid(), proc.memory_info().rss // 1024,
                                      proc.status() == psutil.STATUS_ZOMBIE,
-                                     f"{' '.join(proc.cmdline())} [uid {proc.uids().real}]"))
+                                     f"{' '.join(proc.cmdline())} [uid {proc.uids().real}]",
+                                     proc.name(), proc.uids().real))
             except psutil.NoSuchProcess:
                 continue
         return rows
     container = getattr(session, "container", None)
     if container is not None:  # docker on another host: ask the engine
-        top = container.top(ps_args="-eo pid,ppid,rss,stat,args")
+        top = container.top(ps_args="-eo pid,ppid,rss,stat,uid -o comm=NAME -o args")
         titles = top.get("Titles", [])
         rows = []
         for proc in top.get("Processes") or []:
             data = dict(zip(titles, proc))
             rows.append(Proc(int(data["PID"]), int(data["PPID"]), int(data.get("RSS") or 0),
-                             "Z" in data.get("STAT", ""), data.get("COMMAND") or data.get("ARGS") or ""))
+                             "Z" in data.get("STAT", ""), data.get("COMMAND") or data.get("ARGS") or "",
+                             data.get("NAME", ""), int(data.get("UID") or -1)))
         return rows
     raise AssertionError(f"do not know how to list the processes of {type(session).__name__}")
 
@@ -91,13 +96,24 @@ def descendants(rows: list[Proc], root: int) -> list[Proc]:
     return found
 
 
+def server_spare(rows: list[Proc], server: Proc) -> Proc | None:
+    """The server's spare: the next run's child, forked ahead (warm.py ``Server.spare_fork``). One
+    direct child of the server, named ``rcb-spare``, with the server's own uid (a run's processes
+    have the run's uid, never the server's: a run cannot pass for the spare)."""
+    spares = [p for p in rows if p.ppid == server.pid and p.name == warm.SPARE_NAME.decode()
+              and p.uid == server.uid and not p.zombie]
+    return spares[0] if len(spares) == 1 else None
+
+
 def sandbox_leftovers(session) -> list[str]:
-    """Processes still alive inside the session's sandbox besides its warm runner."""
+    """Processes still alive inside the session's sandbox besides its warm runner and its spare."""
     rows = sandbox_processes(session)
     server = warm_server(rows)
     if server is None:
         return []
-    return [f"{p.pid} {p.cmd[:60]} {p.cmd[-30:]}" for p in descendants(rows, server.pid) if not p.zombie]
+    spare = server_spare(rows, server)
+    return [f"{p.pid} {p.cmd[:60]} {p.cmd[-30:]}" for p in descendants(rows, server.pid)
+            if not p.zombie and p is not spare]
 
 
 def namespace_strays(session) -> list[str]:
@@ -112,8 +128,11 @@ def namespace_strays(session) -> list[str]:
     namespaces = set()
     for proc in tree[1:]:
         try:
+            if (proc.ppid() == pid and proc.name() == warm.SPARE_NAME.decode()
+                    and proc.uids().real == tree[0].uids().real):
+                continue  # the server's spare (server_spare): in the sandbox's namespace, like the server
             namespaces.add(os.readlink(f"/proc/{proc.pid}/ns/pid"))
-        except OSError:
+        except (OSError, psutil.Error):
             continue
     known = {proc.pid for proc in tree}
     strays = []
