@@ -978,8 +978,8 @@ def _name(new: bytes | None = None) -> bytes:
 
 
 def _spare_request(control: int) -> "Run | None":
-    """A spare run's request, as the server writes it (``Server.spare_give``): None when the server
-    closed the pipe without one (it is shutting down or replacing the spare)."""
+    """A run's request, as the server writes it to its child (``Server.spare_give``): None when the
+    server closed the pipe without one (it is shutting down, or dropped its spare)."""
     data = b""
     while not data.endswith(b"\n"):
         chunk = os.read(control, 65536)
@@ -994,13 +994,13 @@ def _spare_request(control: int) -> "Run | None":
     return run
 
 
-def _child(run: "Run | None", server: "Server", fds: tuple[int, int, int], control: int = -1) -> None:
-    """In the forked child: isolate, then run the test (never returns).
+def _child(server: "Server", fds: tuple[int, int, int], control: int) -> None:
+    """In the forked child: isolate, take the run's request, then run the test (never returns).
 
     What does not depend on the run comes first: its session, descriptors, signals, fresh standard
-    streams, and (warm) the proof's key, the audit hook and its first checkpoint. Without ``run``
-    (a spare, forked before its request: ``Server.spare_fork``) the request is then read from
-    ``control``; the limits, the uid, the folder and the home follow, and the test starts.
+    streams, and (warm) the proof's key, the audit hook and its first checkpoint. The request is then
+    read from ``control`` (a spare, forked before its request, waits there: ``Server.spare_fork``);
+    the limits, the uid, the folder and the home follow, and the test starts.
     """
     code = 127
     try:
@@ -1011,15 +1011,13 @@ def _child(run: "Run | None", server: "Server", fds: tuple[int, int, int], contr
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
         proof = 200 + (proof_w % 50)
-        if control >= 0:
-            # both moved above the fds they go to first, so that neither lands on the other
-            high = fcntl.fcntl(proof_w, fcntl.F_DUPFD_CLOEXEC, 300)
-            control = fcntl.fcntl(control, fcntl.F_DUPFD_CLOEXEC, 300)
-            os.dup2(control, _SPARE_CONTROL_FD, inheritable=False)
-            control = _SPARE_CONTROL_FD
-            proof_w = high
-        os.dup2(proof_w, proof, inheritable=False)
-        os.closerange(3, _SPARE_CONTROL_FD if control >= 0 else proof)
+        # both moved above the fds they go to first, so that neither lands on the other
+        high = fcntl.fcntl(proof_w, fcntl.F_DUPFD_CLOEXEC, 300)
+        control = fcntl.fcntl(control, fcntl.F_DUPFD_CLOEXEC, 300)
+        os.dup2(control, _SPARE_CONTROL_FD, inheritable=False)
+        control = _SPARE_CONTROL_FD
+        os.dup2(high, proof, inheritable=False)
+        os.closerange(3, _SPARE_CONTROL_FD)
         os.closerange(_SPARE_CONTROL_FD + 1, proof)
         os.closerange(proof + 1, 65536)
         _reset_signals()
@@ -1030,9 +1028,7 @@ def _child(run: "Run | None", server: "Server", fds: tuple[int, int, int], contr
             os.setpriority(os.PRIO_PROCESS, 0, RUN_NICE)
         except OSError:
             pass
-        go, name = None, b""
-        if run is None:
-            name = _name(SPARE_NAME)
+        go, name = None, _name(SPARE_NAME)
         if not server.fresh:
             # state a fresh interpreter would not share with its siblings
             random.seed()
@@ -1044,13 +1040,12 @@ def _child(run: "Run | None", server: "Server", fds: tuple[int, int, int], contr
                     pass
             _fresh_stdio()
             go = launch_prepare(proof, server.prepared)
+        run = _spare_request(control)
         if run is None:
-            run = _spare_request(control)
-            if run is None:
-                code = 0
-                return
-            if name:
-                _name(name)  # named as a child forked for its run would be
+            code = 0
+            return
+        if name:
+            _name(name)  # named as the server is, as a child forked for its run would be
         mem = run.memory_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
         size = run.file_size_mb * 1024 * 1024
@@ -1464,21 +1459,21 @@ class Server:
             os.chmod(folder, 0o700)
         run.started = time.monotonic()
         run.deadline = run.started + run.timeout
-        spare = self.spare_give(run)
-        if spare is not None:
-            pid, (out_r, err_r, proof_r) = spare.pid, spare.fds
-            run.forked_ahead = True
-        else:
-            out_r, out_w = os.pipe()
-            err_r, err_w = os.pipe()
-            proof_r, proof_w = os.pipe()
-            pid = os.fork()
-            if pid == 0:
-                for fd in (out_r, err_r, proof_r):
-                    os.close(fd)
-                _child(run, self, (out_w, err_w, proof_w))
-            for fd in (out_w, err_w, proof_w):
-                os.close(fd)
+        child = self.spare_give(run)
+        run.forked_ahead = child is not None
+        if child is None:  # no spare, or it is gone: a child forked now takes the request the same way
+            try:
+                child = self.spare_give(run, self.child_fork())
+                why = "its child ended before it took its request"
+            except OSError as exc:
+                why = f"cannot fork: {exc}"
+            if child is None:
+                self.discard(folder)
+                if run.slot is not None:
+                    self.slots.discard(run.slot)
+                self.bad_request(rid, f"cannot start run {rid}: {why}")
+                return
+        pid, (out_r, err_r, proof_r) = child.pid, child.fds
         run.pid = pid
         self.runs[pid] = run
         self.active_ids.add(rid)
@@ -1500,9 +1495,8 @@ class Server:
     # runs before it go on, then waits for its request on a pipe of its own. Its state is the
     # server's at the fork, as a child forked for the request would have it; what depends on the
     # run (limits, uid, folder, home) comes with the request, before any of the paper's code runs.
-    def spare_fork(self) -> None:
-        if self.fresh or self.spare is not None or not self.stdin_open:
-            return
+    def child_fork(self) -> _Spare:
+        """A run's child, waiting for its request (``_child``); raises OSError when it cannot fork."""
         pipes = [os.pipe() for _ in range(4)]  # out, err, proof, control
         try:
             pid = os.fork()
@@ -1510,19 +1504,30 @@ class Server:
             for r, w in pipes:
                 os.close(r)
                 os.close(w)
-            return  # no spare: the next run forks when it comes
+            raise
         (out_r, out_w), (err_r, err_w), (proof_r, proof_w), (ctl_r, ctl_w) = pipes
         if pid == 0:
             for fd in (out_r, err_r, proof_r, ctl_w):
                 os.close(fd)
-            _child(None, self, (out_w, err_w, proof_w), control=ctl_r)
+            _child(self, (out_w, err_w, proof_w), ctl_r)
         for fd in (out_w, err_w, proof_w, ctl_r):
             os.close(fd)
-        self.spare = _Spare(pid, ctl_w, (out_r, err_r, proof_r))
+        return _Spare(pid, ctl_w, (out_r, err_r, proof_r))
 
-    def spare_give(self, run: Run) -> "_Spare | None":
-        """Hand ``run`` to the spare (None when there is none or it is gone: the run forks its own)."""
-        spare, self.spare = self.spare, None
+    def spare_fork(self) -> None:
+        """Fork the next run's child now, unless the runs are fresh interpreters or one is waiting."""
+        if self.fresh or self.spare is not None or not self.stdin_open:
+            return
+        try:
+            self.spare = self.child_fork()
+        except OSError:
+            pass  # no spare: the next run forks when it comes
+
+    def spare_give(self, run: Run, spare: "_Spare | None" = None) -> "_Spare | None":
+        """Hand ``run`` to ``spare`` (default: the waiting spare); None when there is none or it is
+        gone (the run then forks its own)."""
+        if spare is None:
+            spare, self.spare = self.spare, None
         if spare is None:
             return None
         request = {"folder": run.folder, "uid": run.uid, "memory_mb": run.memory_mb,
