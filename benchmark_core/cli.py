@@ -234,6 +234,7 @@ def cmd_score(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         "problem_set": str(args.pset),
         "source": "reference" if args.reference else "blank" if args.blank else str(args.predictions),
         "backend": sandbox.describe(),
+        "memory_bound": sandbox.memory_bound,
         "harness_version": HARNESS_VERSION,
         "reindent": bool(args.reindent),
         "seconds": round(time.monotonic() - started, 2),

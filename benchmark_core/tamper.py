@@ -34,7 +34,7 @@ TAMPERING_FLAGS = (
     "tampering:signal",  # a signal sent to another process
     "tampering:proc-mem",  # /proc/*/mem, /proc/*/fd, /dev/fd or a raw fd opened
     "tampering:setattr",  # a special attribute of a protected class written by the completion
-    "tampering:patch",  # an attribute of unittest, numpy.testing, torch, builtins, *_ref, __main__ changed
+    "tampering:patch",  # a function, class or module of any library namespace (or *_ref, __main__) changed
     "tampering:snapshot",  # a *_ref module or the test's namespace differs from the reference run's
     "tampering:skip",  # more skipped test cases than the reference run
     "tampering:code-spoof",  # code compiled under a file name of the interpreter's own library
@@ -46,6 +46,8 @@ AUDIT_FLAGS = (
     "audit:spawn", "audit:fork", "audit:thread", "audit:signal-self", "audit:signal-handler",
     "audit:frame-library", "audit:fd-list", "audit:environ", "audit:import-ctypes", "audit:code-object",
     "audit:overflow", "audit:other",
+    "audit:rewritten",  # a library namespace written and put back between two checkpoints
+    "audit:library-state",  # a plain value (number, string) of a library module changed
     "audit:ref-module",  # the completion's code names the paper's *_ref module (static reading)
 )
 
@@ -217,6 +219,10 @@ def _event_flag(event: Mapping) -> str | None:
     if name in {"_thread.start_new_thread", "rcb.thread"}:
         return "audit:thread"
     if name in {"object.__setattr__", "object.__delattr__"}:
+        if detail.startswith(("class:", "func:")):
+            # an object's class swapped, a library function's code or defaults replaced: by the
+            # paper's code, or by a library it called to do it (unittest.mock, functools ...)
+            return "tampering:setattr" if caller == "paper" or paper else None
         return "tampering:setattr" if caller == "paper" else None
     if name == "open":
         if detail == "fd" and caller == "std:subprocess.py":
@@ -236,6 +242,10 @@ def _event_flag(event: Mapping) -> str | None:
         return "tampering:count"
     if name in {"rcb.attr", "rcb.modattr", "rcb.modules"}:
         return "tampering:patch"
+    if name == "rcb.rewrite":
+        return "audit:rewritten"
+    if name == "rcb.state":
+        return "audit:library-state"
     if name == "rcb.signal-handler":
         return "audit:signal-handler"
     return "audit:other"

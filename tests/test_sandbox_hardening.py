@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import struct
 
+import pytest
+
 from benchmark_core.sandbox import warm
 from benchmark_core.sandbox.bwrap import seccomp_program
 
@@ -56,7 +58,89 @@ def test_proof_read_keeps_only_authenticated_lines():
 def test_seccomp_program_refuses_new_user_namespaces():
     program = seccomp_program("x86_64")
     insns = [struct.unpack("=HBBI", program[i:i + 8]) for i in range(0, len(program), 8)]
-    assert (0x15, 4, 0, 272) in insns  # unshare -> the flags check
+    assert (0x15, 5, 0, 272) in insns  # unshare -> the flags check
     assert (0x45, 1, 0, 0x10000000) in insns  # CLONE_NEWUSER -> EPERM
     assert insns[-1] == (0x06, 0, 0, 0x00050000 | 38)  # clone3 -> ENOSYS
     assert seccomp_program("sparc") is None
+
+
+def test_seccomp_program_refuses_memfd_only_when_asked():
+    def insns(program):
+        return [struct.unpack("=HBBI", program[i:i + 8]) for i in range(0, len(program), 8)]
+
+    assert (0x15, 4, 0, 319) in insns(seccomp_program("x86_64", refuse_memfd=True))
+    assert not any(k == 319 for *_, k in insns(seccomp_program("x86_64")))
+
+
+@pytest.mark.bwrap
+@pytest.mark.parametrize("refuse", [True, False])
+def test_bwrap_with_the_filter_refuses_memfd_create_without_cgroups(refuse):
+    """The fallback where no memory cgroup bounds a run: memory in a memfd is outside RLIMIT_AS."""
+    import os
+    import subprocess
+    import sys
+
+    from benchmark_core.sandbox.bwrap import bwrap_available, seccomp_filter_fd
+
+    if bwrap_available():
+        pytest.fail(bwrap_available())
+    fd = seccomp_filter_fd(refuse_memfd=refuse)
+    if fd is None:
+        pytest.skip("no seccomp program for this architecture")
+    try:
+        proc = subprocess.run(
+            ["bwrap", "--seccomp", str(fd), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
+             "--unshare-pid", "--", sys.executable, "-c", "import os; os.memfd_create('x'); print('made')"],
+            pass_fds=(fd,), capture_output=True, text=True, timeout=60)
+    finally:
+        os.close(fd)
+    if refuse:
+        assert proc.returncode != 0 and "Operation not permitted" in proc.stderr, proc.stderr
+    else:
+        assert proc.returncode == 0 and "made" in proc.stdout, proc.stderr
+
+
+_GUARD_SCRIPT = """
+import os, sys
+sys.path.insert(0, {folder!r})
+import warm
+import torch, torch.testing, numpy, numpy.testing, unittest
+warm.import_testing()
+r, w = os.pipe()
+checkpoint, _name = warm._install_audit(w, b"k" * 32, "/nowhere/paper2code_test.py", warm.snapshot_prepare())
+checkpoint("start")
+import torch.testing._comparison as cmp
+cmp._DTYPE_PRECISIONS[torch.float32] = (1e9, 1e9)  # a tolerance table of a protected module
+torch.testing.assert_close.__kwdefaults__["atol"] = 1e9  # keyword defaults, changed in place
+vars(numpy._core.numeric)["isclose"] = lambda *a, **k: True  # an unprotected library module
+orig = numpy._core.numeric.allclose
+vars(numpy._core.numeric)["allclose"] = None
+vars(numpy._core.numeric)["allclose"] = orig  # written and put back
+vars(unittest.case)["len"] = lambda x: 0  # a builtin shadowed in a library module
+import json  # a module bound to its package's namespace is not a patch
+sys.audit("rcb.checkpoint", "test")
+os.close(w)
+data = os.read(r, 1 << 20).decode()
+print("\\n".join(sorted(line.split("\\t")[1] + " " + line.split("\\t")[2] for line in data.splitlines()
+                         if line.startswith("E"))))
+"""
+
+
+def test_the_library_guard_sees_writes_by_every_path():
+    import subprocess
+    import sys
+
+    from benchmark_core.sandbox.warm_client import WARM_SCRIPT
+
+    code = _GUARD_SCRIPT.format(folder=str(WARM_SCRIPT.parent))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "rcb.state torch.testing._comparison._DTYPE_PRECISIONS changed" in lines, lines
+    assert "rcb.attr torch.testing.assert_close.__kwdefaults__ changed" in lines or any(
+        "assert_close.__kwdefaults__ changed" in line for line in lines), lines
+    assert "rcb.attr numpy._core.numeric.isclose changed" in lines, lines
+    assert "rcb.attr unittest.case.len added" in lines, lines
+    # the value written and put back is no lasting change of its own (the dict moved for isclose)
+    assert not any("allclose" in line for line in lines if line.startswith("rcb.attr")), lines
+    assert not any(line.startswith(("rcb.attr json", "rcb.modules")) for line in lines), lines

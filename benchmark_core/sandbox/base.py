@@ -114,6 +114,11 @@ class Sandbox(ABC):
     def describe(self) -> str:
         return self.name
 
+    @property
+    def memory_bound(self) -> str:
+        """What bounds the memory of one run (backends with per-run cgroups say so)."""
+        return "RLIMIT_AS"
+
     def interpreter_for(self, paper: PaperSpec) -> str | None:
         """The interpreter of the paper's environment (bwrap, local): option ``pythons`` (name -> path),
         else the venv built in option ``envs_dir``, else ``python``; SandboxUnavailable with the reason

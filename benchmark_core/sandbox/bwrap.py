@@ -25,8 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from .base import Limits, PaperSpec, Sandbox, SandboxSession, SandboxUnavailable
+from .cgroups import RunCgroups, SandboxCgroups
 from .process import child_env
 from .warm_client import (READY_TIMEOUT, WARM_SCRIPT, FileTransport, NotServed, WarmClient, WarmSession, host_pid,
+                          runner_options,
                           run_uid_base, spawn_lasting)
 
 __all__ = ["BwrapSandbox", "BwrapSession", "WARM_SCRIPT", "bwrap_available"]
@@ -67,14 +69,16 @@ def _absolute(python: str) -> str:
 
 # seccomp: classic BPF over struct seccomp_data {int nr; u32 arch; u64 ip; u64 args[6]}
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
-#: (unshare, clone, clone3, setns) per architecture
-_SYSCALLS = {"x86_64": (272, 56, 435, 308), "aarch64": (97, 220, 435, 268)}
+#: (unshare, clone, clone3, setns, memfd_create) per architecture
+_SYSCALLS = {"x86_64": (272, 56, 435, 308, 319), "aarch64": (97, 220, 435, 268, 279)}
 _CLONE_NEWUSER = 0x10000000
 
 
-def seccomp_program(machine: str | None = None) -> bytes | None:
+def seccomp_program(machine: str | None = None, *, refuse_memfd: bool = False) -> bytes | None:
     """A filter that refuses new user namespaces: unshare/clone with CLONE_NEWUSER and setns get
-    EPERM, clone3 (whose flags it cannot read) ENOSYS so that libc falls back to clone."""
+    EPERM, clone3 (whose flags it cannot read) ENOSYS so that libc falls back to clone. With
+    ``refuse_memfd`` (no memory cgroup bounds the runs) memfd_create gets EPERM too: memory held
+    in a memfd is outside RLIMIT_AS."""
     import errno  # noqa: PLC0415
     import platform  # noqa: PLC0415
     import struct  # noqa: PLC0415
@@ -82,7 +86,9 @@ def seccomp_program(machine: str | None = None) -> bytes | None:
     machine = machine or platform.machine()
     if machine not in _SYSCALLS:
         return None
-    unshare, clone, clone3, setns = _SYSCALLS[machine]
+    unshare, clone, clone3, setns, memfd = _SYSCALLS[machine]
+    if not refuse_memfd:
+        memfd = 0xFFFFFFFF  # no syscall has this number: never matches
     allow, eperm, enosys = 0x7FFF0000, 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS
     ld, jeq, jset, ret = 0x20, 0x15, 0x45, 0x06
 
@@ -94,10 +100,11 @@ def seccomp_program(machine: str | None = None) -> bytes | None:
         op(jeq, 1, 0, _AUDIT_ARCH[machine]),
         op(ret, 0, 0, eperm),  # another ABI (x32, ia32): refused outright
         op(ld, 0, 0, 0),  # syscall number
-        op(jeq, 4, 0, unshare),
-        op(jeq, 3, 0, clone),
-        op(jeq, 6, 0, clone3),
-        op(jeq, 4, 0, setns),
+        op(jeq, 5, 0, unshare),
+        op(jeq, 4, 0, clone),
+        op(jeq, 7, 0, clone3),
+        op(jeq, 5, 0, setns),
+        op(jeq, 4, 0, memfd),
         op(ret, 0, 0, allow),
         op(ld, 0, 0, 16),  # args[0], low half: the flags of unshare and clone
         op(jset, 1, 0, _CLONE_NEWUSER),
@@ -108,9 +115,9 @@ def seccomp_program(machine: str | None = None) -> bytes | None:
     return b"".join(prog)
 
 
-def seccomp_filter_fd() -> int | None:
+def seccomp_filter_fd(*, refuse_memfd: bool = False) -> int | None:
     """A readable fd holding the filter for bwrap's --seccomp (None on an unknown architecture)."""
-    program = seccomp_program()
+    program = seccomp_program(refuse_memfd=refuse_memfd)
     if program is None:
         return None
     fd = os.memfd_create("rcb-seccomp", 0)
@@ -156,6 +163,16 @@ class BwrapSandbox(Sandbox):
         self._parents: dict[tuple[str, str], _Parent] = {}
         self._parents_refused: dict[tuple[str, str], str] = {}
         self._parents_lock = threading.Lock()
+        #: this sandbox's cgroup folder: each run's memory and processes bounded (root only)
+        self.cgroups = SandboxCgroups(enabled=self.is_root)
+
+    def run_cgroups(self) -> RunCgroups | None:
+        """The cgroup folders that bound each run's memory and processes, or None."""
+        return self.cgroups.get()
+
+    @property
+    def memory_bound(self) -> str:
+        return self.cgroups.bound("RLIMIT_AS, RLIMIT_FSIZE and memfd_create refused (no memory cgroup here)")
 
     def interpreter_info(self, python: str) -> dict[str, Any]:
         """Where ``python`` lives and what it has installed (asked once per interpreter)."""
@@ -228,6 +245,8 @@ class BwrapSandbox(Sandbox):
         args += [
             "--proc", "/proc",
             "--dev", "/dev",
+            # the IPC namespace's POSIX message queues, visible so that a run's are removed with it
+            "--mqueue", "/dev/mqueue",
             # POSIX semaphores and shared memory (multiprocessing) live here
             "--perms", "1777", "--size", str(limits.tmpfs_mb * 1024 * 1024), "--tmpfs", "/dev/shm",
             # world-writable like a host's /tmp: every run has its own uid
@@ -236,6 +255,12 @@ class BwrapSandbox(Sandbox):
             "--dir", INSIDE,
             "--ro-bind", str(WARM_SCRIPT), f"{INSIDE}/warm.py",
         ]
+        cgroups = self.run_cgroups() if self.is_root else None
+        runner_extra = runner_options(self.options)
+        if cgroups is not None:
+            for host, inside in cgroups.binds():
+                args += ["--bind", host, inside]
+            runner_extra += ["--cgroups", cgroups.spec]
         if parent_root is not None:
             # the papers are read by their servers only (root there): a run copies its own paper, and
             # its uid cannot pass the 0700 folder to see another paper's files
@@ -248,7 +273,7 @@ class BwrapSandbox(Sandbox):
                 "--",
                 python, f"{INSIDE}/warm.py", "--zygote", "--papers", f"{INSIDE}/papers/all",
                 "--first-paper", f"{INSIDE}/papers/all/{rel.as_posix()}", "--work", f"{INSIDE}/runs",
-                "--python", python,
+                "--python", python, *runner_extra,
             ]
             preload = self.options.get("preload")
             if preload:
@@ -263,6 +288,7 @@ class BwrapSandbox(Sandbox):
         ]
         if self.is_root:
             args += ["--run-uid-base", str(run_uid_base())]
+        args += runner_extra
         if paper.fresh_process:
             args += ["--fresh"]
         args += ["--python", python]
@@ -316,6 +342,7 @@ class BwrapSandbox(Sandbox):
             self._parents.clear()
         for parent in parents:
             parent.close()
+        self.cgroups.close()
 
 
 class _Channel(FileTransport):
@@ -365,7 +392,7 @@ class _Parent:
         self.sandbox, self.root = sandbox, root
         self.lock = threading.Lock()
         self.ctl, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        filter_fd = seccomp_filter_fd()
+        filter_fd = seccomp_filter_fd(refuse_memfd=sandbox.run_cgroups() is None)
         argv = sandbox.command(paper, parent_root=root) + ["--control-fd", str(child.fileno())]
         if filter_fd is not None:
             argv[1:1] = ["--seccomp", str(filter_fd)]
@@ -463,7 +490,7 @@ class BwrapSession(WarmSession):
         env = child_env(f"{INSIDE}/runs")
         # no user namespaces inside (docker's seccomp profile refuses them too): a seccomp filter,
         # since the root mode's runner has no user namespace of its own for --disable-userns
-        filter_fd = seccomp_filter_fd()
+        filter_fd = seccomp_filter_fd(refuse_memfd=sandbox.run_cgroups() is None)
         argv = sandbox.command(self.paper)
         if filter_fd is not None:
             argv[1:1] = ["--seccomp", str(filter_fd)]

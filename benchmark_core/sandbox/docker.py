@@ -33,12 +33,14 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from .base import Limits, PaperSpec, Sandbox, SandboxSession, SandboxUnavailable
+from .cgroups import SandboxCgroups
 from .docker_images import (BASE_PYTHON, LABEL, PYTHON, base_image_ensure, configured_requirements,  # noqa: F401
                             default_requirements, docker_client, env_image_ensure, normalize_requirements,
                             requirements_for_paper)
 from .process import child_env
 from .warm import UNSAFE_TO_FORK, scan_imports, split_lines
 from .warm_client import (READY_TIMEOUT, WARM_SCRIPT, NotServed, Transport, WarmClient, WarmSession, host_pid,
+                          runner_options,
                           json_object, run_uid_base)
 
 __all__ = [
@@ -458,7 +460,8 @@ class _DockerParent:
         try:
             self.box.put(_archive(folders={"papers": (0, 0o700), "runs": (0, 0o711)}))
             argv = [PYTHON, f"{INSIDE}/warm.py", "--zygote", "--mux", "--papers", f"{INSIDE}/papers",
-                    "--work", f"{INSIDE}/runs", "--python", PYTHON, "--modules", ",".join(self.modules) or ","]
+                    "--work", f"{INSIDE}/runs", "--python", PYTHON, "--modules", ",".join(self.modules) or ",",
+                    *sandbox.runner_cgroups()]
             preload = sandbox.options.get("preload")
             if preload:
                 argv += ["--preload", ",".join(preload)]
@@ -641,6 +644,7 @@ def _standalone_client(sandbox: "DockerSandbox", paper: PaperSpec, image: str) -
     argv = [PYTHON, f"{INSIDE}/warm.py", "--paper", f"{INSIDE}/paper", "--work", f"{INSIDE}/runs"]
     if sandbox.uid_per_run:
         argv += ["--run-uid-base", str(run_uid_base())]
+    argv += sandbox.runner_cgroups()
     if paper.fresh_process:
         argv += ["--fresh", "--python", PYTHON]
     preload = sandbox.options.get("preload")
@@ -775,11 +779,25 @@ class DockerSandbox(Sandbox):
         self._parents_refused: dict[tuple[str, tuple[str, ...]], str] = {}
         self._parents_lock = threading.Lock()
         self.closed = False
+        #: each run's own memory and pids cgroup, below one folder per sandbox bound into its containers
+        #: (bounded as a whole like one container: runs moved there leave the container's cgroup)
+        self.cgroups = SandboxCgroups(enabled=self.uid_per_run and os.geteuid() == 0,
+                                      memory_mb=self.container_memory_mb,
+                                      pids=self.limits.pids * self.parallel + 64)
         containers_cleanup(self.client)
         self.base = base_image_ensure(self.client)
 
     def describe(self) -> str:
         return f"docker (engine {self.engine_version}, base {self.base})"
+
+    @property
+    def memory_bound(self) -> str:
+        return self.cgroups.bound("RLIMIT_AS and the container's memory limit (no memory cgroup per run here)")
+
+    def runner_cgroups(self) -> list[str]:
+        """The warm runner's ``--cgroups`` argument (none without a cgroup folder) and its options."""
+        made = self.cgroups.get()
+        return runner_options(self.options) + (["--cgroups", made.spec] if made is not None else [])
 
     @property
     def environment_id(self) -> str:
@@ -832,6 +850,9 @@ class DockerSandbox(Sandbox):
         script = "IFS= read -r command || exit 1; set -f; IFS='\t'; exec $command"
         # each run has its own budget of `pids` (RLIMIT_NPROC of its uid); the runner needs a few
         pids = limits.pids * self.parallel + 64 + (PARENT_PIDS if kind == "parent" else 0)
+        made = self.cgroups.get()
+        cgroup_mounts = [Mount(target=inside, source=host, type="bind", read_only=False)
+                         for host, inside in (made.binds() if made is not None else [])]
         extra: dict[str, Any] = {}
         if self.cgroup_parent:
             extra["cgroup_parent"] = self.cgroup_parent
@@ -850,7 +871,7 @@ class DockerSandbox(Sandbox):
                 read_only=True,
                 tmpfs={"/tmp": f"rw,exec,nosuid,nodev,size={limits.tmpfs_mb}m,nr_inodes={max(100_000, limits.tmpfs_mb * 500)},"
                             "mode=1777"},
-                mounts=[Mount(target=INSIDE, source=volume.name, type="volume")],
+                mounts=[Mount(target=INSIDE, source=volume.name, type="volume"), *cgroup_mounts],
                 cap_drop=["ALL"],
                 cap_add=list(RUNNER_CAPS) if self.uid_per_run else None,
                 security_opt=["no-new-privileges"],
@@ -995,6 +1016,7 @@ class DockerSandbox(Sandbox):
             parent.close()
         for box in spares:
             _box_remove(box)
+        self.cgroups.close()  # its containers are gone: no run is in it
         try:
             self.client.close()
         except Exception:  # noqa: BLE001

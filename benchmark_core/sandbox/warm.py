@@ -242,6 +242,274 @@ class _WatchedModule(__import__("types").ModuleType):
         super().__delattr__(name)
 
 
+# --------------------------------------------------------------------------- library namespaces
+# A completion can reach any library module's namespace without an audited action (a function's
+# __globals__, a module's __dict__, vars(), a class dict taken through mappingproxy comparison), so
+# writes there are found by what they leave: CPython bumps a dict's version tag (PEP 509) at every
+# change, a value put back included. The guard reads the tags of every library module's and
+# library class's dict at each checkpoint (a few thousand 8-byte reads, well under a millisecond
+# with torch) and only looks into a dict whose tag moved. docs/sandboxes.md ("Library namespaces").
+
+#: off only with --no-library-guard, for the bench to measure what the guard costs a run
+LIBRARY_GUARD = [True]
+_DICT_VERSION_OFFSET = 24  # PyDictObject: ob_refcnt, ob_type, ma_used, then ma_version_tag
+#: modules whose attributes libraries and tests set and put back as they work (warnings.catch_warnings,
+#: contextlib.redirect_stdout): a value written and restored there is not reported (a lasting change is)
+_SELF_RESTORING = frozenset(("warnings", "sys"))
+#: names a class dict gains by itself (abc caches, copyreg's __slotnames__, typing)
+_CLASS_BENIGN = frozenset(("_abc_impl", "__abstractmethods__", "_is_protocol", "__parameters__", "_longMessage",
+                           "__orig_bases__", "__slotnames__", "__weakref__", "__annotations__"))
+
+
+def _dict_version_reader():
+    """A function making a reader of a dict's version tag (``reader(d).value``), or None where
+    this interpreter's dict layout is not the one known (the guard then compares identities)."""
+    try:
+        import ctypes
+    except Exception:  # noqa: BLE001 - an interpreter without ctypes
+        return None
+    if sys.implementation.name != "cpython" or not (3, 8) <= sys.version_info[:2] <= (3, 13):
+        return None
+    make, used_at = ctypes.c_uint64.from_address, ctypes.c_ssize_t.from_address
+
+    def reader(d: dict):
+        return make(id(d) + _DICT_VERSION_OFFSET)
+
+    probe = {"x": 1, "y": 2}
+    try:
+        tag = reader(probe)
+        first = tag.value
+        probe["z"] = 3
+        second = tag.value
+        probe["z"] = probe["z"]  # the same value: no change
+        third = tag.value
+        del probe["z"]
+        ok = (used_at(id(probe) + 16).value == 2 and second != first and third == second
+              and tag.value != third)
+    except Exception:  # noqa: BLE001
+        return None
+    return reader if ok else None
+
+
+def _library_roots() -> tuple[str, ...]:
+    """Where the interpreter's own library and its site-packages live (never the file system root)."""
+    roots = {os.path.realpath(p).rstrip("/") for p in (sys.prefix, sys.base_prefix, sys.exec_prefix) if p}
+    return tuple(sorted(r + "/" for r in roots if r))
+
+
+def _library_guard(roots: tuple[str, ...], runner: str, protected: tuple[str, ...] = ()):
+    """The library-namespace guard: ``(take, check, busy)``.
+
+    ``take()`` takes in modules and classes not watched yet (every library module of
+    ``sys.modules``: under ``roots``, built in, frozen, or a paper's ``*_ref`` module, with the
+    classes each defines); ``check(emit, report)`` compares every watched dict whose version tag
+    moved with its copy and emits, once per change: ``rcb.attr`` for a function, class, module or
+    other callable changed or removed, a builtin's name added to a module (it shadows the
+    builtin), a class attribute changed, removed or added over an inherited one; ``rcb.state``
+    for a plain value (number, string, bytes, None) changed; ``rcb.rewrite`` for a dict written
+    and put back as it was. The keyword defaults of every library module's functions (a dict that
+    ``f.__kwdefaults__[name] = x`` changes in place: ``torch.testing.assert_close``'s ``atol``) are
+    watched too (any change: ``rcb.attr``), and so are the dicts held by the ``protected`` modules
+    (tolerance tables such as torch.testing's dtype precisions; any change: ``rcb.state``).
+    Everything it uses is bound here: later rebinding of this module's globals or of builtins does
+    not reach it."""
+    import builtins as _builtins
+    import gc
+    import threading as _threading
+    from operator import attrgetter
+
+    reader = _dict_version_reader()
+    modules = sys.modules
+    tstr, ttype, tlen, issub, tid = str, type, len, issubclass, id
+    list_, dict_, map_, zip_, range_ = list, dict, map, zip, range
+    get_value = attrgetter("value")
+    get_ident = _threading.get_ident
+    referents = gc.get_referents
+    gc_enabled, gc_disable, gc_enable = gc.isenabled, gc.disable, gc.enable
+    module_dict = __import__("types").ModuleType.__dict__["__dict__"].__get__
+    ModuleType, FunctionType = __import__("types").ModuleType, __import__("types").FunctionType
+    type_mod = type.__dict__["__module__"].__get__
+    type_qual = type.__dict__["__qualname__"].__get__
+    type_mro = type.__dict__["__mro__"].__get__
+    function_kwdefaults = __import__("types").FunctionType.__dict__["__kwdefaults__"].__get__
+    protected_set = frozenset(protected)
+    callable_, any_, getattr_ = callable, any, getattr
+    builtin_modules = frozenset(sys.builtin_module_names)
+    class_proxy = type.__dict__["__dict__"].__get__
+    scalar_types = (int, float, bool, str, bytes, complex, type(None))
+    builtin_names = frozenset(module_dict(_builtins))
+    self_restoring, class_benign = _SELF_RESTORING, _CLASS_BENIGN
+    missing = object()
+    # parallel lists: label, the watched dict, its copy, kind ("m" module, "c" class), its tag reader
+    labels: list = []
+    dicts: list = []
+    copies: list = []
+    kinds: list = []
+    owners: list = []  # the class of a class dict, None for a module's
+    readers: list = []
+    versions: list = []
+    seen_modules: dict = {}  # name -> module object watched under that name
+    seen_ids: set = set()  # ids of the dicts watched (a module under two names is watched once)
+    classes_seen: set = set()
+    busy = [0]  # the thread doing the guard's own audited work (gc, ctypes): the hook ignores it
+    sys_tag = [reader(module_dict(modules["sys"])["modules"]) if reader else None, -1]
+
+    def is_library(name, module) -> bool:
+        if ttype(name) is not tstr or name == "__main__" or not issub(ttype(module), ModuleType):
+            return False
+        if name.endswith("_ref"):
+            return True
+        d = module_dict(module)
+        path = d.get("__file__")
+        if path is None:
+            spec = d.get("__spec__")
+            origin = getattr_(spec, "origin", None)
+            return origin in ("built-in", "frozen") or name in builtin_modules
+        return ttype(path) is tstr and path != runner and path.startswith(roots)
+
+    def watch(label: str, d, kind: str, owner=None) -> None:
+        if tid(d) in seen_ids:
+            return
+        seen_ids.add(tid(d))
+        owners.append(owner)
+        labels.append(label)
+        dicts.append(d)
+        copies.append(dict_(d))
+        kinds.append(kind)
+        if reader is not None:
+            tag = reader(d)
+            readers.append(tag)
+            versions.append(tag.value)
+
+    def watch_values(label: str, d, inner_dicts: bool) -> None:
+        """The keyword defaults of the functions in ``d`` (and with ``inner_dicts`` its dicts)."""
+        for key, value in list_(d.items()):
+            if ttype(key) is not tstr:
+                continue
+            if ttype(value) is FunctionType:
+                kwd = function_kwdefaults(value)
+                if ttype(kwd) is dict:
+                    watch(label + "." + key + ".__kwdefaults__", kwd, "k")
+            elif inner_dicts and ttype(value) is dict:
+                watch(label + "." + key, value, "d")
+
+    def watch_classes(name: str, d) -> None:
+        for value in list_(d.values()):
+            if not issub(ttype(value), type) or value in classes_seen:
+                continue
+            try:
+                if type_mod(value) != name:
+                    continue
+                inner = referents(class_proxy(value))
+            except Exception:  # noqa: BLE001 - a class without a plain __module__
+                continue
+            classes_seen.add(value)
+            if tlen(inner) == 1 and ttype(inner[0]) is dict:
+                watch(name + "." + tstr(type_qual(value)), inner[0], "c", value)
+
+    def take() -> None:
+        """Watch every library module (and the classes it defines) not watched yet, as it is now."""
+        busy[0] = get_ident()
+        # thousands of dict copies would start collections over every object of torch (half a
+        # second); nothing here makes cycles
+        collecting = gc_enabled()
+        gc_disable()
+        try:
+            for name, module in list_(modules.items()):
+                if seen_modules.get(name) is module or not is_library(name, module):
+                    continue
+                seen_modules[name] = module
+                d = module_dict(module)
+                watch(name, d, "m")
+                watch_classes(name, d)
+                watch_values(name, d, name in protected_set)
+            if sys_tag[0] is not None:
+                sys_tag[1] = sys_tag[0].value
+        finally:
+            if collecting:
+                gc_enable()
+            busy[0] = 0
+
+    def diff(index: int, emit) -> None:
+        label, d, old, kind = labels[index], dicts[index], copies[index], kinds[index]
+        if kind in ("k", "d"):  # keyword defaults, a protected module's table: any change counts
+            if tlen(d) != tlen(old) or any_(d.get(k, missing) is not v for k, v in old.items()):
+                emit("E", "rcb.attr" if kind == "k" else "rcb.state", label + " changed")
+            copies[index] = dict_(d)
+            return
+        changed = False
+        for key, before in list_(old.items()):
+            now = d.get(key, missing)
+            if now is before:
+                continue
+            changed = True
+            if ttype(key) is not tstr:
+                continue
+            if kind == "c":
+                if key not in class_benign:
+                    emit("E", "rcb.attr", label + "." + key + (" removed" if now is missing else " changed"))
+            elif ttype(before) in scalar_types:
+                if now is missing or ttype(now) is not ttype(before) or now != before:
+                    emit("E", "rcb.state", label + "." + key)
+            elif callable_(before) or issub(ttype(before), ModuleType):
+                emit("E", "rcb.attr", label + "." + key + (" removed" if now is missing else " changed"))
+        for key in list_(d):
+            if key in old:
+                continue
+            changed = True
+            if ttype(key) is not tstr:
+                continue
+            if kind == "m" and key in builtin_names and label != "builtins":
+                value = d.get(key)
+                if issub(ttype(value), ModuleType) and modules.get(label + "." + key) is value:
+                    continue  # the import system binding a submodule to its package (encodings.ascii)
+                emit("E", "rcb.attr", label + "." + key + " added")
+            elif kind == "c" and key not in class_benign and (
+                    (key.startswith("__") and key.endswith("__")) or inherited_key(index, key)):
+                emit("E", "rcb.attr", label + "." + key + " added")
+        if not changed and label not in self_restoring:
+            emit("E", "rcb.rewrite", label)
+        copies[index] = dict_(d)
+
+    def inherited_key(index: int, key) -> bool:
+        owner = owners[index]
+        if owner is None:
+            return False
+        return any_(key in class_proxy(b) for b in type_mro(owner)[1:])
+
+    def check(emit, report: bool = True) -> None:
+        """Compare what moved since the last check (``report`` False: take it in silently)."""
+        if reader is not None:
+            now = list_(map_(get_value, readers))
+            if now != versions:
+                for i in range_(tlen(now)):
+                    if now[i] != versions[i]:
+                        if report:
+                            busy[0] = get_ident()
+                            try:
+                                diff(i, emit)
+                            finally:
+                                busy[0] = 0
+                        else:
+                            copies[i] = dict_(dicts[i])
+                        versions[i] = now[i]
+        else:  # no tags: identities, dict by dict
+            for i in range_(tlen(dicts)):
+                d, old = dicts[i], copies[i]
+                if tlen(d) != tlen(old) or any_(d.get(k, missing) is not v for k, v in old.items()):
+                    if report:
+                        diff(i, emit)
+                    else:
+                        copies[i] = dict_(d)
+        if sys_tag[0] is None or sys_tag[0].value != sys_tag[1]:
+            for name, module in list_(seen_modules.items()):
+                if modules.get(name, module) is not module and report:
+                    emit("E", "rcb.modules", name + " replaced")
+            take()
+
+    return take, check, busy
+
+
 def _install_audit(fd: int, key: bytes, script: str, prepared: tuple | None = None, *, prepare: bool = False):
     """Install the run's audit hook writing to ``fd``; return the checkpoint emitter for launch()
     and the function that names the test script (``script`` empty: a pre-forked run's hook is
@@ -318,6 +586,16 @@ def _install_audit(fd: int, key: bytes, script: str, prepared: tuple | None = No
     # (a prepared snapshot is this process's own copy: the server's, inherited by the fork)
     base: dict = prepared[0] if prepared is not None else {}
     classes: dict = prepared[1] if prepared is not None else {}
+    # every library module's and class's namespace (_library_guard): the server's, taken before it
+    # forked, or this process's own, taken before the hook is in place
+    if prepared is not None and len(prepared) > 2:
+        library_take, library_check, library_busy = prepared[2]
+    elif LIBRARY_GUARD[0]:
+        library_take, library_check, library_busy = _library_guard(_library_roots(), runner, protected)
+        library_take()
+    else:  # --no-library-guard: the bench's "before" (bench/score_speed.py), never a scoring run
+        library_take, library_check, library_busy = (lambda: None), (lambda emit, report=True: None), [0]
+    get_ident = _thread.get_ident
     class_dict = type.__dict__["__dict__"].__get__
     import unittest
     unittest_classes = [c for c in (unittest.TestCase, unittest.TestResult, unittest.TextTestResult,
@@ -516,7 +794,7 @@ def _install_audit(fd: int, key: bytes, script: str, prepared: tuple | None = No
                 module = modules.get(name)
                 if issub(ttype(module), ModuleType):
                     first_sight(name, module, watched=False)
-            return base, classes
+            return base, classes, (library_take, library_check, library_busy)
         return snapshot
 
     def checkpoint(where: str) -> None:
@@ -533,12 +811,15 @@ def _install_audit(fd: int, key: bytes, script: str, prepared: tuple | None = No
             return  # between two tests nothing of the completion's runs: each test's end is checked
         # the launcher's first checkpoint of a run whose snapshot was prepared: nothing to compare
         # yet (once only: a "start" the paper's code raises later is compared like any other)
-        prepared_start = where == "start" and prepared is not None and not state["started"]
+        first_start = where == "start" and not state["started"]
+        prepared_start = first_start and prepared is not None
         state["started"] = True
         if prepared_start:
             absorb()
         else:
             check_classes()
+        # the launcher's first checkpoint: its own wrappers went in since the guard's snapshot
+        library_check(emit, report=not first_start)
         for name in watched_names():
             module = modules.get(name)
             if name in base:
@@ -570,12 +851,28 @@ def _install_audit(fd: int, key: bytes, script: str, prepared: tuple | None = No
     def hook(event, args) -> None:
         if event not in audited and not event.startswith("ctypes."):
             return
+        if library_busy[0] and library_busy[0] == get_ident():
+            return  # the library guard's own reads (gc.get_referents, ctypes), in this thread only
         try:
             detail = describe_event(event, args)
         except Exception:  # noqa: BLE001 - an odd argument (a type without __module__): still reported
             detail = "?"
         if detail is not None:
             emit("E", event, detail, stack=True)
+
+    def special_write(target, attr, value):
+        """The detail of a write to ``__class__`` (any object: our own module swap excepted) or to
+        a library function's ``__code__``, ``__defaults__`` or ``__kwdefaults__``; None otherwise."""
+        if attr == "__class__":
+            if value is watched_class:
+                return None
+            cls = ttype(target)
+            return "class:" + safe_mod(cls) + "." + text(type_qual(cls))
+        if ttype(target) is FunctionType and attr in ("__code__", "__defaults__", "__kwdefaults__"):
+            filename = text(target.__code__.co_filename)
+            if filename.startswith(trusted_roots) and filename != runner or filename.endswith("_ref.py"):
+                return "func:" + text(target.__qualname__) + "@" + filename.rsplit("/", 1)[-1] + "." + attr
+        return None
 
     def describe_event(event, args):
         """The detail reported for an audited event, or None when it is not worth reporting."""
@@ -586,8 +883,10 @@ def _install_audit(fd: int, key: bytes, script: str, prepared: tuple | None = No
             detail = args[1]
         elif event == "object.__setattr__" or event == "object.__delattr__":
             target = args[0] if args else None
-            if not issub(ttype(target), type) or tlen(args) < 2:
+            if tlen(args) < 2:
                 return None
+            if not issub(ttype(target), type):
+                return special_write(target, args[1], args[2] if tlen(args) > 2 else None)
             mod = safe_mod(target)
             if not (mod.startswith(prefixes) or mod.endswith("_ref")):
                 return None
@@ -991,6 +1290,7 @@ def _spare_request(control: int) -> "Run | None":
     run = Run({"id": "spare"}, fields["folder"])
     run.uid = fields["uid"]
     run.memory_mb, run.file_size_mb, run.pids = fields["memory_mb"], fields["file_size_mb"], fields["pids"]
+    run.cgroup_procs = list(fields.get("cgroups") or [])
     return run
 
 
@@ -1046,6 +1346,13 @@ def _child(server: "Server", fds: tuple[int, int, int], control: int) -> None:
             return
         if name:
             _name(name)  # named as the server is, as a child forked for its run would be
+        # into the run's own cgroups (memory, pids: Server.cgroup_prepare) while still root
+        for procs in run.cgroup_procs:  # (os calls: no codec is imported after the snapshot)
+            cg = os.open(procs, os.O_WRONLY)
+            try:
+                os.write(cg, str(os.getpid()).encode())
+            finally:
+                os.close(cg)
         mem = run.memory_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
         size = run.file_size_mb * 1024 * 1024
@@ -1061,8 +1368,8 @@ def _child(server: "Server", fds: tuple[int, int, int], control: int) -> None:
         script = os.path.join(paper_dir, server.test_script)
         if go is None:
             os.set_inheritable(proof, True)
-            os.execve(server.python, [server.python, server.self_path, "--launch", script, "--proof-fd", str(proof)],
-                      dict(os.environ))
+            os.execve(server.python, [server.python, server.self_path, "--launch", script, "--proof-fd", str(proof),
+                                      *([] if LIBRARY_GUARD[0] else ["--no-library-guard"])], dict(os.environ))
         # a fresh interpreter would print this while importing the preloaded modules
         for fd, data in ((1, server.import_output[0]), (2, server.import_output[1])):
             if data:
@@ -1255,6 +1562,8 @@ class Run:
         self.disk_stopped = ""  # why the runner stopped the run for its disk use
         self.open_fds: dict[int, object] = {}
         self.forked_ahead = False  # its child was a spare, forked before the request (Server.spare_fork)
+        self.cgroup_procs: list[str] = []  # the cgroup.procs files its child joins (Server.cgroup_prepare)
+        self.oom_kills = 0  # its memory cgroup's OOM kills before it started
 
 
 def _kill_until_gone(find, reap, *, rounds: int) -> None:
@@ -1318,6 +1627,89 @@ class _Spare:
         self.pid, self.control, self.fds = pid, control, fds
 
 
+def _cgroup_dirs(spec: str) -> dict[str, str]:
+    """``--cgroups v1:/root`` or ``v2:/root`` -> the folders runs' cgroups are made in, by kind."""
+    version, _, root = spec.partition(":")
+    if not root:
+        return {}
+    names = ("memory", "pids") if version == "v1" else ("unified",) if version == "v2" else ()
+    return {name: os.path.join(root, name) for name in names if os.path.isdir(os.path.join(root, name))}
+
+
+def _cgroup_write(path: str, name: str, value: str, *, optional: bool = False) -> None:
+    try:
+        with open(os.path.join(path, name), "w", encoding="ascii") as fh:
+            fh.write(value)
+    except OSError:
+        if not optional:
+            raise
+
+
+def _cgroup_oom_kills(path: str, kind: str) -> int:
+    """The OOM kills a memory cgroup has counted (v1 memory.oom_control, v2 memory.events)."""
+    try:
+        with open(os.path.join(path, "memory.oom_control" if kind == "memory" else "memory.events"),
+                  encoding="ascii") as fh:
+            for line in fh:
+                name, _, value = line.partition(" ")
+                if name == "oom_kill":
+                    return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+#: the SysV IPC tables (/proc/sysvipc) and the ipcrm option removing an entry of each
+_SYSV_TABLES = (("shm", "-m"), ("msg", "-q"), ("sem", "-s"))
+
+
+def ipc_remove(uid: int) -> int:
+    """Remove every SysV IPC object of this IPC namespace that ``uid`` created or owns (a run's
+    leftovers: memory beyond its limits, a channel to the next run); return how many were found.
+    Reading the tables costs microseconds; ``ipcrm`` runs, as ``uid``, only when something is there
+    (call it once the run's processes are gone: none of them can make another meanwhile)."""
+    doomed: list[str] = []
+    for table, option in _SYSV_TABLES:
+        try:
+            with open(f"/proc/sysvipc/{table}", encoding="ascii") as fh:
+                header = fh.readline().split()
+                rows = [line.split() for line in fh]
+        except OSError:
+            continue
+        try:
+            ident, owner, creator = header.index("shmid" if table == "shm" else "msqid" if table == "msg" else "semid"), \
+                header.index("uid"), header.index("cuid")
+        except ValueError:
+            continue
+        for row in rows:
+            if len(row) > max(ident, owner, creator) and str(uid) in (row[owner], row[creator]):
+                doomed += [option, row[ident]]
+    if doomed:
+        ipcrm = shutil.which("ipcrm") or "/usr/bin/ipcrm"
+        try:
+            pid = os.fork()
+        except OSError:
+            return len(doomed) // 2
+        if pid == 0:
+            try:
+                os.closerange(3, 65536)
+                null = os.open(os.devnull, os.O_RDWR)
+                os.dup2(null, 1)
+                os.dup2(null, 2)
+                # the creator may remove what it made (the runner has no CAP_SYS_ADMIN to do it)
+                os.setgroups([])
+                os.setresgid(uid, uid, uid)
+                os.setresuid(uid, uid, uid)
+                os.execv(ipcrm, [ipcrm, *doomed])
+            finally:
+                os._exit(127)
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+    return len(doomed) // 2
+
+
 class Server:
     def __init__(self, args: argparse.Namespace):
         self.paper = os.path.abspath(args.paper)
@@ -1350,6 +1742,8 @@ class Server:
         self.shared = False
         #: the next run's child, forked ahead and waiting for its request (spare_fork), or None
         self.spare: _Spare | None = None
+        #: the sandbox's cgroup folders ("v1" memory and pids, or "v2" unified), uid mode only
+        self.cgroups = _cgroup_dirs(getattr(args, "cgroups", "") or "") if self.uid_base is not None else {}
 
     # -- helpers
     def send(self, obj: dict) -> None:
@@ -1457,6 +1851,7 @@ class Server:
                     os.lchown(os.path.join(root, name), run.uid, run.uid)
             os.chown(folder, run.uid, run.uid)
             os.chmod(folder, 0o700)
+            self.cgroup_prepare(run)
         run.started = time.monotonic()
         run.deadline = run.started + run.timeout
         child = self.spare_give(run)
@@ -1488,6 +1883,42 @@ class Server:
             except OSError:
                 run.pidfd = -1
         self.spare_fork()  # the next run's child, while this one runs
+
+    # -- the run's cgroups (--cgroups: folders the host made for this sandbox, see sandbox/cgroups.py)
+    def cgroup_prepare(self, run: Run) -> None:
+        """Make (once per uid) and set the run's memory and pids cgroups; its child joins them."""
+        run.cgroup_procs = []
+        for kind, root in self.cgroups.items():
+            path = os.path.join(root, f"run-{run.uid}")
+            try:
+                os.makedirs(path, exist_ok=True)
+                if kind in ("memory", "unified"):
+                    limit = str(run.memory_mb * 1024 * 1024)
+                    if kind == "memory":
+                        _cgroup_write(path, "memory.limit_in_bytes", limit)
+                        # no swap beyond the limit, where the kernel accounts swap
+                        _cgroup_write(path, "memory.memsw.limit_in_bytes", limit, optional=True)
+                    else:
+                        _cgroup_write(path, "memory.max", limit)
+                        _cgroup_write(path, "memory.swap.max", "0", optional=True)
+                        _cgroup_write(path, "memory.oom.group", "1", optional=True)
+                    run.oom_kills = _cgroup_oom_kills(path, kind)
+                if kind in ("pids", "unified"):
+                    _cgroup_write(path, "pids.max", str(run.pids + 8), optional=kind == "unified")
+            except OSError as exc:
+                # the host made the folders: a failure here is the environment's, said where it shows
+                print(f"[warm] run cgroup {path} not usable: {exc}", file=sys.stderr, flush=True)
+                continue
+            run.cgroup_procs.append(os.path.join(path, "cgroup.procs"))
+
+    def cgroup_oom(self, run: Run) -> bool:
+        """Whether the run's memory cgroup killed a process of the run."""
+        for kind, root in self.cgroups.items():
+            if kind in ("memory", "unified") and run.uid is not None:
+                path = os.path.join(root, f"run-{run.uid}")
+                if _cgroup_oom_kills(path, kind) > run.oom_kills:
+                    return True
+        return False
 
     # -- the spare: the next run's child, forked before its request
     # Forking a warm server, and a run's set-up up to its first checkpoint (the proof's key, the
@@ -1531,7 +1962,7 @@ class Server:
         if spare is None:
             return None
         request = {"folder": run.folder, "uid": run.uid, "memory_mb": run.memory_mb,
-                   "file_size_mb": run.file_size_mb, "pids": run.pids}
+                   "file_size_mb": run.file_size_mb, "pids": run.pids, "cgroups": run.cgroup_procs}
         try:
             os.write(spare.control, (json.dumps(request) + "\n").encode())  # far below a pipe's buffer
         except OSError:  # its end is closed: it is gone
@@ -1605,7 +2036,7 @@ class Server:
         if run.disk_stopped:
             stderr = (stderr.rstrip("\n") + "\n" + run.disk_stopped + "\n").lstrip("\n")
         oom = ("MemoryError" in stderr or "std::bad_alloc" in stderr
-               or (sig == signal.SIGKILL and not run.timed_out))
+               or (sig == signal.SIGKILL and not run.timed_out) or self.cgroup_oom(run))
         result = {
             "id": run.id,
             "exit_code": code,
@@ -1638,8 +2069,10 @@ class Server:
             except OSError:
                 pass
         if run.uid is not None:
-            # what the run left in the shared /tmp, /dev/shm would leak into the next run with its uid
-            for shared in ("/tmp", "/dev/shm"):
+            # what the run left in the sandbox's IPC namespace: SysV segments, queues, semaphores
+            ipc_remove(run.uid)
+            # what the run left in the shared /tmp, /dev/shm, /dev/mqueue would leak into the next run
+            for shared in ("/tmp", "/dev/shm", "/dev/mqueue"):
                 try:
                     with os.scandir(shared) as entries:
                         for entry in entries:
@@ -2232,7 +2665,7 @@ def _paper_server(request: dict, paper: str, fds: list[int], output: tuple[bytes
             raise ValueError(f"bad work folder name {token!r}")
         server_args = argparse.Namespace(
             paper=paper, work=os.path.join(os.path.realpath(args.work), token), fresh=False, python=args.python,
-            run_uid_base=int(request.get("run_uid_base") or 0),
+            run_uid_base=int(request.get("run_uid_base") or 0), cgroups=getattr(args, "cgroups", ""),
         )
         server = Server(server_args)
         server.inherited_output = output
@@ -2260,6 +2693,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python", help="interpreter for --fresh runs (default: this one)")
     parser.add_argument("--run-uid-base", type=int, default=0,
                         help="when root: each run gets its own uid BASE+slot (default 0: off; the bwrap backend uses it)")
+    parser.add_argument("--cgroups", default="",
+                        help="v1:DIR or v2:DIR: the sandbox's cgroup folders, one cgroup per run (root only)")
+    parser.add_argument("--no-library-guard", action="store_true",
+                        help="measurement only (bench/score_speed.py): no library-namespace guard")
     parser.add_argument("--launch", help=argparse.SUPPRESS)
     parser.add_argument("--proof-fd", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--zygote", action="store_true", help="warm parent of several papers (zygote_serve)")
@@ -2270,6 +2707,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --zygote: requests and every server's streams as tagged lines on stdin/stdout")
     parser.add_argument("--modules", help="with --zygote, instead of --first-paper: the modules to import")
     args = parser.parse_args(argv)
+    if args.no_library_guard:
+        LIBRARY_GUARD[0] = False
     if args.launch:
         launch(args.launch, args.proof_fd if args.proof_fd is not None else -1)
         return 0  # not reached

@@ -44,6 +44,7 @@ __all__ = [
     "request_payload",
     "result_from_message",
     "run_uid_base",
+    "runner_options",
     "spawn_lasting",
 ]
 
@@ -61,6 +62,12 @@ _TAIL = 65536
 
 class NotServed(Exception):
     """A warm parent does not serve this paper (the paper gets a runner of its own)."""
+
+
+def runner_options(options: Mapping[str, Any]) -> list[str]:
+    """The warm runner's arguments from a sandbox's options: ``library_guard=False`` (the bench's
+    measure of what the library-namespace guard costs; never for scoring) turns the guard off."""
+    return ["--no-library-guard"] if options.get("library_guard") is False else []
 
 
 def run_uid_base() -> int:

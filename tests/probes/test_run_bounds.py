@@ -1,0 +1,107 @@
+"""Issue 20's bounds per run, in bwrap and docker with two workers on the demo's focal-loss paper:
+memory a run keeps outside its address space (a memfd, children) is bounded by its own memory
+cgroup and kills that run only (``crash``), and nothing a run leaves in the IPC namespace (SysV
+shared memory, message queues, semaphores, POSIX queues) is there for a later run."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from benchmark_core import runner
+from benchmark_core.problemset import load_problemset
+from benchmark_core.runner import Task, run_tasks
+from benchmark_core.sandbox.base import get_sandbox
+from probe_support import PROBE_LIMITS, REPO
+
+LIMITS = dataclasses.replace(PROBE_LIMITS, memory_mb=300)
+
+#: keeps 1.3 GB in memfds (outside RLIMIT_AS; each under RLIMIT_FSIZE), then answers like the reference
+MEMFD = """import os as _os
+_block = b"x" * (1 << 20)
+_fds = [_os.memfd_create("hoard") for _ in range(26)]
+for _fd in _fds:
+    for _ in range(50):
+        _os.write(_fd, _block)
+"""
+#: forks four children that each take 250 MB (each under RLIMIT_AS) and wait
+CHILDREN = """import os as _os, time as _t
+for _ in range(4):
+    if _os.fork() == 0:
+        _b = bytearray(250 << 20)
+        _t.sleep(5)
+        _os._exit(0)
+_t.sleep(1)
+"""
+#: leaves a 96 MB SysV segment, a SysV queue and semaphores, and a POSIX queue behind
+IPC_MAKE = """import ctypes as _c, ctypes.util as _u
+_libc = _c.CDLL(_u.find_library("c") or "libc.so.6", use_errno=True)
+_id = _libc.shmget(0x52434230, 96 << 20, 0o1666)
+if _id >= 0:
+    _p = _libc.shmat(_id, None, 0)
+    _c.memset(_c.c_void_p(_p), 1, 96 << 20) if _p not in (None, -1) else None
+_libc.msgget(0x52434231, 0o1666)
+_libc.semget(0x52434232, 4, 0o1666)
+_libc.mq_open.restype = _c.c_int
+_libc.mq_open(b"/rcb-left", 0o100 | 0o2, 0o666, None)
+"""
+#: prints what of the IPC namespace it can see (the test reads it back from the output)
+IPC_LOOK = """import os as _os, sys as _s
+for _t in ("shm", "msg", "sem"):
+    with open("/proc/sysvipc/" + _t) as _fh:
+        _rows = _fh.read().splitlines()[1:]
+    print("IPC-SEEN", _t, len(_rows), file=_s.stderr)
+_mq = sorted(_os.listdir("/dev/mqueue")) if _os.path.isdir("/dev/mqueue") else []
+print("IPC-SEEN mq", len(_mq), file=_s.stderr)
+"""
+
+
+def _with_reference(paper, prefix: str) -> list[Task]:
+    """Every snippet's reference code, after ``prefix`` at the snippet's indentation."""
+    tasks = []
+    for snippet in paper.snippets:
+        ref = runner.reference_code(paper, snippet)
+        first = next(line for line in ref if line.strip())
+        indent = first[:len(first) - len(first.lstrip())]
+        lines = tuple(indent + line if line.strip() else "" for line in prefix.splitlines())
+        tasks.append(Task(paper, snippet, lines + tuple(ref)))
+    return tasks
+
+
+@pytest.mark.slow
+def test_memory_outside_the_address_space_is_bounded_per_run(sandbox_backend_name):
+    paper = load_problemset(REPO / "demo").paper("focal-loss")
+    runner._REFERENCE.clear()
+    hoard = _with_reference(paper, MEMFD)[:3] + _with_reference(paper, CHILDREN)[:3]
+    honest = _with_reference(paper, "pass")
+    sandbox = get_sandbox(sandbox_backend_name, limits=LIMITS)
+    try:
+        runs = run_tasks(hoard + honest, sandbox=sandbox, workers=2, timeout=60)
+        bound = getattr(sandbox, "memory_bound", "")
+    finally:
+        sandbox.close()
+    assert "cgroup" in bound, f"this host has memory cgroups: the runs must be bounded by one ({bound})"
+    for run in runs[:3]:  # the memfd: killed past its limit, as a crash of its own
+        assert not run.passed and run.category == "crash", (run.snippet, run.category, run.output_tail[-400:])
+    for run in runs[3:6]:  # four children of 250 MB in one 300 MB cgroup: some child is killed
+        assert run.category != "environment", run.output_tail[-400:]
+    # nobody else paid for it: every honest run beside them passed, unflagged
+    assert all(r.passed and not r.flags for r in runs[6:]), [(r.snippet, r.category) for r in runs[6:]]
+
+
+@pytest.mark.slow
+def test_nothing_a_run_leaves_in_ipc_is_seen_by_a_later_run(sandbox_backend_name):
+    paper = load_problemset(REPO / "demo").paper("focal-loss")
+    runner._REFERENCE.clear()
+    make = _with_reference(paper, IPC_MAKE)
+    sandbox = get_sandbox(sandbox_backend_name, limits=PROBE_LIMITS)
+    try:
+        made = run_tasks(make[:4], sandbox=sandbox, workers=2, timeout=60)
+        looked = run_tasks(_with_reference(paper, IPC_LOOK)[:2], sandbox=sandbox, workers=2, timeout=60)
+    finally:
+        sandbox.close()
+    assert all(not r.passed for r in made)  # ctypes: tampering, whatever it did
+    assert all("tampering:ctypes" in r.flags for r in made), [r.flags for r in made]
+    for run in looked:
+        seen = [line.split() for line in run.output_tail.splitlines() if line.startswith("IPC-SEEN")]
+        assert seen and all(count == "0" for _, _, count in seen), (run.snippet, seen, run.output_tail[-600:])
