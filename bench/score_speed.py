@@ -125,28 +125,73 @@ def verdicts(runs):
     return [(r.paper, r.file, r.snippet, r.sample, r.passed) for r in runs]
 
 
+TORCH_PAPER_TEST = '''import unittest
+
+import torch
+
+import tiny
+
+
+class TestTiny(unittest.TestCase):
+    def test_double(self):
+        torch.testing.assert_close(tiny.double(torch.arange(3.0)), torch.tensor([0.0, 2.0, 4.0]))
+
+    def test_double_again(self):
+        self.assertEqual(tiny.double(torch.ones(2)).tolist(), [2.0, 2.0])
+
+
+if __name__ == "__main__":
+    unittest.main()
+'''
+TORCH_PAPER_CODE = '''import torch
+
+
+def double(x):
+    # <paper2code name="double">
+    return torch.as_tensor(x) * 2
+    # </paper2code name="double">
+'''
+
+
+def _run_times(name: str, args, spec: PaperSpec, runs: int, **options) -> tuple[float, str]:
+    """Median wall time of one warm run of ``spec`` (the first run of the session not counted)."""
+    sandbox = get_sandbox(name, python=args.python, **options)
+    try:
+        with sandbox.open(spec) as session:
+            session.run({}, timeout=120)  # the first run pays for nothing the others do not
+            times = []
+            for _ in range(runs):
+                started = time.monotonic()
+                result = session.run({}, timeout=120)
+                times.append(time.monotonic() - started)
+                assert result.exit_code == 0, result.stderr
+    finally:
+        sandbox.close()
+    return statistics.median(times), sandbox.describe()
+
+
 def warm_overhead(args, backends: list[str], runs: int = 40) -> None:
-    """Mean wall time per run of a NumPy paper whose test does next to nothing, warm (per backend)
-    vs fresh."""
+    """Median wall time per run of a NumPy paper whose test does next to nothing, warm (per backend)
+    vs fresh; and what the library-namespace guard (issue 20) costs a run of a NumPy and of a torch
+    paper: the same runs with it off and on, interleaved, in this one run of the bench."""
     with tempfile.TemporaryDirectory(prefix="rcb-bench-") as tmp:
-        paper = Path(tmp) / "tiny"
-        paper.mkdir()
-        (paper / "tiny.py").write_text(NUMPY_PAPER_CODE)
-        (paper / "paper2code_test.py").write_text(NUMPY_PAPER_TEST)
-        spec = PaperSpec(id="tiny", folder=paper)
-        results = {}
-        for name in [*backends, "local"]:
-            sandbox = get_sandbox(name, python=args.python)
-            with sandbox.open(spec) as session:
-                session.run({}, timeout=60)  # the first run pays for nothing the others do not
-                times = []
-                for _ in range(runs if name != "local" else max(5, runs // 4)):
-                    started = time.monotonic()
-                    result = session.run({}, timeout=60)
-                    times.append(time.monotonic() - started)
-                    assert result.exit_code == 0, result.stderr
-            sandbox.close()
-            results[name] = (statistics.median(times), sandbox.describe())
+        specs = {}
+        for kind, code, test in (("numpy", NUMPY_PAPER_CODE, NUMPY_PAPER_TEST),
+                                 ("torch", TORCH_PAPER_CODE, TORCH_PAPER_TEST)):
+            paper = Path(tmp) / kind
+            paper.mkdir()
+            (paper / "tiny.py").write_text(code)
+            (paper / "paper2code_test.py").write_text(test)
+            specs[kind] = PaperSpec(id=f"tiny-{kind}", folder=paper)
+        results = {name: _run_times(name, args, specs["numpy"], runs) for name in backends}
+        results["local"] = _run_times("local", args, specs["numpy"], max(5, runs // 4))
+        guard: dict[tuple[str, str, bool], list[float]] = {}
+        for name in backends:
+            for kind in ("numpy", "torch"):
+                for _round in range(2):  # off, on, off, on: drift of the machine falls on both
+                    for on in (False, True):
+                        seconds, _ = _run_times(name, args, specs[kind], runs // 2, library_guard=on)
+                        guard.setdefault((name, kind, on), []).append(seconds)
     fresh_s, _ = results["local"]
     cores = max(1, min(args.workers, os.cpu_count() or 1))
     for name in backends:
@@ -157,6 +202,13 @@ def warm_overhead(args, backends: list[str], runs: int = 40) -> None:
         print(f"  on a paper whose test does next to nothing beyond imports: published way / ours ~ "
               f"{fresh_s / warm_s * cores:.1f} x with {cores} workers (target >= 15 x; heavier imports, e.g. "
               f"torch, raise it)")
+        for kind in ("numpy", "torch"):
+            off = statistics.median(guard[(name, kind, False)])
+            on = statistics.median(guard[(name, kind, True)])
+            print(f"  library-namespace guard on a {kind} paper ({name}): {off * 1000:.1f} ms a run without, "
+                  f"{on * 1000:.1f} ms with it: {(on - off) * 1000:+.1f} ms (target <= +10 ms)")
+            figure(f"guard cost per run ({name}, {kind})", f"{(on - off) * 1000:+.1f} ms", "<= +10 ms",
+                   on - off <= 0.010)
 
 
 def pooled_submissions(args, tasks: list[Task], t_cli: float, count: int = 5) -> None:
