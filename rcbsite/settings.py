@@ -1,6 +1,7 @@
 """Settings: every difference between environments is an environment variable (see .env.example)."""
 from __future__ import annotations
 
+import datetime as dt
 import os
 from pathlib import Path
 
@@ -40,6 +41,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_rq",
+    "axes",
     "leaderboard",
     "submissions",
     "contributions",
@@ -58,6 +60,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "leaderboard.middleware.SecurityHeadersMiddleware",
     "leaderboard.middleware.NulRefusingMiddleware",
+    # last, as axes asks: turns a refused sign-in into accounts.throttle.lockout_response
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "rcbsite.urls"
@@ -105,6 +109,27 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+
+# Sign-in throttling (django-axes, accounts/throttle.py): failures per account and per client address,
+# counted over the cool-off period; a lock ends RCB_LOGIN_COOLOFF_MINUTES after the last failure.
+# Staff unlock in the admin (Axes: access attempts) or with manage.py axes_reset_username / axes_reset_ip.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+RCB_LOGIN_FAILURE_LIMIT = int(os.environ.get("RCB_LOGIN_FAILURE_LIMIT") or "5")
+RCB_LOGIN_ADDRESS_FAILURE_LIMIT = int(os.environ.get("RCB_LOGIN_ADDRESS_FAILURE_LIMIT") or "50")
+RCB_LOGIN_COOLOFF_MINUTES = float(os.environ.get("RCB_LOGIN_COOLOFF_MINUTES") or "15")
+# reverse proxies in front of the site that append the client's address to X-Forwarded-For (0: none;
+# then REMOTE_ADDR is the client). Used for the address limits of sign-ins and sign-ups.
+RCB_TRUSTED_PROXIES = int(os.environ.get("RCB_TRUSTED_PROXIES") or "0")
+AXES_HANDLER = "accounts.throttle.LoginThrottleHandler"
+AXES_FAILURE_LIMIT = RCB_LOGIN_FAILURE_LIMIT
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_COOLOFF_TIME = dt.timedelta(minutes=RCB_LOGIN_COOLOFF_MINUTES)
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False  # refused attempts neither count nor extend a lock
+AXES_CLIENT_IP_CALLABLE = "accounts.throttle.client_address"
+AXES_LOCKOUT_CALLABLE = "accounts.throttle.lockout_response"
+# sign-ups (POSTs of the form) per client address and window
+RCB_SIGNUP_LIMIT = int(os.environ.get("RCB_SIGNUP_LIMIT") or "5")
+RCB_SIGNUP_WINDOW_MINUTES = float(os.environ.get("RCB_SIGNUP_WINDOW_MINUTES") or "60")
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
