@@ -167,6 +167,27 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", not DEBUG)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+# HTTPS (docs/deploy.md "HTTPS"): off by default, so scripts/run.sh serves plain HTTP on localhost.
+# HSTS is only sent on requests Django sees as secure: behind a TLS proxy, name the header it sets
+# (DJANGO_SECURE_PROXY_SSL_HEADER=X-Forwarded-Proto, or NAME,VALUE; the proxy must overwrite the
+# client's own). The health ping stays reachable over plain HTTP for the proxy's checks.
+SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_SECURE_HSTS_SECONDS") or "0")
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS")
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD")
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT")
+SECURE_REDIRECT_EXEMPT = [r"^api/v1/ping$"]
+
+
+def proxy_ssl_header(raw: str) -> tuple[str, str] | None:
+    """``X-Forwarded-Proto`` or ``X-Forwarded-Proto,https`` -> ("HTTP_X_FORWARDED_PROTO", "https")."""
+    name, _, value = raw.strip().partition(",")
+    if not name.strip():
+        return None
+    meta = name.strip().upper().replace("-", "_")
+    return (meta if meta.startswith("HTTP_") else f"HTTP_{meta}"), (value.strip() or "https")
+
+
+SECURE_PROXY_SSL_HEADER = proxy_ssl_header(os.environ.get("DJANGO_SECURE_PROXY_SSL_HEADER", ""))
 
 EMAIL_BACKEND = os.environ.get("DJANGO_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = os.environ.get("DJANGO_DEFAULT_FROM_EMAIL", "ResearchCodeBench Hub <noreply@localhost>")
