@@ -59,6 +59,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "leaderboard.middleware.SecurityHeadersMiddleware",
+    "leaderboard.middleware.PrivateAnswersMiddleware",
     "leaderboard.middleware.NulRefusingMiddleware",
     # last, as axes asks: turns a refused sign-in into accounts.throttle.lockout_response
     "axes.middleware.AxesMiddleware",
