@@ -14,6 +14,7 @@ from typing import Any, Callable
 from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.urls import reverse
+from django.utils.functional import SimpleLazyObject
 from django.utils.http import quote_etag
 from django.views.decorators.http import require_GET
 from django.views.defaults import page_not_found
@@ -89,13 +90,10 @@ def _viewer(request: HttpRequest) -> Any:
 
 
 def _release(request: HttpRequest) -> Release:
+    """?release= (a slug or the display name), else the default release; a draft for staff only."""
     slug = (request.GET.get("release") or "").strip() or None
-    if slug is None:
-        return release_info.release_get_recent(slug=None)
-    try:
-        return release_info.release_get_recent(slug=slug)
-    except Release.DoesNotExist:
-        return Release.objects.get(name=slug)  # the display name works too
+    # the token is looked up only when a draft is asked for
+    return release_info.release_get_recent(slug=slug, viewer=SimpleLazyObject(lambda: _viewer(request)))
 
 
 def _format(request: HttpRequest) -> str:
@@ -123,13 +121,15 @@ def _respond(
     fmt = _format(request)
     if fmt == "csv" and build_csv is None:
         raise BadRequest(["this endpoint has no CSV form"])
+    # a draft's tables are staff's: never kept by a proxy or a shared cache
+    shared = release is None or release.frozen
     version = (caching.release_version(release),) if release is not None else ("-",)
     raw_key = json.dumps([*key, *version, fmt], default=str)
     cache_key = "rcb:api:" + hashlib.sha256(raw_key.encode()).hexdigest()[:40]
     # the key names the release's version and the parameters: it is the ETag (conditional GET, proxies)
     etag = quote_etag(cache_key.rsplit(":", 1)[1][:32])
     if (unchanged := page_cache.not_modified(request, etag=etag)) is not None:
-        return page_cache.public_response_headers(unchanged, etag=etag)
+        return page_cache.public_response_headers(unchanged, etag=etag, shared=shared)
     hit = cache.get(cache_key)
     if hit is None:
         if fmt == "csv":
@@ -141,7 +141,7 @@ def _respond(
     response = HttpResponse(body, content_type=content_type)
     if fmt == "csv":
         response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return page_cache.public_response_headers(response, etag=etag)
+    return page_cache.public_response_headers(response, etag=etag, shared=shared)
 
 
 def api_view(func: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
