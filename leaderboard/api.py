@@ -11,12 +11,15 @@ import hashlib
 import json
 from typing import Any, Callable
 
+from django.conf import settings
 from django.core.cache import cache
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.urls import reverse
 from django.utils.functional import SimpleLazyObject
 from django.utils.http import quote_etag
 from django.views.decorators.http import require_GET
+from django.views.defaults import bad_request as bad_request_page
 from django.views.defaults import page_not_found
 
 from accounts.services import api_token_user
@@ -28,6 +31,7 @@ from .query import leaderboard_params_parse
 from .selectors import boards, caching, details, release_info
 
 __all__ = [
+    "bad_request",
     "not_found",
     "ping",
     "releases",
@@ -72,6 +76,23 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
     if request.path.startswith("/api/"):
         return _error(404, f"no such API endpoint or object: {request.path[:200]}")
     return page_not_found(request, exception)
+
+
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """The site's 400: JSON under /api/ (too many fields or file parts, fields too large: Django's
+    request limits, whichever view or middleware met them), the 400 page elsewhere."""
+    if not request.path.startswith("/api/"):
+        return bad_request_page(request, exception)
+    if isinstance(exception, TooManyFieldsSent):
+        return _error(400, f"too many fields: a request may hold at most {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS} "
+                           "form fields and query parameters together")
+    if isinstance(exception, TooManyFilesSent):
+        return _error(400, f"too many file parts: a request may hold at most {settings.DATA_UPLOAD_MAX_NUMBER_FILES} "
+                           "(the predictions are one 'file' part)")
+    if isinstance(exception, RequestDataTooBig):
+        return _error(413, f"the request's fields are larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE // 1024} kB "
+                           "together")
+    return _error(400, "the request could not be understood")
 
 
 def _release_json(release: Release) -> dict[str, Any]:
