@@ -501,7 +501,9 @@ def evaluation_outputs(request: HttpRequest, evaluation_id: int) -> HttpResponse
     response = StreamingHttpResponse(lines, content_type="application/x-ndjson; charset=utf-8")
     name = f"outputs-{ev.release.slug}-{ev.model.key.replace('/', '_')}-{ev.pk}.jsonl"
     response["Content-Disposition"] = f'attachment; filename="{name}"'
-    response["Cache-Control"] = "private, no-cache" if not ev.is_public else "public, max-age=0"
+    # everyone's only when anyone may fetch it (evaluation_visible's public case)
+    everyone = ev.is_public and not ev.hidden and ev.release.frozen
+    response["Cache-Control"] = "public, max-age=0" if everyone else "private, no-cache"
     return response
 
 

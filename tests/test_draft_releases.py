@@ -70,6 +70,8 @@ def test_a_draft_is_staff_only_on_every_page_and_in_the_api(draft):
     assert set(seen.values()) == {200}, {u: s for u, s in seen.items() if s != 200}
     answer = staff.get("/api/v1/leaderboard?release=v-draft")
     assert answer["Cache-Control"].startswith("private") and answer.json()["release"]["status"] == "draft"
+    outputs = staff.get(next(u for u in urls if u.endswith("outputs.jsonl")))
+    assert outputs["Cache-Control"].startswith("private")  # a draft's evaluation is no proxy's to keep
 
     member = Client()
     member.force_login(User.objects.create_user("bob"))
