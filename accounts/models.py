@@ -4,7 +4,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-__all__ = ["APIToken"]
+__all__ = ["APIToken", "SignupAttempt"]
 
 
 class APIToken(models.Model):
@@ -32,3 +32,13 @@ class APIToken(models.Model):
     @property
     def active(self) -> bool:
         return self.revoked_at is None
+
+
+class SignupAttempt(models.Model):
+    """A POST of the sign-up form from one client address (accounts.throttle.signup_allowed counts them)."""
+
+    ip_address = models.CharField(max_length=45)
+    at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["ip_address", "at"])]

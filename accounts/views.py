@@ -1,6 +1,7 @@
 """Sign-up and the profile page (API tokens). Login, logout and password reset are Django's own views."""
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
@@ -13,6 +14,7 @@ from submissions import selectors as submission_selectors
 from .forms import SignupForm, TokenForm
 from .roles import user_is_reviewer
 from .services import api_token_create, api_token_revoke
+from .throttle import signup_allowed
 
 __all__ = ["signup", "profile", "token_revoke"]
 
@@ -20,6 +22,10 @@ __all__ = ["signup", "profile", "token_revoke"]
 def signup(request: HttpRequest) -> HttpResponse:
     if request.user.is_authenticated:
         return redirect("accounts:profile")
+    if request.method == "POST" and not signup_allowed(request):
+        minutes = settings.RCB_SIGNUP_WINDOW_MINUTES
+        return render(request, "accounts/signup.html", {"form": SignupForm(), "refused": (
+            f"Too many sign-ups from your network address: try again in up to {minutes} minutes.")}, status=429)
     form = SignupForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         user = form.save()

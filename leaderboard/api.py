@@ -11,11 +11,15 @@ import hashlib
 import json
 from typing import Any, Callable
 
+from django.conf import settings
 from django.core.cache import cache
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.urls import reverse
+from django.utils.functional import SimpleLazyObject
 from django.utils.http import quote_etag
 from django.views.decorators.http import require_GET
+from django.views.defaults import bad_request as bad_request_page
 from django.views.defaults import page_not_found
 
 from accounts.services import api_token_user
@@ -27,6 +31,7 @@ from .query import leaderboard_params_parse
 from .selectors import boards, caching, details, release_info
 
 __all__ = [
+    "bad_request",
     "not_found",
     "ping",
     "releases",
@@ -73,6 +78,23 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
     return page_not_found(request, exception)
 
 
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """The site's 400: JSON under /api/ (too many fields or file parts, fields too large: Django's
+    request limits, whichever view or middleware met them), the 400 page elsewhere."""
+    if not request.path.startswith("/api/"):
+        return bad_request_page(request, exception)
+    if isinstance(exception, TooManyFieldsSent):
+        return _error(400, f"too many fields: a request may hold at most {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS} "
+                           "form fields and query parameters together")
+    if isinstance(exception, TooManyFilesSent):
+        return _error(400, f"too many file parts: a request may hold at most {settings.DATA_UPLOAD_MAX_NUMBER_FILES} "
+                           "(the predictions are one 'file' part)")
+    if isinstance(exception, RequestDataTooBig):
+        return _error(413, f"the request's fields are larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE // 1024} kB "
+                           "together")
+    return _error(400, "the request could not be understood")
+
+
 def _release_json(release: Release) -> dict[str, Any]:
     return {
         "name": release.name,
@@ -89,13 +111,10 @@ def _viewer(request: HttpRequest) -> Any:
 
 
 def _release(request: HttpRequest) -> Release:
+    """?release= (a slug or the display name), else the default release; a draft for staff only."""
     slug = (request.GET.get("release") or "").strip() or None
-    if slug is None:
-        return release_info.release_get_recent(slug=None)
-    try:
-        return release_info.release_get_recent(slug=slug)
-    except Release.DoesNotExist:
-        return Release.objects.get(name=slug)  # the display name works too
+    # the token is looked up only when a draft is asked for
+    return release_info.release_get_recent(slug=slug, viewer=SimpleLazyObject(lambda: _viewer(request)))
 
 
 def _format(request: HttpRequest) -> str:
@@ -123,13 +142,15 @@ def _respond(
     fmt = _format(request)
     if fmt == "csv" and build_csv is None:
         raise BadRequest(["this endpoint has no CSV form"])
+    # a draft's tables are staff's: never kept by a proxy or a shared cache
+    shared = release is None or release.frozen
     version = (caching.release_version(release),) if release is not None else ("-",)
     raw_key = json.dumps([*key, *version, fmt], default=str)
     cache_key = "rcb:api:" + hashlib.sha256(raw_key.encode()).hexdigest()[:40]
     # the key names the release's version and the parameters: it is the ETag (conditional GET, proxies)
     etag = quote_etag(cache_key.rsplit(":", 1)[1][:32])
     if (unchanged := page_cache.not_modified(request, etag=etag)) is not None:
-        return page_cache.public_response_headers(unchanged, etag=etag)
+        return page_cache.public_response_headers(unchanged, etag=etag, shared=shared)
     hit = cache.get(cache_key)
     if hit is None:
         if fmt == "csv":
@@ -141,7 +162,7 @@ def _respond(
     response = HttpResponse(body, content_type=content_type)
     if fmt == "csv":
         response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return page_cache.public_response_headers(response, etag=etag)
+    return page_cache.public_response_headers(response, etag=etag, shared=shared)
 
 
 def api_view(func: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -480,7 +501,9 @@ def evaluation_outputs(request: HttpRequest, evaluation_id: int) -> HttpResponse
     response = StreamingHttpResponse(lines, content_type="application/x-ndjson; charset=utf-8")
     name = f"outputs-{ev.release.slug}-{ev.model.key.replace('/', '_')}-{ev.pk}.jsonl"
     response["Content-Disposition"] = f'attachment; filename="{name}"'
-    response["Cache-Control"] = "private, no-cache" if not ev.is_public else "public, max-age=0"
+    # everyone's only when anyone may fetch it (evaluation_visible's public case)
+    everyone = ev.is_public and not ev.hidden and ev.release.frozen
+    response["Cache-Control"] = "public, max-age=0" if everyone else "private, no-cache"
     return response
 
 

@@ -1,11 +1,20 @@
-"""Security headers for every response: a strict CSP (no inline script or style anywhere)."""
+"""Security headers for every response: a strict CSP (no inline script or style anywhere); private
+answers never stored by a browser's or a proxy's cache; URLs with a NUL byte refused."""
 from __future__ import annotations
 
 from typing import Callable
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.utils.cache import patch_vary_headers
 
-__all__ = ["SecurityHeadersMiddleware", "NulRefusingMiddleware", "CONTENT_SECURITY_POLICY", "PERMISSIONS_POLICY"]
+__all__ = [
+    "SecurityHeadersMiddleware",
+    "PrivateAnswersMiddleware",
+    "NulRefusingMiddleware",
+    "CONTENT_SECURITY_POLICY",
+    "PERMISSIONS_POLICY",
+]
 
 # Everything the site runs or styles is a static file of our own; data reaches scripts through
 # <script type="application/json"> blocks, which the browser never executes. Plotly only changes
@@ -41,6 +50,31 @@ class SecurityHeadersMiddleware:
         response.headers.setdefault("Permissions-Policy", PERMISSIONS_POLICY)
         response.headers.setdefault("Referrer-Policy", "same-origin")
         response.headers.setdefault("Cross-Origin-Opener-Policy", "same-origin")
+        return response
+
+
+class PrivateAnswersMiddleware:
+    """Keep what may depend on who asks out of shared and browser caches, in one place for every view.
+
+    An answer to a request that came with credentials (a session cookie or an ``Authorization``
+    header) says ``Cache-Control: private, no-store``, unless its view said it is the same for
+    everyone (``public``: the page cache's pages and the API's tables, leaderboard.page_cache) or
+    already chose a private policy that revalidates (``private, no-cache``: the page cache's pages
+    filled for a signed-in visitor). Every answer varies on ``Authorization`` and ``Cookie``.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        patch_vary_headers(response, ("Authorization", "Cookie"))
+        directives = {d.split("=")[0].strip().lower() for d in response.get("Cache-Control", "").split(",")}
+        if "public" in directives:
+            return response
+        credentials = "HTTP_AUTHORIZATION" in request.META or settings.SESSION_COOKIE_NAME in request.COOKIES
+        if credentials and not ("private" in directives and directives & {"no-cache", "no-store"}):
+            response["Cache-Control"] = "private, no-store"
         return response
 
 

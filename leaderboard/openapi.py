@@ -228,7 +228,8 @@ def _path(name: str, description: str, schema: dict[str, Any] | None = None) -> 
             "schema": schema or {"type": "string"}}
 
 
-RELEASE = _query("release", "a release's slug or name; default: the default release")
+RELEASE = _query("release", "a release's slug or name; default: the default release; a draft is a 404 but to staff "
+                            "(their session or token)")
 FORMAT = _query("format", "json (default) or csv", {"enum": ["json", "csv"]})
 JSON_ONLY = _query("format", "json only (csv: 400)", {"enum": ["json", "csv"]})
 YES_NO = {"type": "string", "description": "1/0, true/false, yes/no, on/off"}
@@ -338,7 +339,8 @@ PATHS: dict[str, Any] = {
             "400": _error("bad metadata (fields) or bad lines (problems)", "SubmissionError"),
             "401": UNAUTHORIZED,
             "409": _error("the file leaves snippets without a prediction (send allow_partial=1)", "SubmissionError"),
-            "413": _error("the file is larger than the limit", "SubmissionError"),
+            "413": _error("the file is larger than the limit, or a field beside it is too large (the error names it)",
+                          "SubmissionError"),
             "429": _error("the daily quota is used up", "SubmissionError"),
         },
     }},

@@ -35,10 +35,11 @@ HEADLINE_MODELS = 12
 
 # --------------------------------------------------------------------------- helpers
 def _release(request: HttpRequest, slug: str | None = None) -> Release:
-    """The release named in the URL or ?release=, else the default one; 404 when unknown."""
+    """The release named in the URL or ?release=, else the default one; 404 when unknown (a draft
+    is unknown to all but staff)."""
     slug = slug or (request.GET.get("release") or "").strip() or None
     try:
-        return release_info.release_get(slug=slug)
+        return release_info.release_get(slug=slug, viewer=request.user)
     except Release.DoesNotExist:
         if slug:
             raise Http404(f"No release {slug!r}.") from None
@@ -46,7 +47,9 @@ def _release(request: HttpRequest, slug: str | None = None) -> Release:
 
 
 def _releases_menu() -> list[dict[str, Any]]:
-    return list(Release.objects.order_by("-release_date", "-created_at").values("name", "slug", "status"))
+    # published ones only: the menu is on every page, for every visitor (staff find drafts on their releases page)
+    return list(Release.objects.filter(status=Release.PUBLISHED).order_by("-release_date", "-created_at")
+                .values("name", "slug", "status"))
 
 
 def _page(request: HttpRequest, template: str, context: dict[str, Any], *, nav: str, release: Release | None = None) -> HttpResponse:
@@ -346,7 +349,8 @@ def releases(request: HttpRequest) -> HttpResponse:
 def release_detail(request: HttpRequest, slug: str) -> HttpResponse:
     """The permalink of a release: what it contains, its hash and how to cite it."""
     release = _release(request, slug)
-    info = next((r for r in release_info.releases_list() if r.slug == release.slug), None)
+    info = next((r for r in release_info.releases_list(include_drafts=not release.frozen) if r.slug == release.slug),
+                None)
     papers = list(
         ReleasePaper.objects.filter(release=release).select_related("paper").order_by("paper__paper_id")
     )

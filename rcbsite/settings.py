@@ -1,6 +1,7 @@
 """Settings: every difference between environments is an environment variable (see .env.example)."""
 from __future__ import annotations
 
+import datetime as dt
 import os
 from pathlib import Path
 
@@ -40,6 +41,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_rq",
+    "axes",
     "leaderboard",
     "submissions",
     "contributions",
@@ -57,7 +59,10 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "leaderboard.middleware.SecurityHeadersMiddleware",
+    "leaderboard.middleware.PrivateAnswersMiddleware",
     "leaderboard.middleware.NulRefusingMiddleware",
+    # last, as axes asks: turns a refused sign-in into accounts.throttle.lockout_response
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "rcbsite.urls"
@@ -106,6 +111,27 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
+# Sign-in throttling (django-axes, accounts/throttle.py): failures per account and per client address,
+# counted over the cool-off period; a lock ends RCB_LOGIN_COOLOFF_MINUTES after the last failure.
+# Staff unlock in the admin (Axes: access attempts) or with manage.py axes_reset_username / axes_reset_ip.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+RCB_LOGIN_FAILURE_LIMIT = int(os.environ.get("RCB_LOGIN_FAILURE_LIMIT") or "5")
+RCB_LOGIN_ADDRESS_FAILURE_LIMIT = int(os.environ.get("RCB_LOGIN_ADDRESS_FAILURE_LIMIT") or "50")
+RCB_LOGIN_COOLOFF_MINUTES = float(os.environ.get("RCB_LOGIN_COOLOFF_MINUTES") or "15")
+# reverse proxies in front of the site that append the client's address to X-Forwarded-For (0: none;
+# then REMOTE_ADDR is the client). Used for the address limits of sign-ins and sign-ups.
+RCB_TRUSTED_PROXIES = int(os.environ.get("RCB_TRUSTED_PROXIES") or "0")
+AXES_HANDLER = "accounts.throttle.LoginThrottleHandler"
+AXES_FAILURE_LIMIT = RCB_LOGIN_FAILURE_LIMIT
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_COOLOFF_TIME = dt.timedelta(minutes=RCB_LOGIN_COOLOFF_MINUTES)
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False  # refused attempts neither count nor extend a lock
+AXES_CLIENT_IP_CALLABLE = "accounts.throttle.client_address"
+AXES_LOCKOUT_CALLABLE = "accounts.throttle.lockout_response"
+# sign-ups (POSTs of the form) per client address and window
+RCB_SIGNUP_LIMIT = int(os.environ.get("RCB_SIGNUP_LIMIT") or "5")
+RCB_SIGNUP_WINDOW_MINUTES = float(os.environ.get("RCB_SIGNUP_WINDOW_MINUTES") or "60")
+
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
@@ -142,6 +168,27 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", not DEBUG)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+# HTTPS (docs/deploy.md "HTTPS"): off by default, so scripts/run.sh serves plain HTTP on localhost.
+# HSTS is only sent on requests Django sees as secure: behind a TLS proxy, name the header it sets
+# (DJANGO_SECURE_PROXY_SSL_HEADER=X-Forwarded-Proto, or NAME,VALUE; the proxy must overwrite the
+# client's own). The health ping stays reachable over plain HTTP for the proxy's checks.
+SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_SECURE_HSTS_SECONDS") or "0")
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS")
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD")
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT")
+SECURE_REDIRECT_EXEMPT = [r"^api/v1/ping$"]
+
+
+def proxy_ssl_header(raw: str) -> tuple[str, str] | None:
+    """``X-Forwarded-Proto`` or ``X-Forwarded-Proto,https`` -> ("HTTP_X_FORWARDED_PROTO", "https")."""
+    name, _, value = raw.strip().partition(",")
+    if not name.strip():
+        return None
+    meta = name.strip().upper().replace("-", "_")
+    return (meta if meta.startswith("HTTP_") else f"HTTP_{meta}"), (value.strip() or "https")
+
+
+SECURE_PROXY_SSL_HEADER = proxy_ssl_header(os.environ.get("DJANGO_SECURE_PROXY_SSL_HEADER", ""))
 
 EMAIL_BACKEND = os.environ.get("DJANGO_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = os.environ.get("DJANGO_DEFAULT_FROM_EMAIL", "ResearchCodeBench Hub <noreply@localhost>")

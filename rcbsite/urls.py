@@ -15,5 +15,7 @@ urlpatterns = [
     path("", include("contributions.urls")),
 ]
 
-# under /api/ a URL that matches no route is answered in JSON, as every API error is
+# under /api/ a URL that matches no route, or a request over Django's limits (fields, file parts,
+# size), is answered in JSON, as every API error is
+handler400 = "leaderboard.api.bad_request"
 handler404 = "leaderboard.api.not_found"

@@ -21,6 +21,8 @@ prepare_settings
 export DJANGO_DEBUG="${DJANGO_DEBUG:-0}"
 # served over plain http on localhost: secure-only cookies would never come back
 export DJANGO_SECURE_COOKIES="${DJANGO_SECURE_COOKIES:-0}"
+# and not redirected to https (set it, HSTS and the proxy header behind a TLS proxy: docs/deploy.md)
+export DJANGO_SECURE_SSL_REDIRECT="${DJANGO_SECURE_SSL_REDIRECT:-0}"
 PORT="${PORT:-8000}"
 WEB_WORKERS="${WEB_WORKERS:-2}"
 RCB_WORKERS="${RCB_WORKERS:-1}"

@@ -7,11 +7,15 @@ metadata in the query string (``model_name``, ``release``, ``organisation``, ``o
 """
 from __future__ import annotations
 
+import io
+import re
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, JsonResponse
-from django.http.multipartparser import MultiPartParserError
+from django.http.multipartparser import MultiPartParser, MultiPartParserError
+from django.utils.http import parse_header_parameters
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -52,6 +56,28 @@ def _read_body(request: HttpRequest, limit: int) -> tuple[bytes, int]:
         while chunk := request.read(_CHUNK):
             size += len(chunk)
     return b"".join(parts), size
+
+
+def _oversized_part(request: HttpRequest, body: bytes, *, cut: bool) -> str | None:
+    """Which field of a multipart body is too large, in words; None when it is the file.
+
+    The largest field beside the file, or, when the body was ``cut`` at the limit, the part it was cut in.
+    """
+    boundary = parse_header_parameters(request.META.get("CONTENT_TYPE", ""))[1].get("boundary", "")
+    parts = []
+    for part in body.split(b"--" + boundary.encode("latin-1"))[1:] if boundary else []:
+        head, found, data = part.partition(b"\r\n\r\n")
+        name = re.search(rb'\bname="([^"]*)"', head) if found else None
+        if name is not None:
+            parts.append((name.group(1).decode("utf-8", "replace")[:100], b"filename=" in head, len(data)))
+    if not parts:
+        return None
+    name, is_file, size = parts[-1] if cut else max((p for p in parts if not p[1]), key=lambda p: p[2], default=parts[-1])
+    if is_file:
+        return None
+    kb = settings.DATA_UPLOAD_MAX_MEMORY_SIZE // 1024
+    return (f"the field {name!r} is too large ({size // 1024} kB or more): the fields beside the file may hold "
+            f"{kb} kB together")
 
 
 def submission_payload(request: HttpRequest, submission: PredictionSubmission, *, with_results: bool = False) -> dict:
@@ -174,20 +200,28 @@ def submissions_endpoint(request: HttpRequest) -> JsonResponse:
     too_big = f"the file is larger than the limit of {limit // 1048576} MB per submission"
     try:
         if request.content_type == "multipart/form-data":
-            upload = request.FILES.get("file")
+            # read here (bounded) and parse from memory: an oversized part can then be named
+            body, size = _read_body(request, limit + settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+            cut = size > limit + settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+            try:
+                if cut:
+                    raise RequestDataTooBig()
+                source, files = MultiPartParser(request.META, io.BytesIO(body), request.upload_handlers,
+                                                request.encoding).parse()
+            except RequestDataTooBig:
+                return _error(413, _oversized_part(request, body, cut=cut) or too_big)
+            upload = files.get("file")
             if upload is None:
                 return _error(400, "a multipart upload needs a 'file' part with the predictions")
             if upload.size > limit:
                 return _error(413, too_big)
-            data, file_name, source = upload.read(), upload.name, request.POST
+            data, file_name = upload.read(), upload.name
         else:
             data, size = _read_body(request, limit)
             if size > limit:
                 return _error(413, too_big)
             file_name, source = request.GET.get("file_name", "predictions.jsonl"), request.GET
         meta = _meta(source)
-    except RequestDataTooBig:
-        return _error(413, too_big)
     except MultiPartParserError as exc:
         return _error(400, f"the multipart body cannot be read: {exc}")
     except _BadFields as exc:

@@ -122,6 +122,52 @@ def test_multipart_fields_with_a_nul_byte_are_refused(client, release, token, fi
     assert _stored() == before
 
 
+def _upload(name: str = "p.jsonl") -> io.BytesIO:
+    upload = io.BytesIO(json.dumps(_line()).encode())
+    upload.name = name
+    return upload
+
+
+def test_a_multipart_field_too_large_is_named_not_taken_for_the_file(client, release, token, settings):
+    auth = {"HTTP_AUTHORIZATION": f"Token {token}"}
+    before = _stored()
+    # larger than Django's 2.5 MB for the fields beside the file, well below the file's 20 MB
+    resp = client.post("/api/v1/submissions", {"file": _upload(), "model_name": "M", "notes": "n" * (3 << 20)}, **auth)
+    assert resp.status_code == 413, resp.content
+    error = resp.json()["error"]
+    assert "the field 'notes' is too large" in error and "2560 kB" in error and "file" not in error.split(":")[0]
+    # past the whole limit, the body is cut inside the field, and it is still the field that is named
+    settings.RCB_SUBMISSION_MAX_MB = 1
+    resp = client.post("/api/v1/submissions", {"file": _upload(), "model_name": "M", "run_card": "{" + " " * (6 << 20)}, **auth)
+    assert resp.status_code == 413 and "the field 'run_card' is too large" in resp.json()["error"]
+    # while a large file is still "the file"
+    big = io.BytesIO(b"x" * (5 << 20))
+    big.name = "big.jsonl"
+    resp = client.post("/api/v1/submissions", {"file": big, "model_name": "M"}, **auth)
+    assert resp.status_code == 413 and resp.json()["error"].startswith("the file is larger than the limit of 1 MB")
+    assert _stored() == before
+
+
+def test_too_many_file_parts_or_fields_are_json_errors_on_the_api(client, release, token):
+    auth = {"HTTP_AUTHORIZATION": f"Token {token}"}
+    parts = {f"file{i}": _upload(f"p{i}.jsonl") for i in range(150)}
+    resp = client.post("/api/v1/submissions", {"model_name": "M", **parts}, **auth)
+    assert resp.status_code == 400 and resp["Content-Type"] == "application/json"
+    assert "too many file parts: a request may hold at most 100" in resp.json()["error"]
+
+    fields = {f"field{i}": "v" for i in range(1200)}
+    resp = client.post("/api/v1/submissions", {"file": _upload(), "model_name": "M", **fields}, **auth)
+    assert resp.status_code == 400 and "too many fields: a request may hold at most 1000" in resp.json()["error"]
+    # in the query string, which a middleware reads before any view: JSON too, on every API route
+    query = "&".join(f"k{i}=v" for i in range(1200))
+    resp = client.post(f"/api/v1/submissions?{query}", data=b"{}", content_type="application/x-ndjson", **auth)
+    assert resp.status_code == 400 and "too many fields" in resp.json()["error"]
+    assert "too many fields" in client.get(f"/api/v1/leaderboard?{query}").json()["error"]
+    # the pages keep their HTML 400
+    page = client.get(f"/leaderboard/?{query}")
+    assert page.status_code == 400 and page["Content-Type"].startswith("text/html")
+
+
 @pytest.mark.parametrize("content_type", ["multipart/form-data", "multipart/form-data; boundary="])
 def test_an_unreadable_multipart_body_is_a_json_400(client, release, token, content_type):
     resp = client.generic("POST", "/api/v1/submissions", data=b"garbage", content_type=content_type,

@@ -409,10 +409,10 @@ def test_drilldown_diffs_the_inserted_code_not_the_prose(client, demo):
 def test_release_switcher_keeps_the_view(client, demo):
     html = client.get(reverse("leaderboard:leaderboard") + "?sort=model&dir=asc&open_weights=1").content.decode()
     assert 'class="inline-release"' not in html  # one release only: no switcher
-    # add a second release and the switcher appears, carrying the current parameters
+    # add a second (published) release and the switcher appears, carrying the current parameters
     from leaderboard.models import Release
 
-    Release.objects.create(name="Other", slug="other", status=Release.DRAFT)
+    Release.objects.create(name="Other", slug="other", status=Release.PUBLISHED)
     html = client.get(reverse("leaderboard:leaderboard") + "?sort=model&dir=asc&open_weights=1").content.decode()
     form = html.split('class="inline-release"', 1)[1].split("</form>", 1)[0]
     assert '<input type="hidden" name="sort" value="model">' in form
@@ -422,9 +422,11 @@ def test_release_switcher_keeps_the_view(client, demo):
 
 
 def test_pages_of_an_empty_draft_release(client):
+    from django.contrib.auth.models import User
     from leaderboard.models import Release
 
     Release.objects.create(name="Empty draft", slug="empty-draft", status=Release.DRAFT, is_default=True)
+    client.force_login(User.objects.create_user("staff", is_staff=True))  # a draft is staff's only
     for path in ("/", "/leaderboard/", "/leaderboard/papers/", "/leaderboard/contamination-safe/", "/leaderboard/errors/",
                  "/leaderboard/paper-ablation/", "/releases/", "/releases/empty-draft/", "/releases/empty-draft/leaderboard/",
                  "/leaderboard/contamination-safe/?from=2024-01-01"):

@@ -70,5 +70,6 @@ def test_a_contributions_markdown_paper_becomes_its_summary(client, tmp_path):
         rp = release_draft_paper_add(contribution=contribution, by=staff)
         assert Paper.objects.get(paper_id="calc-paper").summary == text
         cache.clear()
+        client.force_login(staff)  # the draft's pages are staff's until it is published
         html = client.get(reverse("leaderboard:paper", args=["calc-paper"]) + f"?release={rp.release.slug}").content.decode()
         assert "<math" in html and "<mo>·</mo>" in html, html[html.find("id=\"summary\""):][:600]

@@ -139,12 +139,13 @@ def evaluation_card(ev: Evaluation) -> EvaluationCard:
 
 def model_visible(*, model: LLMModel, viewer: Any = None) -> bool:
     """Whether ``viewer`` may know the model exists: a model that only uploads made and none of
-    them is public belongs to its uploaders (and staff); every other model is public."""
-    if Evaluation.objects.filter(model=model, is_public=True).exists():
+    them is public on a published release belongs to its uploaders (and staff), one seen only on
+    drafts to staff; every other model is public."""
+    if Evaluation.objects.filter(model=model, is_public=True, release__status=Release.PUBLISHED).exists():
         return True
     owners = set(model.submissions.values_list("user_id", flat=True))
-    if not owners:
-        return True  # loaded by the site itself (published results, baselines, demo)
+    if not owners and not Evaluation.objects.filter(model=model, release__status=Release.DRAFT).exists():
+        return True  # loaded by the site itself (published results, baselines, demo), not only on a draft
     return bool(viewer is not None and viewer.is_authenticated and (viewer.is_staff or viewer.pk in owners))
 
 
@@ -155,7 +156,8 @@ def model_detail(*, key: str, release: Release | None = None, viewer: Any = None
     if not model_visible(model=model, viewer=viewer):
         raise LLMModel.DoesNotExist(f"no model {key!r}")
     evs = list(
-        Evaluation.objects.filter(model=model, is_public=True, hidden=False)
+        # a draft release's evaluations show on the draft's pages only (staff)
+        Evaluation.objects.filter(model=model, is_public=True, hidden=False, release__status=Release.PUBLISHED)
         .select_related("release")
         .order_by("-created_at", "-id")
     )
@@ -302,9 +304,10 @@ def snippet_verdicts(snippet: Snippet, *, with_paper: bool) -> list[dict[str, An
 
 
 def evaluation_visible(*, evaluation_id: int, user: Any = None) -> Evaluation:
-    """A public, not hidden evaluation, or one of ``user``'s own (staff: any). Raises Evaluation.DoesNotExist."""
+    """A public, not hidden evaluation of a published release, or one of ``user``'s own (staff: any).
+    Raises Evaluation.DoesNotExist."""
     ev = Evaluation.objects.select_related("model", "release").defer(*HEAVY).get(pk=evaluation_id)
-    if ev.is_public and not ev.hidden:
+    if ev.is_public and not ev.hidden and ev.release.frozen:
         return ev
     owner = getattr(getattr(ev, "submission", None), "user_id", None)
     if user is not None and user.is_authenticated and (user.is_staff or (owner is not None and owner == user.pk)):

@@ -26,6 +26,7 @@ __all__ = [
     "release_get",
     "release_get_recent",
     "release_memo_clear",
+    "release_visible",
     "release_paper",
     "release_scorability",
     "release_succession",
@@ -66,24 +67,44 @@ class Scorability:
         return bool(self.scorable) and bool(self.not_scorable)
 
 
-def release_get(*, slug: str | None = None) -> Release:
-    """The release with this slug; with None the default one (else the newest published, else any).
+def release_visible(*, release: Release, viewer: Any = None) -> bool:
+    """A published release is everyone's; a draft is staff's only.
 
-    Raises Release.DoesNotExist when there is none.
+    ``viewer`` (a user, or a lazy one) is looked at for drafts only: the pages of a published
+    release stay the same for every visitor, which the page cache relies on.
+    """
+    return release.frozen or _is_staff(viewer)
+
+
+def _is_staff(viewer: Any) -> bool:
+    return bool(viewer is not None and viewer.is_authenticated and viewer.is_staff)
+
+
+def release_get(*, slug: str | None = None, viewer: Any = None) -> Release:
+    """The release with this slug (or display name); with None the default published one (else the
+    newest published; for staff, when none is published, the default or newest draft).
+
+    The one door from a request to a release: a draft is staff-only, to anyone else it does not
+    exist. Raises Release.DoesNotExist.
     """
     if slug:
-        return Release.objects.get(slug=slug)
+        release = Release.objects.filter(slug=slug).first() or Release.objects.filter(name=slug).first()
+        if release is None or not release_visible(release=release, viewer=viewer):
+            raise Release.DoesNotExist(f"no release {slug!r}")
+        return release
+    published = Release.objects.filter(status=Release.PUBLISHED)
     release = (
-        Release.objects.filter(is_default=True).first()
-        or Release.objects.filter(status=Release.PUBLISHED).order_by("-release_date", "-published_at", "-created_at").first()
-        or Release.objects.order_by("-created_at").first()
+        published.filter(is_default=True).first()
+        or published.order_by("-release_date", "-published_at", "-created_at").first()
     )
+    if release is None and _is_staff(viewer):
+        release = Release.objects.filter(is_default=True).first() or Release.objects.order_by("-created_at").first()
     if release is None:
         raise Release.DoesNotExist("no release yet")
     return release
 
 
-#: per-process memo of release lookups for the hot API path: {slug or None: (time, release)}
+#: per-process memo of published releases' lookups for the hot API path: {slug or None: (time, release)}
 _RELEASE_MEMO: dict[str | None, tuple[float, Release]] = {}
 
 
@@ -95,8 +116,8 @@ def release_memo_clear() -> None:
     _RELEASE_MEMO.clear()
 
 
-def release_get_recent(*, slug: str | None = None, max_age: float = RELEASE_MEMO_SECONDS) -> Release:
-    """release_get, memoized in this process for ``max_age`` seconds.
+def release_get_recent(*, slug: str | None = None, viewer: Any = None, max_age: float = RELEASE_MEMO_SECONDS) -> Release:
+    """release_get, memoized in this process for ``max_age`` seconds (published releases only).
 
     For the API's cached responses: a hit then costs no query at all. A write made by another
     process (a scoring worker) shows after at most ``max_age`` seconds.
@@ -105,10 +126,11 @@ def release_get_recent(*, slug: str | None = None, max_age: float = RELEASE_MEMO
     hit = _RELEASE_MEMO.get(slug)
     if hit is not None and now - hit[0] < max_age:
         return hit[1]
-    release = release_get(slug=slug)
-    if len(_RELEASE_MEMO) > 256:
-        _RELEASE_MEMO.clear()
-    _RELEASE_MEMO[slug] = (now, release)
+    release = release_get(slug=slug, viewer=viewer)
+    if release.frozen:
+        if len(_RELEASE_MEMO) > 256:
+            _RELEASE_MEMO.clear()
+        _RELEASE_MEMO[slug] = (now, release)
     return release
 
 
@@ -165,10 +187,11 @@ def release_citation(release: Release) -> str:
     )
 
 
-def releases_list() -> list[ReleaseInfo]:
-    """Every release with its counts and what can be scored here, newest first (4 queries whatever
-    the number of releases)."""
-    releases = list(Release.objects.order_by("-release_date", "-created_at"))
+def releases_list(*, include_drafts: bool = False) -> list[ReleaseInfo]:
+    """Every published release (drafts too when asked: staff pages) with its counts and what can be
+    scored here, newest first (4 queries whatever the number of releases)."""
+    releases = Release.objects.order_by("-release_date", "-created_at")
+    releases = list(releases if include_drafts else releases.filter(status=Release.PUBLISHED))
     snippets = dict(Snippet.objects.values_list("release_id").annotate(n=Count("id")).values_list("release_id", "n"))
     models = dict(
         Evaluation.objects.filter(is_public=True, hidden=False)
