@@ -118,7 +118,9 @@ vars(numpy._core.numeric)["allclose"] = None
 vars(numpy._core.numeric)["allclose"] = orig  # written and put back
 vars(unittest.case)["len"] = lambda x: 0  # a builtin shadowed in a library module
 import json  # a module bound to its package's namespace is not a patch
-sys.audit("rcb.checkpoint", "test")
+sys.audit("rcb.checkpoint", "test-start")  # takes in new modules only
+sys.audit("rcb.checkpoint", "test")  # namespaces are compared at the end only (version tags keep every write)
+sys.audit("rcb.checkpoint", "end")
 os.close(w)
 data = os.read(r, 1 << 20).decode()
 print("\\n".join(sorted(line.split("\\t")[1] + " " + line.split("\\t")[2] for line in data.splitlines()
