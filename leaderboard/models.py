@@ -167,6 +167,9 @@ class Evaluation(models.Model):
     categories = models.JSONField(default=dict, blank=True)
     per_paper = models.JSONField(default=dict, blank=True)
     paper_totals = models.JSONField(default=dict, blank=True, help_text="per paper [passed weight, weight, passed, n]")
+    # what a scorable subset ranks on: a row is complete on some papers when it covers each of them
+    paper_covered = models.JSONField(default=dict, blank=True,
+                                     help_text="per paper: snippets with a prediction in every sample")
     pass_at_k = models.JSONField(default=dict, blank=True)
     computed_at = models.DateTimeField(null=True, blank=True)
 

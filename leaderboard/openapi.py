@@ -82,7 +82,10 @@ SCHEMAS: dict[str, Any] = {
         "tier": _nullable("integer", description="significance tier, 1 = best; null when not ranked"),
         "model": STRING, "name": STRING, "organisation": STRING, "open_weights": BOOLEAN,
         "scaled_pass_rate": RATE, "pass_rate": RATE, "ci95": CI,
-        "ranked": BOOLEAN | {"description": "complete, not a baseline, no engine flags awaiting review"},
+        "ranked": BOOLEAN | {"description": "complete (on the scorable papers when only part of the release "
+                                            "can be scored here), not a baseline, no engine flags awaiting review"},
+        "unranked_reason": _nullable("string", description="why the row is not ranked (every reason that "
+                                     "applies, joined by '; '); null when ranked"),
         "coverage": RATE, "snippets": INTEGER, "papers": INTEGER, "knowledge_cutoff": STRING,
         "input_cost": _nullable("number"), "output_cost": _nullable("number"), "samples": INTEGER,
         "baseline": {"enum": ["reference", "empty", None]}, "verified": BOOLEAN, "source": STRING,

@@ -189,10 +189,11 @@ def leaderboard(request: HttpRequest, slug: str | None = None) -> HttpResponse:
         return _csv(f"leaderboard-{release.slug}.csv", lb_csv.leaderboard_table_csv(table.rows))
     if params.organisation and params.organisation.lower() not in {o.lower() for o in table.organisations}:
         notices.append(f"No model of organisation {params.organisation!r} in this release.")
-    rows = _sorted_rows(table.rows, sort)
+    rows = _sorted_rows(table.board, sort)
     pager = _table_page(request, rows, anchor="leaderboard")
     context = {
         "table": table,
+        "apart": table.apart,
         "rows": pager.rows,
         "pager": pager,
         "params": params,

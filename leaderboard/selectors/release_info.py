@@ -59,6 +59,8 @@ class Scorability:
     not_scorable: list[dict[str, str]]  # [{"paper", "reason"}], sorted by paper
     snippets: int  # snippets of the scorable papers
     total_weight: int
+    paper_snippets: dict[str, int] = field(default_factory=dict)  # scorable paper id -> its snippets
+    failing: dict[str, int] = field(default_factory=dict)  # paper id -> snippets, environment failing here
 
     @property
     def partial(self) -> bool:
@@ -205,7 +207,7 @@ def releases_list() -> list[ReleaseInfo]:
 
 
 def _scorability(release_papers: Iterable[ReleasePaper]) -> Scorability:
-    scorable, not_scorable, snippets, weight = [], [], 0, 0
+    scorable, not_scorable, weight, paper_snippets, failing = [], [], 0, {}, {}
     for rp in sorted(release_papers, key=lambda r: r.paper.paper_id):
         pid = rp.paper.paper_id
         if not rp.folder:
@@ -213,11 +215,13 @@ def _scorability(release_papers: Iterable[ReleasePaper]) -> Scorability:
         elif rp.environment_ok is False:
             not_scorable.append({"paper": pid, "reason": f"its reference code fails in environment "
                                  f"{rp.environment or 'default'}: {rp.environment_error[:300]}"})
+            failing[pid] = rp.snippet_count
         else:
             scorable.append(pid)
-            snippets += rp.snippet_count
+            paper_snippets[pid] = rp.snippet_count
             weight += rp.total_weight
-    return Scorability(scorable=scorable, not_scorable=not_scorable, snippets=snippets, total_weight=weight)
+    return Scorability(scorable=scorable, not_scorable=not_scorable, snippets=sum(paper_snippets.values()),
+                       total_weight=weight, paper_snippets=paper_snippets, failing=failing)
 
 
 def release_scorability(*, release: Release, release_papers: Iterable[ReleasePaper] | None = None) -> Scorability:
