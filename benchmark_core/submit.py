@@ -147,9 +147,13 @@ def _wait(payload: dict, *, token: str, poll: float, timeout: float, out: TextIO
             print("finished", file=out)
         coverage = result.get("coverage")
         if coverage is not None and coverage < 100:
-            print(f"coverage {coverage:.1f} % of the release's snippets: shown, not ranked", file=out)
+            print(f"coverage {coverage:.1f} % of the release's snippets", file=out)
+        reason = result.get("unranked_reason")
+        if reason:  # a flag, missing snippets, ...: shown on the leaderboard once published, not ranked
+            print(f"shown, not ranked: {reason}", file=out)
         if payload.get("published"):
-            print("published on the leaderboard", file=out)
+            print("published on the leaderboard" + (" (not ranked until the reason above is resolved)" if reason
+                                                    else ""), file=out)
         return EXIT_OK
     reason = payload.get("failure_reason") or ""
     print(f"{payload['status']}{': ' + reason if reason else ''}", file=err)

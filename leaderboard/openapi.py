@@ -170,7 +170,10 @@ SCHEMAS: dict[str, Any] = {
                                                                          "missing prediction's included"},
                             "verdicts_expected": INTEGER | {"description": "snippets of the release x samples"},
                             "partial_note": STRING | {"description": "why the figures are partial; empty if not"}},
-                           {"coverage": NUMBER, "ranked": BOOLEAN,
+                           {"coverage": NUMBER,
+                            "ranked": BOOLEAN | {"description": "as the release's board would rank it once published"},
+                            "unranked_reason": _nullable("string", description="why it would not be ranked "
+                                                         "(missing snippets, flags awaiting review, ...); null if ranked"),
                             "flagged_results": INTEGER | {"description": "results the engine flagged (tampering, ...)"},
                             "flags_cleared": BOOLEAN | {"description": "a reviewer cleared them: it may be ranked"}})
             | {"description": "once scoring ended: finished, or failed (then from partial results: partial true)"},

@@ -20,7 +20,6 @@ from accounts.services import api_token_user
 from benchmark_core.generate import RunCardError, card_parse
 from benchmark_core.predictions import text_problem
 from leaderboard.models import Release
-from leaderboard.selectors.evaluations import evaluation_flags_pending
 from leaderboard.selectors.release_info import release_scorability
 
 from . import selectors, services
@@ -79,6 +78,7 @@ def submission_payload(request: HttpRequest, submission: PredictionSubmission, *
     }
     ev = submission.evaluation
     if submission.status in (Status.FINISHED, Status.FAILED) and ev is not None and ev.computed_at:
+        unranked_reason = selectors.submission_unranked_reason(submission=submission)
         payload["result"] = {
             "scaled_pass_rate": ev.scaled_pass_rate,
             "pass_rate": ev.pass_rate,
@@ -86,7 +86,9 @@ def submission_payload(request: HttpRequest, submission: PredictionSubmission, *
             "snippets_total": ev.snippets_total,
             "snippets_covered": ev.snippets_covered,
             "coverage": round(100.0 * ev.snippets_covered / ev.snippets_total, 2) if ev.snippets_total else 0.0,
-            "ranked": ev.complete and not ev.hidden and not evaluation_flags_pending(ev),
+            # as the release's board would rank it once published (on its scorable papers, if partial)
+            "ranked": not unranked_reason,
+            "unranked_reason": unranked_reason or None,
             # results the engine flagged; the evaluation is not ranked until a reviewer clears them
             "flagged_results": ev.flagged_results,
             "flags_cleared": ev.flags_cleared_at is not None,

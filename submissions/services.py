@@ -813,9 +813,14 @@ def evaluation_moderate(*, evaluation: Evaluation, hidden: bool | None = None, v
 
 def submission_flags_clear(*, submission: PredictionSubmission, user: Any) -> bool:
     """A reviewer looked at the engine's flags of this submission and found them harmless: rank it."""
+    return evaluation_flags_clear(evaluation=submission.evaluation, user=user)
+
+
+def evaluation_flags_clear(*, evaluation: Evaluation | None, user: Any) -> bool:
+    """A reviewer looked at the engine's flags of this evaluation (a submission's, or one without
+    a submission: the demo's, an import's) and found them harmless: rank it."""
     if not user_is_reviewer(user):
-        raise PermissionError("only reviewers can clear the flags of a submission")
-    evaluation = submission.evaluation
+        raise PermissionError("only reviewers can clear engine flags")
     if evaluation is None or not evaluation.flagged_results or evaluation.flags_cleared_at is not None:
         return False
     evaluation.flags_cleared_at, evaluation.flags_cleared_by = _now(), user.get_username()[:150]

@@ -19,7 +19,7 @@ from .models import ACTIVE_STATUSES, Status
 
 __all__ = [
     "submission_create", "submission_list", "submission_detail", "submission_action", "review_queue",
-    "environments_page",
+    "evaluation_flags_clear", "environments_page",
 ]
 
 RESULTS_SHOWN = 2000  # a page with more rows gets slow; the API has them all
@@ -131,6 +131,7 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "show_result": ev is not None and ev.computed_at is not None
             and submission.status in (Status.FINISHED, Status.FAILED),
             "completeness": selectors.submission_result_completeness(submission=submission, progress=progress),
+            "unranked_reason": selectors.submission_unranked_reason(submission=submission),
             "owner": owner,
             "reviewer": user_is_reviewer(request.user),
             # the engine's flags: the owner and reviewers see what kept the evaluation off the board
@@ -178,6 +179,9 @@ def submission_action(request: HttpRequest, pk: int, action: str) -> HttpRespons
             messages.warning(request, f"Nothing to do: the submission is {submission.status}.")
         else:
             messages.success(request, done.format(pk=submission.pk))
+            reason = selectors.submission_unranked_reason(submission=submission) if action == "publish" else ""
+            if reason:
+                messages.warning(request, f"It is shown on the leaderboard but not ranked: {reason}.")
     return redirect("submissions:submission_detail", pk=submission.pk)
 
 
@@ -217,8 +221,30 @@ def review_queue(request: HttpRequest) -> HttpResponse:
         pending = ev is not None and evaluation_flags_pending(ev)
         rows.append({"submission": sub, "flagged": flagged, "identical_share": flags.get("identical_share", 0.0),
                      "engine_flagged": engine, "pending": pending})
+    for ev in selectors.evaluations_for_review()[:200]:
+        rows.append({"evaluation": ev, "flagged": 0, "identical_share": 0.0, "engine_flagged": ev.flagged_results,
+                     "pending": evaluation_flags_pending(ev)})
     rows.sort(key=lambda r: (not r["pending"], -r["engine_flagged"], -r["flagged"], -r["identical_share"]))
     return render(request, "submissions/review.html", {"nav": "submit", "rows": rows})
+
+
+@login_required
+@require_POST
+def evaluation_flags_clear(request: HttpRequest, pk: int) -> HttpResponse:
+    """A reviewer clears the engine flags of an evaluation that no submission carries."""
+    evaluation = selectors.evaluations_for_review().filter(pk=pk).first()
+    if evaluation is None:
+        raise Http404("no flagged evaluation without a submission")
+    try:
+        cleared = services.evaluation_flags_clear(evaluation=evaluation, user=request.user)
+    except PermissionError as exc:
+        raise PermissionDenied(str(exc)) from None
+    if cleared:
+        messages.success(request, f"The flags of {evaluation.model.display_name} on {evaluation.release.name} "
+                                  "are cleared: it may be ranked.")
+    else:
+        messages.warning(request, "Nothing to do: no flag awaits review.")
+    return redirect("submissions:review_queue")
 
 
 @login_required

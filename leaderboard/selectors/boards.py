@@ -22,13 +22,12 @@ from .evaluations import (
     evaluation_coverage,
     evaluation_missing_on,
     evaluation_totals,
-    evaluation_unranked_reason,
     latest_per_model,
     public_evaluations,
     rate,
     stored_tiers,
 )
-from .release_info import Scorability, release_scorability
+from .release_info import Scorability, release_scorability, scorable_unranked_reason
 
 __all__ = [
     "FEW_PAPERS",
@@ -248,13 +247,6 @@ def _window_figures(
     }
 
 
-def _unranked_reason(ev: Evaluation, scorability: Scorability) -> str:
-    """Why a row is not ranked ("" when it is): over the whole release, or on the scorable subset
-    when only part of the release can be scored here (complete on each scorable paper)."""
-    return evaluation_unranked_reason(ev, subset=scorability.paper_snippets if scorability.partial else None,
-                                      failing=scorability.failing)
-
-
 def _subset_figures(
     evaluations: list[Evaluation], ranked_evs: list[Evaluation], papers: list[str],
     release_papers: Mapping[str, ReleasePaper],
@@ -326,7 +318,7 @@ def _board_rows(
             continue
         if organisation and m.organisation.lower() != organisation.lower():
             continue
-        reason = _unranked_reason(ev, scorability)
+        reason = scorable_unranked_reason(ev, scorability=scorability)
         no_verdict = (scorability.partial and not m.baseline
                       and evaluation_missing_on(ev, scorability.paper_snippets) >= scorability.snippets)
         # no verdict on the subset is no figure on it, not 0 %
@@ -390,7 +382,7 @@ def leaderboard_rows(
                             keep=() if overall and not subset else ("paper_totals",))
     )
     organisations = sorted({ev.model.organisation for ev in evaluations if ev.model.organisation})
-    ranked_evs = [ev for ev in evaluations if not _unranked_reason(ev, scorability)]
+    ranked_evs = [ev for ev in evaluations if not scorable_unranked_reason(ev, scorability=scorability)]
     warning = ""
     if subset and overall:
         papers = scorability.scorable
@@ -459,7 +451,7 @@ def paper_leaderboard(*, release: Release, paper_id: str, with_paper: bool = Tru
             "snippets": rp.snippet_count,
             "papers": 1 if totals else 0,
         }
-        rows.append(_row(ev, tier=None, unranked_reason=_unranked_reason(ev, scorability), figures=figures))
+        rows.append(_row(ev, tier=None, unranked_reason=scorable_unranked_reason(ev, scorability=scorability), figures=figures))
     return PaperLeaderboard(
         release=release, paper=rp.paper, snippets=rp.snippet_count, total_weight=rp.total_weight, rows=_sort_rows(rows)
     )

@@ -15,7 +15,7 @@ from typing import Any, Iterable
 from django.db.models import Count
 
 from ..models import Evaluation, Paper, Release, ReleasePaper, Snippet
-from .evaluations import HEAVY
+from .evaluations import HEAVY, evaluation_unranked_reason
 
 __all__ = [
     "RELEASE_MEMO_SECONDS",
@@ -30,6 +30,7 @@ __all__ = [
     "release_scorability",
     "release_succession",
     "releases_list",
+    "scorable_unranked_reason",
 ]
 
 
@@ -230,6 +231,13 @@ def release_scorability(*, release: Release, release_papers: Iterable[ReleasePap
     if release_papers is None:
         release_papers = ReleasePaper.objects.filter(release=release).select_related("paper")
     return _scorability(release_papers)
+
+
+def scorable_unranked_reason(ev: Evaluation, *, scorability: Scorability) -> str:
+    """Why an evaluation is not ranked on its release's board ("" when it is): over the whole
+    release, or on the scorable subset when only part of the release can be scored here."""
+    return evaluation_unranked_reason(ev, subset=scorability.paper_snippets if scorability.partial else None,
+                                      failing=scorability.failing)
 
 
 def release_paper(release: Release, paper_id: str) -> ReleasePaper:
