@@ -22,6 +22,7 @@ from django.urls import reverse
 from django.views.defaults import page_not_found
 
 from benchmark_core.completions import completion_lines
+from submissions.selectors import release_closed_reason
 
 from . import charts
 from . import csv as lb_csv
@@ -359,6 +360,7 @@ def release_detail(request: HttpRequest, slug: str) -> HttpResponse:
     return _page(request, "leaderboard/release_detail.html", {
         "info": info, "papers": [(rp, reasons.get(rp.paper.paper_id, "")) for rp in papers], "permalink": permalink,
         "scorability": scorability, "succession": release_info.release_succession(release=release),
+        "submissions_closed": release_closed_reason(release=release) if release.frozen else "",
     }, nav="releases", release=release)
 
 

@@ -20,7 +20,7 @@ from accounts.services import api_token_user
 from benchmark_core.generate import RunCardError, card_parse
 from benchmark_core.predictions import text_problem
 from leaderboard.models import Release
-from leaderboard.selectors.release_info import release_scorability
+from leaderboard.selectors.release_info import release_get, release_scorability
 
 from . import selectors, services
 from .forms import SubmissionMetaForm
@@ -51,6 +51,15 @@ def _read_body(request: HttpRequest, limit: int) -> tuple[bytes, int]:
         while chunk := request.read(_CHUNK):
             size += len(chunk)
     return b"".join(parts), size
+
+
+def _default_release() -> Release | None:
+    """The site's default release when it is published (a draft is nobody's default to submit to)."""
+    try:
+        release = release_get()
+    except Release.DoesNotExist:
+        return None
+    return release if release.status == Release.PUBLISHED else None
 
 
 def submission_payload(request: HttpRequest, submission: PredictionSubmission, *, with_results: bool = False) -> dict:
@@ -196,10 +205,15 @@ def submissions_endpoint(request: HttpRequest) -> JsonResponse:
         return _error(400, exc.message, fields=exc.fields)
     releases = selectors.releases_open()
     slug = str(source.get("release", "")).strip()
-    release = releases.filter(slug=slug).first() if slug else releases.first()
+    # no slug: the site's default release, as the CLI's --release says, never another one silently
+    release = selectors.release_published_get(slug=slug) if slug else _default_release()
+    slugs = ", ".join(releases.values_list("slug", flat=True)) or "none"
     if release is None:
-        slugs = ", ".join(releases.values_list("slug", flat=True)) or "none"
-        return _error(400, f"no such published release (known: {slugs})")
+        return _error(400, f"no such release {slug!r} (open for submissions here: {slugs})" if slug
+                      else f"no release yet (open for submissions here: {slugs})")
+    closed = selectors.release_closed_reason(release=release)
+    if closed:
+        return _error(400, f"{closed}; open for submissions here: {slugs}", release=release.slug)
     try:
         submission, created = services.prediction_submission_create(
             user=user, release=release, data=data, file_name=file_name, **meta,

@@ -278,6 +278,25 @@ def submission_quota(*, user: Any) -> dict:
     return {"used": _quota_used(user), "limit": settings.RCB_SUBMISSIONS_PER_DAY, "unlimited": bool(user.is_staff)}
 
 
+def release_published_get(*, slug: str) -> Release | None:
+    """The published release with this slug (None: none, or a draft, which is staff-only)."""
+    return Release.objects.filter(slug=slug, status=Release.PUBLISHED).first() if slug else None
+
+
+#: how an operator attaches a release's code (README, "Hosting the real benchmark")
+ATTACH_CODE_COMMAND = "python manage.py import_pset FOLDER"
+
+
+def release_closed_reason(*, release: Release) -> str:
+    """Why a published release takes no submissions on this site ("" when it takes them:
+    releases_open); drafts are not asked about (they are staff-only until published)."""
+    if releases_open().filter(pk=release.pk).exists():
+        return ""
+    return (f"release {release.name} takes no submissions on this site until the code of its papers is attached "
+            f"(its published figures are shown, but nothing can be scored here): an operator attaches it with "
+            f"`{ATTACH_CODE_COMMAND}` (the release's problem set, or a folder with some of its papers)")
+
+
 def releases_open() -> QuerySet[Release]:
     """Releases one can submit to: published, with the code of at least one paper here (published
     figures alone cannot score anything; papers without code are listed as not scorable); the

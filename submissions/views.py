@@ -41,10 +41,14 @@ def submission_create(request: HttpRequest) -> HttpResponse:
     context = {"nav": "submit", "quota": selectors.submission_quota(user=request.user),
                "max_mb": services.max_upload_bytes() // 1048576}
     if request.method != "POST":
-        # ?release= (the header's Submit link from a release's pages) picks that release, when open
-        chosen = selectors.releases_open().filter(slug=(request.GET.get("release") or "").strip()).first()
+        # ?release= (the header's Submit link from a release's pages) picks that release, when open;
+        # a published one that is not open says why instead of the form silently offering others
+        asked = selectors.release_published_get(slug=(request.GET.get("release") or "").strip())
+        closed = selectors.release_closed_reason(release=asked) if asked is not None else ""
+        chosen = asked if asked is not None and not closed else None
         form = SubmissionForm(initial={"release": chosen} if chosen else None)
-        return render(request, "submissions/create.html", {**context, "form": form, "release": chosen})
+        return render(request, "submissions/create.html", {**context, "form": form, "release": asked,
+                                                           "release_closed": closed})
     form, error = _upload_form(request)
     status = 400
     problems: list = []

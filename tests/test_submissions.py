@@ -363,7 +363,29 @@ def test_a_release_without_code_takes_no_submission(client, release, user, token
                                           published_at=timezone.now())
     ReleasePaper.objects.create(release=figures_only, paper=Paper.objects.get(paper_id="rope"), folder="")
     resp = _api_post(client, token, predictions_bytes(papers=["rope"]), release="figures")
-    assert resp.status_code == 400 and "no such published release" in resp.json()["error"]
+    error = resp.json()["error"]
+    assert resp.status_code == 400 and resp.json()["release"] == "figures"
+    assert "release Published figures takes no submissions on this site until the code of its papers is attached" in error
+    assert "python manage.py import_pset FOLDER" in error and f"open for submissions here: {release.slug}" in error
+    # an unknown slug, and a draft (staff-only), are no such release
+    Release.objects.create(name="Secret draft", slug="secret", status=Release.DRAFT)
+    for slug in ("nope", "secret"):
+        error = _api_post(client, token, predictions_bytes(papers=["rope"]), release=slug).json()["error"]
+        assert error.startswith(f"no such release '{slug}'") and "Secret" not in error
+    # without a slug: the default release, not another one silently
+    Release.objects.filter(pk=release.pk).update(is_default=False)
+    Release.objects.filter(pk=figures_only.pk).update(is_default=True)
+    resp = _api_post(client, token, predictions_bytes(papers=["rope"]))
+    assert resp.status_code == 400 and "Published figures takes no submissions" in resp.json()["error"]
+    # the submit page (the nav's Submit link on that release) and the release page say it too
+    client.force_login(user)
+    page = client.get(reverse("submissions:submission_create") + "?release=figures").content.decode()
+    assert 'id="release-closed"' in page and "takes no submissions on this site until the code" in page
+    assert "import_pset FOLDER" in page and f"This form offers the releases that take submissions on this site:" in page
+    assert client.get(reverse("submissions:submission_create") + f"?release={release.slug}").content.decode().count(
+        'id="release-closed"') == 0
+    detail = client.get(reverse("leaderboard:release_detail", args=["figures"])).content.decode()
+    assert 'id="submissions-closed"' in detail and "takes no submissions on this site" in detail
     with pytest.raises(services.SubmissionError, match="no paper.s code is attached here"):
         services.prediction_submission_create(user=user, release=figures_only, data=predictions_bytes(papers=["rope"]), allow_partial=True,
                                               model_name="X")
