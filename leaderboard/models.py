@@ -185,6 +185,16 @@ class Evaluation(models.Model):
         return self.snippets_total > 0 and self.snippets_covered >= self.snippets_total
 
 
+#: the category of an imported failure: the published results hold verdicts only (no test output)
+IMPORTED_FAILURE = "unknown"
+#: how pages name stored categories that are not the engine's own words
+CATEGORY_LABELS = {IMPORTED_FAILURE: "not published"}
+#: said once wherever imported verdicts are shown without their completions
+IMPORTED_NOTE = ("Results imported from the published release hold the verdict of each snippet (pass or fail, exit "
+                 "code) only: the published results do not include the completions, the test output or the error "
+                 "category, so these verdicts have no drill-down.")
+
+
 class SnippetResult(models.Model):
     evaluation = models.ForeignKey(Evaluation, on_delete=models.CASCADE, related_name="results")
     snippet = models.ForeignKey(Snippet, on_delete=models.CASCADE, related_name="results")

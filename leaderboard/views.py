@@ -26,7 +26,7 @@ from submissions.selectors import release_closed_reason
 
 from . import charts
 from . import csv as lb_csv
-from .models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet
+from .models import IMPORTED_FAILURE, IMPORTED_NOTE, Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet
 from .query import PageNotFound, TablePage, leaderboard_params_parse, parse_bool, table_page
 from .selectors import boards, caching, details, paper_files, release_info
 from .templatetags.leaderboard_tags import diff_rows, highlight_code, render_markdown
@@ -318,7 +318,7 @@ def errors(request: HttpRequest) -> HttpResponse:
         ) if pager.rows and data.categories else None
     )
     context = {"data": data, "rows": pager.rows, "pager": pager, "chart": chart, "with_paper": with_paper,
-               "notices": notices}
+               "notices": notices, "imported_failure": IMPORTED_FAILURE, "imported_note": IMPORTED_NOTE}
     return _page(request, "leaderboard/errors.html", context, nav="errors", release=release)
 
 
@@ -485,6 +485,8 @@ def snippet_page(request: HttpRequest, paper_id: str) -> HttpResponse:
         "code_html": highlight_code(snippet.code, filename=snippet.file) if snippet.code else "",
         "masked_html": highlight_code(masked, filename=snippet.file, marked=_todo_lines(masked, snippet.name)) if masked else "",
         "results": pager.rows,
+        "imported_rows": any(r["imported"] for r in pager.rows),
+        "imported_note": IMPORTED_NOTE,
         "pager": pager,
         "drill": drill,
         "samples": samples,
