@@ -282,8 +282,17 @@ def test_staff_name_a_draft_publish_with_the_default_warning_and_errata(client, 
     url = reverse("contributions:release", args=[draft.slug])
     page = client.get(url).content.decode()
     assert 'id="rename-form"' in page and 'id="default-warning"' in page and "ranks 0 model(s)" in page
-    assert client.post(url, {"action": "rename", "rename-name": "v1.1"}).status_code == 302
-    assert Release.objects.get(pk=draft.pk).name == "v1.1"
+    old_root = release_services._release_root(draft)
+    assert draft.slug.startswith("release-") and (old_root / "rope" / "rope.py").is_file()
+    resp = client.post(url, {"action": "rename", "rename-name": "v1.1"})
+    renamed = Release.objects.get(pk=draft.pk)
+    # a draft's slug follows its name, its folder here moves with it, and the staff page says so
+    assert renamed.name == "v1.1" and renamed.slug == "v1-1" and resp["Location"].endswith("/v1-1/")
+    assert not old_root.exists() and (release_services._release_root(renamed) / "rope" / "rope.py").is_file()
+    folder = ReleasePaper.objects.get(release=renamed, paper__paper_id="rope").folder
+    assert folder == str(release_services._release_root(renamed) / "rope")
+    assert "stays once it is published" in client.get(resp["Location"]).content.decode()
+    url = reverse("contributions:release", args=[renamed.slug])
     # asked to become the default while it ranks fewer models: refused until confirmed
     resp = client.post(url, {"action": "publish", "confirm": "on", "make_default": "on"})
     assert resp.status_code == 400 and "Tick this box to switch anyway" in resp.content.decode()
@@ -291,6 +300,10 @@ def test_staff_name_a_draft_publish_with_the_default_warning_and_errata(client, 
     resp = client.post(url, {"action": "publish", "confirm": "on", "make_default": "on", "accept_fewer": "on"})
     assert resp.status_code == 302 and Release.objects.get(pk=draft.pk).is_default
     new = Release.objects.get(pk=draft.pk)
+    assert new.slug == "v1-1"  # published: the slug stays (citable URLs), and the name is frozen
+    with pytest.raises(ValidationError, match="is published"):
+        release_services.release_draft_rename(release=new, name="v1.2")
+    assert Release.objects.get(pk=draft.pk).slug == "v1-1"
     carried = Evaluation.objects.get(release=new, model__key="ranked-model")
     assert carried.succession["mode"] == "carried" and carried.is_public
     # errata from the staff page: bad input is named, nothing is made
