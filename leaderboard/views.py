@@ -46,6 +46,16 @@ def _release(request: HttpRequest, slug: str | None = None) -> Release:
         raise Http404("No release has been published yet.") from None
 
 
+def _paper_release(request: HttpRequest, paper_id: str) -> Release:
+    """A paper page's release: as ?release= says, else the default one or the latest that has the paper."""
+    if (request.GET.get("release") or "").strip():
+        return _release(request)
+    try:
+        return release_info.release_for_paper(paper_id=paper_id)
+    except Release.DoesNotExist:
+        raise Http404("No release has been published yet.") from None
+
+
 def _releases_menu() -> list[dict[str, Any]]:
     return list(Release.objects.order_by("-release_date", "-created_at").values("name", "slug", "status"))
 
@@ -395,7 +405,7 @@ def model_page(request: HttpRequest, key: str) -> HttpResponse:
 
 
 def paper_page(request: HttpRequest, paper_id: str) -> HttpResponse:
-    release = _release(request)
+    release = _paper_release(request, paper_id)
     try:
         detail = details.paper_detail(release=release, paper_id=paper_id)
         board = boards.paper_leaderboard(release=release, paper_id=paper_id)
@@ -416,6 +426,8 @@ def paper_page(request: HttpRequest, paper_id: str) -> HttpResponse:
         "nodes": nodes,
         "board": board,
         "board_pager": _table_page(request, board.rows, anchor="paper-leaderboard"),
+        "notices": [] if release.is_default or request.GET.get("release") else [
+            f"{paper_id} is not in the default release: shown from {release.name}, the latest release that has it."],
     }
     return _page(request, "leaderboard/paper.html", context, nav="per_paper", release=release)
 
@@ -432,7 +444,7 @@ def _todo_lines(masked: str, name: str) -> list[int]:
 def snippet_page(request: HttpRequest, paper_id: str) -> HttpResponse:
     """One snippet: reference code, the masked file the model saw, every model's verdict, and with
     ?model= a drill-down into that model's completion (diff against the reference) and test output."""
-    release = _release(request)
+    release = _paper_release(request, paper_id)
     name = (request.GET.get("name") or "").strip()
     file = (request.GET.get("file") or "").strip() or None
     model_key = (request.GET.get("model") or "").strip()

@@ -24,6 +24,7 @@ __all__ = [
     "Scorability",
     "release_citation",
     "release_get",
+    "release_for_paper",
     "release_get_recent",
     "release_memo_clear",
     "release_paper",
@@ -84,6 +85,18 @@ def release_get(*, slug: str | None = None) -> Release:
     if release is None:
         raise Release.DoesNotExist("no release yet")
     return release
+
+
+def release_for_paper(*, paper_id: str) -> Release:
+    """The release a paper's page shows when none is asked for: the default one when it has the
+    paper, else the latest published release that has it, else the default (which then says the
+    paper is not there). Raises Release.DoesNotExist when there is no release at all."""
+    default = release_get()
+    if ReleasePaper.objects.filter(release=default, paper__paper_id=paper_id).exists():
+        return default
+    latest = (Release.objects.filter(status=Release.PUBLISHED, release_papers__paper__paper_id=paper_id)
+              .order_by("-release_date", "-published_at", "-created_at").first())
+    return latest or default
 
 
 #: per-process memo of release lookups for the hot API path: {slug or None: (time, release)}
