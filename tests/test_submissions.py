@@ -199,12 +199,22 @@ def test_quota_counts_neither_failed_nor_cancelled(client, release, token, user,
     assert _api_post(client, token, b"".join(lines[:4])).status_code == 201
 
 
-def test_create_token_command_creates_the_user_and_prints_a_working_token(client, release):
+def test_create_token_command_refuses_unknown_users_unless_asked_to_create_one(client, release):
+    from django.core.management import CommandError
+
+    with pytest.raises(CommandError, match="no user 'robot'.*--create"):
+        call_command("create_token", "robot", stdout=io.StringIO(), stderr=io.StringIO())
+    assert not User.objects.filter(username="robot").exists()
+    out, err = io.StringIO(), io.StringIO()
+    call_command("create_token", "robot", "--create", stdout=out, stderr=err)
+    raw = out.getvalue().strip()
+    robot = User.objects.get(username="robot")
+    assert not robot.has_usable_password() and "created user robot" in err.getvalue()
+    assert _api_post(client, raw, predictions_bytes(papers=["rope"])).status_code == 201
+    # an existing user needs no flag; a second token is a new one
     out = io.StringIO()
     call_command("create_token", "robot", stdout=out, stderr=io.StringIO())
-    raw = out.getvalue().strip()
-    assert User.objects.filter(username="robot").exists()
-    assert _api_post(client, raw, predictions_bytes(papers=["rope"])).status_code == 201
+    assert out.getvalue().strip() != raw and robot.api_tokens.count() == 2
 
 
 # -- scoring in process -----------------------------------------------------------------------
