@@ -244,6 +244,8 @@ def cmd_submit(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return EXIT_USAGE if exc.status is None else EXIT_FAILED
     note = " (identical to an earlier upload: the existing submission)" if payload.get("duplicate") else ""
     print(f"submission {payload['id']} {payload['status']}{note}", file=out)
+    if payload.get("duplicate_note"):
+        print(payload["duplicate_note"], file=err)
     print(f"status: {payload['status_url']}", file=out)
     print(f"page: {payload['url']}", file=out, flush=True)
     if args.publish and payload.get("duplicate") and not (payload.get("published") or payload.get("publish_when_finished")):

@@ -184,6 +184,10 @@ SCHEMAS: dict[str, Any] = {
                                    {"flags": _array(STRING) | {"description": "the engine's flags of this run"}})) | {
                 "description": "with ?results=1, for the owner"},
             "duplicate": BOOLEAN | {"description": "uploads: the same file was sent before; this is that submission"},
+            "duplicate_note": STRING | {"description": "uploads, when duplicate: which earlier submission this is, and "
+                                                       "that a different model name was not taken"},
+            "duplicate_renamed": BOOLEAN | {"description": "uploads, when duplicate: the upload asked for another "
+                                                           "model name than the submission's (not taken)"},
             "outcome": STRING | {"description": "publish/withdraw/cancel: what was done"},
         },
     ),

@@ -228,6 +228,9 @@ def submissions_endpoint(request: HttpRequest) -> JsonResponse:
         return _error(exc.http_status, exc.message, problems=problems)
     payload = submission_payload(request, submission)
     payload["duplicate"] = not created
+    if not created:
+        payload["duplicate_note"], payload["duplicate_renamed"] = services.submission_duplicate_note(
+            submission=submission, model_name=meta.get("model_name", ""))
     return JsonResponse(payload, status=201 if created else 200)
 
 

@@ -290,6 +290,20 @@ def _model_evaluation_create(*, user: Any, release: Release, model_name: str, or
     return model, evaluation
 
 
+def submission_duplicate_note(*, submission: PredictionSubmission, model_name: str) -> tuple[str, bool]:
+    """What an identical re-upload is told: which earlier submission it is, and that a new model
+    name was not taken (the result stays under the name it was scored with); and whether the
+    upload asked for another name."""
+    note = (f"This file is identical to your submission #{submission.pk} ({submission.model_name}, uploaded "
+            f"{submission.created_at:%Y-%m-%d %H:%M} UTC, {submission.status}): nothing new was stored or scored")
+    asked = " ".join((model_name or "").split())
+    renamed = bool(asked) and asked != submission.model_name
+    if renamed:
+        note += (f"; it stays under the model name {submission.model_name!r}, not {asked!r} (one file, one result: "
+                 "the same predictions are not scored twice)")
+    return note + ".", renamed
+
+
 def prediction_submission_create(
     *,
     user: Any,

@@ -87,9 +87,15 @@ def submission_create(request: HttpRequest) -> HttpResponse:
             else:
                 if created:
                     messages.success(request, f"Submission #{submission.pk} is queued for scoring.")
-                else:
-                    messages.info(request, f"This file is identical to your submission #{submission.pk}; here it is.")
-                return redirect("submissions:submission_detail", pk=submission.pk)
+                    return redirect("submissions:submission_detail", pk=submission.pk)
+                note, renamed = services.submission_duplicate_note(submission=submission,
+                                                                   model_name=form.cleaned_data["model_name"])
+                if not renamed:
+                    messages.info(request, note)
+                    return redirect("submissions:submission_detail", pk=submission.pk)
+                # another name: say it was not taken, and offer the earlier submission
+                return render(request, "submissions/create.html",
+                              {**context, "form": form, "duplicate": submission, "duplicate_note": note})
     return render(
         request, "submissions/create.html", {**context, "form": form, "error": error, "problems": problems[:500],
                                             "problems_total": len(problems)}, status=status,

@@ -95,6 +95,13 @@ def test_api_upload_json_lines_creates_one_job_per_paper_and_dedupes(client, rel
     assert body["progress"]["total"] == sum(j.tasks_total for j in sub.jobs.all()) > 0
     again = _api_post(client, token, data)
     assert again.status_code == 200 and again.json()["id"] == sub.pk and again.json()["duplicate"] is True
+    assert again.json()["duplicate_renamed"] is False
+    assert again.json()["duplicate_note"].startswith(f"This file is identical to your submission #{sub.pk} (Model-A,")
+    assert PredictionSubmission.objects.count() == 1
+    # under another model name: said, not silently the old one under its old name
+    renamed = _api_post(client, token, data, model_name="Model-B").json()
+    assert renamed["id"] == sub.pk and renamed["model_name"] == "Model-A" and renamed["duplicate_renamed"] is True
+    assert "it stays under the model name 'Model-A', not 'Model-B'" in renamed["duplicate_note"]
     assert PredictionSubmission.objects.count() == 1
 
 
@@ -163,6 +170,22 @@ def test_web_form_upload_errors_and_success(client, release, user):
     assert resp.status_code == 302 and resp["Location"] == reverse("submissions:submission_detail", args=[sub.pk])
     page = client.get(resp["Location"])
     assert page.status_code == 200 and b"data-progress-url" in page.content and b"progress.js" in page.content
+    # the same file again: under the same name, its page with a note; under another, the form says
+    # the name was not taken and offers the earlier submission
+    def again(name: str):
+        upload = io.BytesIO(predictions_bytes(papers=["rope"]))
+        upload.name = "good.jsonl"
+        return client.post(reverse("submissions:submission_create"),
+                           {"release": release.pk, "model_name": name, "file": upload, "allow_partial": "1"})
+
+    same = again("W")
+    assert same.status_code == 302 and same["Location"] == reverse("submissions:submission_detail", args=[sub.pk])
+    assert f"identical to your submission #{sub.pk}" in client.get(same["Location"]).content.decode()
+    other = again("<b>Other</b>")
+    text = other.content.decode()
+    assert other.status_code == 200 and 'id="duplicate-notice"' in text and PredictionSubmission.objects.count() == 1
+    assert "it stays under the model name &#x27;W&#x27;, not &#x27;&lt;b&gt;Other&lt;/b&gt;&#x27;" in text
+    assert f'id="open-duplicate" href="{reverse("submissions:submission_detail", args=[sub.pk])}"' in text
 
 
 @pytest.mark.django_db(transaction=True)  # the live server reads the token from its own connection
