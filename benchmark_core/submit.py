@@ -231,6 +231,11 @@ def cmd_submit(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 raise
             # the site stored nothing and says how much of the release the file predicts
             print(f"warning: {exc}", file=err, flush=True)
+            missing = exc.payload["coverage"].get("missing_snippets") or []
+            for m in missing[:20]:
+                print(f"  no prediction: {m.get('paper')}/{m.get('file')}: {m.get('snippet')}", file=err)
+            if len(missing) > 20:
+                print(f"  ... and {len(missing) - 20} more", file=err)
             if args.complete_only:
                 print("not sent (--complete-only): add the missing predictions", file=err)
                 return EXIT_FAILED

@@ -61,7 +61,7 @@ SCHEMAS: dict[str, Any] = {
                 "description": "every bad line of the predictions file (JSON lines), 1-based"},
             "fields": {"type": "object", "additionalProperties": _array(STRING),
                        "description": "metadata field -> why it was refused"},
-            "coverage": {"type": "object", "description": "409: how much of the release the file covers"},
+            "coverage": {"type": "object", "description": "409: how much of the release the file covers (predicted, expected, missing, snippets, samples, percent) and missing_snippets: [{paper, file, snippet, samples_missing}]"},
             "hint": STRING,
             "messages": _array(STRING),
         },

@@ -107,16 +107,28 @@ class PartialCoverage(SubmissionError):
         super().__init__(coverage_warning(coverage))
 
 
-def predictions_coverage(*, predicted: int, snippets: int, samples: int) -> dict[str, Any]:
-    """How much of a release a file predicts: counts of (snippet, sample) pairs and the percent."""
-    expected = snippets * max(samples, 1)
+def predictions_coverage(*, snippet_rows: list[dict], predictions: list) -> dict[str, Any]:
+    """How much of a release a file predicts: counts of (snippet, sample) pairs, the percent, and
+    the snippets without a prediction in every sample (``missing_snippets``: paper, file, snippet,
+    samples_missing), in release order."""
+    samples = max(len({p.sample for p in predictions}), 1)
+    expected = len(snippet_rows) * samples
+    predicted: dict[tuple[str, str, str], int] = {}
+    for p in predictions:
+        predicted[(p.paper, p.file, p.snippet)] = predicted.get((p.paper, p.file, p.snippet), 0) + 1
+    missing_snippets = [
+        {"paper": r["paper__paper_id"], "file": r["file"], "snippet": r["name"],
+         "samples_missing": samples - predicted.get((r["paper__paper_id"], r["file"], r["name"]), 0)}
+        for r in snippet_rows if predicted.get((r["paper__paper_id"], r["file"], r["name"]), 0) < samples
+    ]
     return {
-        "predicted": predicted,
+        "predicted": len(predictions),
         "expected": expected,
-        "missing": max(expected - predicted, 0),
-        "snippets": snippets,
-        "samples": max(samples, 1),
-        "percent": round(100.0 * predicted / expected, 1) if expected else 0.0,
+        "missing": max(expected - len(predictions), 0),
+        "snippets": len(snippet_rows),
+        "samples": samples,
+        "percent": round(100.0 * len(predictions) / expected, 1) if expected else 0.0,
+        "missing_snippets": missing_snippets,
     }
 
 
@@ -244,15 +256,14 @@ def _upload_check(*, release: Release, data: bytes, model_name: str, organisatio
 def _predictions_read(*, release: Release, data: bytes, allow_partial: bool) -> tuple[list[dict], list]:
     """The release's snippets and the file's predictions matched to them; every bad line is reported.
     Raises SubmissionError, or PartialCoverage when snippets lack a prediction and that is not allowed."""
-    snippet_rows = list(Snippet.objects.filter(release=release).values("id", "paper_id", "paper__paper_id", "file", "name", "code"))
+    snippet_rows = list(Snippet.objects.filter(release=release).order_by("paper__paper_id", "file", "position")
+                        .values("id", "paper_id", "paper__paper_id", "file", "name", "code"))
     predictions, problems = parse_predictions(data, _ReleaseIndex(snippet_rows))  # type: ignore[arg-type]
     if problems:
         raise SubmissionError(f"{len(problems)} bad line(s) in the file; nothing was stored", problems)
     if not predictions:
         raise SubmissionError("the file holds no prediction (one JSON object per line expected)")
-    coverage = predictions_coverage(
-        predicted=len(predictions), snippets=len(snippet_rows), samples=len({p.sample for p in predictions})
-    )
+    coverage = predictions_coverage(snippet_rows=snippet_rows, predictions=predictions)
     if coverage["missing"] and not allow_partial:
         raise PartialCoverage(coverage)
     return snippet_rows, predictions

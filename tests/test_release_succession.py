@@ -93,8 +93,11 @@ def test_partial_file_is_refused_until_confirmed_everywhere(client, user):
     body = resp.json()
     total = Snippet.objects.filter(release=release).count()
     rope = Snippet.objects.filter(release=release, paper__paper_id="rope").count()
+    missing = [{"paper": s.paper.paper_id, "file": s.file, "snippet": s.name, "samples_missing": 1}
+               for s in Snippet.objects.filter(release=release, paper__paper_id="focal-loss")
+               .select_related("paper").order_by("file", "position")]
     assert body["coverage"] == {"predicted": rope, "expected": total, "missing": total - rope, "snippets": total,
-                                "samples": 1, "percent": round(100 * rope / total, 1)}
+                                "samples": 1, "percent": round(100 * rope / total, 1), "missing_snippets": missing}
     assert f"predicts {rope} of the release's {total} snippets" in body["error"] and "not ranked" in body["error"]
     assert PredictionSubmission.objects.count() == 0  # nothing stored
     # the form says how much and offers to send it anyway
@@ -104,6 +107,9 @@ def test_partial_file_is_refused_until_confirmed_everywhere(client, user):
     page = client.post(reverse("submissions:submission_create"),
                        {"release": release.pk, "model_name": "F", "file": SimpleUploadedFile("p.jsonl", data)})
     assert page.status_code == 409 and b'id="allow-partial"' in page.content and b"not ranked" in page.content
+    listed = page.content.decode().split('id="missing-snippets"')[1].split("</details>")[0]
+    assert listed.count("<li>") == len(missing) and all(m["snippet"] in listed for m in missing)
+    assert "<code>rope</code>" not in listed
     assert PredictionSubmission.objects.count() == 0
     page = client.post(reverse("submissions:submission_create"),
                        {"release": release.pk, "model_name": "F", "file": SimpleUploadedFile("p.jsonl", data),
@@ -344,6 +350,8 @@ def test_cli_warns_how_much_is_missing_before_sending_and_can_refuse(user, tmp_p
     rope = Snippet.objects.filter(release=release, paper__paper_id="rope").count()
     assert f"warning: the file predicts {rope} of the release's {total} snippets" in err.getvalue()
     assert "not sent (--complete-only)" in err.getvalue() and PredictionSubmission.objects.count() == 0
+    first = Snippet.objects.filter(release=release, paper__paper_id="focal-loss").order_by("file", "position").first()
+    assert f"  no prediction: focal-loss/{first.file}: {first.name}" in err.getvalue()
     out, err = io.StringIO(), io.StringIO()
     assert core_main([*args, "--publish", str(partial)], out, err) == 0
     assert "sending it anyway" in err.getvalue() and "published when scoring finishes" in out.getvalue()
