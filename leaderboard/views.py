@@ -22,7 +22,7 @@ from django.urls import reverse
 from django.views.defaults import page_not_found
 
 from benchmark_core.completions import completion_lines
-from submissions.selectors import release_closed_reason
+from submissions.selectors import release_closed_reason, submission_can_view
 
 from . import charts
 from . import csv as lb_csv
@@ -432,6 +432,15 @@ def paper_page(request: HttpRequest, paper_id: str) -> HttpResponse:
     return _page(request, "leaderboard/paper.html", context, nav="per_paper", release=release)
 
 
+def _drill_submission(request: HttpRequest, drill: details.SnippetDrilldown | None) -> Any:
+    """The submission a drill-down's evaluation came from, when the visitor may open it (its owner,
+    reviewers): the drill-down links back to it."""
+    submission = getattr(drill.evaluation, "submission", None) if drill is not None else None
+    if submission is None or not submission_can_view(submission=submission, user=request.user):
+        return None
+    return submission
+
+
 def _todo_lines(masked: str, name: str) -> list[int]:
     """1-based lines of the two TODO comments that stand for the masked snippet."""
     marker = f'# TODO: Implement block "{name}"'
@@ -501,6 +510,7 @@ def snippet_page(request: HttpRequest, paper_id: str) -> HttpResponse:
         "imported_note": IMPORTED_NOTE,
         "pager": pager,
         "drill": drill,
+        "drill_submission": _drill_submission(request, drill),
         "samples": samples,
         "card": details.evaluation_card(drill.evaluation) if drill is not None else None,
         "with_paper": with_paper,
