@@ -146,6 +146,17 @@ SCHEMAS: dict[str, Any] = {
                              "paper_count": INTEGER, "snippets": INTEGER, "scaled_pass_rate": RATE,
                              "pass_rate": RATE, "overall_scaled_pass_rate": RATE})),
     }),
+    "SubmissionSummary": _obj({
+        "id": INTEGER, "status": STRING, "model_name": STRING, "release": STRING, "with_paper": BOOLEAN,
+        "created_at": STRING, "finished_at": _nullable("string"), "published": BOOLEAN,
+        "scaled_pass_rate": RATE, "pass_rate": RATE, "status_url": STRING, "url": STRING,
+    }),
+    "SubmissionList": _obj({
+        "count": INTEGER, "page": INTEGER, "pages": INTEGER, "page_size": INTEGER,
+        "next": _nullable("string", description="the next page's URL; null on the last"),
+        "previous": _nullable("string", description="the previous page's URL; null on the first"),
+        "results": _array(_ref("SubmissionSummary")),
+    }),
     "Submission": _obj(
         {
             "id": INTEGER,
@@ -325,7 +336,13 @@ PATHS: dict[str, Any] = {
         {"200": {"description": "JSON lines", "content": {"application/x-ndjson": {"schema": {"type": "string"}}}},
          "400": BAD, "404": _error("no such evaluation, or not visible to you")},
         [_path("evaluation_id", "the evaluation's id", INTEGER), JSON_ONLY], "evaluation_outputs"),
-    "/submissions": {"post": {
+    "/submissions": {"get": {
+        "operationId": "submission_list", "tags": ["submissions"], "security": TOKEN,
+        "summary": "Your own submissions, newest first, a page at a time",
+        "parameters": [_query("page", "page number, from 1", {"type": "integer", "minimum": 1})],
+        "responses": {"200": _json("SubmissionList", "one page of your submissions"), "401": UNAUTHORIZED,
+                      "404": _error("no such page (the message names the range)", "SubmissionError")},
+    }, "post": {
         "operationId": "submission_create", "tags": ["submissions"], "security": TOKEN,
         "summary": "Upload predictions (JSON lines): multipart with a 'file' part, or the file as the body",
         "description": "Every metadata field is checked as the upload form checks it; every bad line of the file "

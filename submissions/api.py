@@ -20,6 +20,7 @@ from accounts.services import api_token_user
 from benchmark_core.generate import RunCardError, card_parse
 from benchmark_core.predictions import text_problem
 from leaderboard.models import Release
+from leaderboard.query import PageNotFound, table_page, table_rows
 from leaderboard.selectors.release_info import release_get, release_scorability
 
 from . import selectors, services
@@ -173,10 +174,54 @@ def _meta(source: Any) -> dict[str, Any]:
     }
 
 
-@csrf_exempt  # token authentication only: no cookie is trusted for writes here
+def _submission_summary(request: HttpRequest, submission: PredictionSubmission) -> dict[str, Any]:
+    """A submission in a list: what it is and where it stands (the full record at its status_url)."""
+    ev = submission.evaluation
+    scored = ev is not None and ev.computed_at is not None
+    return {
+        "id": submission.pk,
+        "status": submission.status,
+        "model_name": submission.model_name,
+        "release": submission.release.slug,
+        "with_paper": submission.with_paper,
+        "created_at": submission.created_at.isoformat(),
+        "finished_at": submission.finished_at.isoformat() if submission.finished_at else None,
+        "published": submission.is_published,
+        "scaled_pass_rate": ev.scaled_pass_rate if scored else None,
+        "pass_rate": ev.pass_rate if scored else None,
+        "status_url": request.build_absolute_uri(reverse("submissions:api_submission", args=[submission.pk])),
+        "url": request.build_absolute_uri(reverse("submissions:submission_detail", args=[submission.pk])),
+    }
+
+
+def _submissions_list(request: HttpRequest) -> JsonResponse:
+    """The caller's own submissions, newest first, a page at a time (?page=)."""
+    user = api_token_user(request) or (request.user if request.user.is_authenticated else None)
+    if user is None:
+        return _error(401, "send a valid API token: 'Authorization: Token <token>'")
+    try:
+        page = table_page(selectors.submissions_of_user(user=user), request.GET.get("page"))
+    except PageNotFound as exc:
+        return _error(404, str(exc))
+
+    def link(number: int | None) -> str | None:
+        if number is None:
+            return None
+        return request.build_absolute_uri(f"{reverse('submissions:api_submissions')}?page={number}")
+
+    return JsonResponse({
+        "count": page.total, "page": page.number, "pages": page.pages, "page_size": table_rows(),
+        "next": link(page.number + 1 if page.number < page.pages else None), "previous": link(page.previous_number),
+        "results": [_submission_summary(request, s) for s in page.rows],
+    })
+
+
+@csrf_exempt  # writes: token authentication only, no cookie is trusted (a GET lists, with a session too)
 def submissions_endpoint(request: HttpRequest) -> JsonResponse:
+    if request.method == "GET":
+        return _submissions_list(request)
     if request.method != "POST":
-        return _error(405, "POST predictions here; GET /api/v1/submissions/<id> for one submission")
+        return _error(405, "POST predictions here, GET lists your submissions; GET /api/v1/submissions/<id> for one")
     user = api_token_user(request)
     if user is None:
         return _error(401, "send a valid API token: 'Authorization: Token <token>' (create one on your profile page)")

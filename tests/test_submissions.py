@@ -465,3 +465,28 @@ def test_admin_actions_hide_and_verify(client, release, token):
     client.force_login(sub.user)
     page = client.get(reverse("submissions:submission_detail", args=[sub.pk])).content.decode()
     assert "badge-verified" in page and "hidden by an admin" in page
+
+
+def test_api_lists_ones_own_submissions_a_page_at_a_time(client, release, user, token, settings):
+    settings.RCB_TABLE_ROWS = 2
+    lines = predictions_bytes(papers=["rope"]).splitlines(keepends=True)
+    mine = [_api_post(client, token, b"".join(lines[i:]), model_name=f"M{i}").json()["id"] for i in range(3)]
+    other = User.objects.create_user("zed", "zed@example.org", "pw-zed-123456!")
+    _api_post(client, api_token_create(user=other)[1], predictions_bytes(papers=["rope"]), model_name="Theirs")
+    assert client.get("/api/v1/submissions").status_code == 401
+    auth = {"HTTP_AUTHORIZATION": f"Token {token}"}
+    first = client.get("/api/v1/submissions", **auth).json()
+    assert first["count"] == 3 and first["pages"] == 2 and first["page"] == 1 and first["page_size"] == 2
+    assert [r["id"] for r in first["results"]] == mine[::-1][:2]  # newest first
+    assert first["previous"] is None and first["next"].endswith("/api/v1/submissions?page=2")
+    row = first["results"][0]
+    assert row["model_name"] == "M2" and row["release"] == release.slug and row["status"] == "queued"
+    assert row["status_url"].endswith(f"/api/v1/submissions/{mine[2]}") and row["scaled_pass_rate"] is None
+    second = client.get(first["next"], **auth).json()
+    assert [r["id"] for r in second["results"]] == [mine[0]] and second["next"] is None
+    assert "Theirs" not in str(first) + str(second)
+    missing = client.get("/api/v1/submissions?page=3", **auth)
+    assert missing.status_code == 404 and "page=1 to page=2" in missing.json()["error"]
+    # the owner's session works for reading too
+    client.force_login(user)
+    assert client.get("/api/v1/submissions").json()["count"] == 3
