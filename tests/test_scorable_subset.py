@@ -187,3 +187,33 @@ def test_after_a_succession_no_model_without_verdicts_on_the_scorable_papers_is_
     # the predecessor, with no code at all here, ranks its imported models over the whole release as before
     old = {r.model_key: r for r in boards.leaderboard_rows(release=published).rows}
     assert old["imported-a"].ranked and old["imported-b"].ranked and not old["imported-a"].unranked_reason
+
+
+def test_every_unranked_reason_is_its_own(settings, tmp_path):
+    """Issue 21 item 2: hidden, baseline, flags awaiting review, missing snippets and a failing
+    environment each say themselves, all of them when several apply."""
+    from leaderboard.selectors.evaluations import evaluation_unranked_reason
+    from leaderboard.selectors.release_info import release_scorability, scorable_unranked_reason
+    from submissions_support import demo_release_create
+
+    release = demo_release_create(slug="reasons", papers=["rope", "focal-loss"])
+    rope = Snippet.objects.filter(release=release, paper__paper_id="rope").count()
+    total = Snippet.objects.filter(release=release).count()
+    complete = _evaluation_on(release, "complete", ["rope", "focal-loss"], source=Evaluation.SUBMISSION)
+    partial = _evaluation_on(release, "partial", ["focal-loss"], source=Evaluation.SUBMISSION)
+    assert evaluation_unranked_reason(complete) == ""
+    assert evaluation_unranked_reason(partial) == f"results are missing for {rope} of {total} snippets"
+    complete.hidden, complete.flagged_results = True, 2
+    assert evaluation_unranked_reason(complete) == "hidden by an admin; 2 result(s) flagged by the engine await a reviewer"
+    baseline = _evaluation_on(release, "baseline-empty", ["rope", "focal-loss"], source=Evaluation.BASELINE)
+    LLMModel.objects.filter(key="baseline-empty").update(baseline=LLMModel.EMPTY)
+    baseline.refresh_from_db()
+    assert evaluation_unranked_reason(baseline) == "a baseline, shown for scale (an empty completion)"
+    # rope's environment fails here and no other paper can be scored: the missing results wait for it
+    ReleasePaper.objects.filter(release=release, paper__paper_id="rope").update(
+        environment_ok=False, environment="torch-cpu", environment_error="No module named 'torch'")
+    ReleasePaper.objects.filter(release=release, paper__paper_id="focal-loss").update(folder="")
+    scorability = release_scorability(release=release)
+    assert not scorability.partial and scorability.failing == {"rope": rope}
+    assert scorable_unranked_reason(partial, scorability=scorability) == (
+        "the environment of rope fails on this site: its snippets wait for a re-check")
