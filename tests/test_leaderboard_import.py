@@ -159,5 +159,6 @@ def test_imported_verdicts_are_shown_as_verdicts_without_links_to_nothing(client
     model = Evaluation.objects.filter(release=release).select_related("model").first().model
     drill = client.get(f"{url}&model={model.key}").content.decode()
     assert "imported-note" in drill and "No output stored" not in drill and "No completion stored" not in drill
+    assert "the published results hold no completion or test output" in drill  # its raw outputs, too
     errors = client.get(f"/leaderboard/errors/?release={release.slug}").content.decode()
     assert 'id="imported-note"' in errors and ">not published</a></th>" in errors and ">unknown</a>" not in errors
