@@ -35,14 +35,20 @@ def signup(request: HttpRequest) -> HttpResponse:
     return render(request, "accounts/signup.html", {"form": form}, status=400 if form.errors else 200)
 
 
+#: the session key holding a just-made token until the next page of the profile shows it
+NEW_TOKEN_SESSION_KEY = "accounts.new_token"
+
+
 @login_required
 def profile(request: HttpRequest) -> HttpResponse:
-    new_token = None
     form = TokenForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        _, new_token = api_token_create(user=request.user, name=form.cleaned_data["name"])
-        form = TokenForm()
-    # the new token is rendered in this response only (no redirect): it is never stored in clear
+        _, raw = api_token_create(user=request.user, name=form.cleaned_data["name"])
+        # post/redirect/get: a reload shows the page again, it does not make another token; the raw
+        # token waits in the session for that one page, which takes it out (the database keeps a hash)
+        request.session[NEW_TOKEN_SESSION_KEY] = raw
+        return redirect("accounts:profile")
+    new_token = request.session.pop(NEW_TOKEN_SESSION_KEY, None) if request.method == "GET" else None
     return render(
         request,
         "accounts/profile.html",
@@ -53,6 +59,7 @@ def profile(request: HttpRequest) -> HttpResponse:
             "is_reviewer": user_is_reviewer(request.user),
             "submissions": submission_selectors.submissions_of_user(user=request.user)[:10],
         },
+        status=400 if form.errors else 200,
     )
 
 

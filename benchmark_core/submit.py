@@ -147,9 +147,13 @@ def _wait(payload: dict, *, token: str, poll: float, timeout: float, out: TextIO
             print("finished", file=out)
         coverage = result.get("coverage")
         if coverage is not None and coverage < 100:
-            print(f"coverage {coverage:.1f} % of the release's snippets: shown, not ranked", file=out)
+            print(f"coverage {coverage:.1f} % of the release's snippets", file=out)
+        reason = result.get("unranked_reason")
+        if reason:  # a flag, missing snippets, ...: shown on the leaderboard once published, not ranked
+            print(f"shown, not ranked: {reason}", file=out)
         if payload.get("published"):
-            print("published on the leaderboard", file=out)
+            print("published on the leaderboard" + (" (not ranked until the reason above is resolved)" if reason
+                                                    else ""), file=out)
         return EXIT_OK
     reason = payload.get("failure_reason") or ""
     print(f"{payload['status']}{': ' + reason if reason else ''}", file=err)
@@ -227,6 +231,11 @@ def cmd_submit(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 raise
             # the site stored nothing and says how much of the release the file predicts
             print(f"warning: {exc}", file=err, flush=True)
+            missing = exc.payload["coverage"].get("missing_snippets") or []
+            for m in missing[:20]:
+                print(f"  no prediction: {m.get('paper')}/{m.get('file')}: {m.get('snippet')}", file=err)
+            if len(missing) > 20:
+                print(f"  ... and {len(missing) - 20} more", file=err)
             if args.complete_only:
                 print("not sent (--complete-only): add the missing predictions", file=err)
                 return EXIT_FAILED
@@ -240,6 +249,8 @@ def cmd_submit(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return EXIT_USAGE if exc.status is None else EXIT_FAILED
     note = " (identical to an earlier upload: the existing submission)" if payload.get("duplicate") else ""
     print(f"submission {payload['id']} {payload['status']}{note}", file=out)
+    if payload.get("duplicate_note"):
+        print(payload["duplicate_note"], file=err)
     print(f"status: {payload['status_url']}", file=out)
     print(f"page: {payload['url']}", file=out, flush=True)
     if args.publish and payload.get("duplicate") and not (payload.get("published") or payload.get("publish_when_finished")):

@@ -21,7 +21,6 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
-from django.utils.text import slugify
 
 from benchmark_core.hashing import folder_hash
 from benchmark_core.problemset import Paper as CorePaper
@@ -29,7 +28,7 @@ from benchmark_core.problemset import ProblemSetError, load_problemset, paper_en
 from benchmark_core.problemset import paper_folder_load
 from benchmark_core.runner import HARNESS_VERSION, Task, reference_code, run_tasks
 from leaderboard.models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
-from leaderboard.releases import release_content_hash
+from leaderboard.releases import release_content_hash, release_slug_unique
 from leaderboard.aggregates import release_touch
 from leaderboard.importers.pset import paper_summary_text
 
@@ -134,13 +133,6 @@ def _snippets_copy(*, source: ReleasePaper, release: Release) -> None:
         mapping[old.pk] = new
 
 
-def _unique_slug(base: str) -> str:
-    slug, n = base, 2
-    while Release.objects.filter(slug=slug).exists():
-        slug, n = f"{base}-{n}", n + 1
-    return slug
-
-
 def _release_paper_copy(rp: ReleasePaper, *, release: Release, folder: str) -> ReleasePaper:
     """The same paper in another release: every field of the row (hash, counts, environment) but the folder."""
     values = {f.attname: getattr(rp, f.attname) for f in ReleasePaper._meta.concrete_fields
@@ -159,7 +151,7 @@ def release_draft_create(*, source: Release | None, name: str = "", description:
     if name and Release.objects.filter(name=name).exists():
         raise ValidationError(f"a release is already named {name!r}")
     today = timezone.now().date()
-    slug = _unique_slug(slugify(name)[:90] if name else f"release-{today:%Y-%m-%d}")
+    slug = release_slug_unique(name or f"release-{today:%Y-%m-%d}")
     draft = Release.objects.create(
         name=name or f"Release {slug.removeprefix('release-')}", slug=slug, status=Release.DRAFT,
         description=description, predecessor=source,
@@ -189,7 +181,10 @@ def release_draft_create(*, source: Release | None, name: str = "", description:
 
 
 def release_draft_rename(*, release: Release, name: str) -> Release:
-    """Name a draft (its slug, the folder on the workers, stays)."""
+    """Name a draft; its slug (the URL and its folder here) follows the name while it is a draft.
+
+    Once published a release's slug never changes: its URLs are cited (and a published release
+    cannot be renamed at all)."""
     name = " ".join((name or "").split())[:100]
     if not name:
         raise ValidationError("give the release a name")
@@ -197,8 +192,22 @@ def release_draft_rename(*, release: Release, name: str) -> Release:
         raise ValidationError(f"release {release.name} is published: its name is part of its citation")
     if Release.objects.filter(name=name).exclude(pk=release.pk).exists():
         raise ValidationError(f"a release is already named {name!r}")
-    release.name = name
-    release.save(update_fields=["name"])
+    with transaction.atomic():
+        release = Release.objects.select_for_update().get(pk=release.pk)
+        old_root, slug = _release_root(release), release_slug_unique(name, exclude=release)
+        release.name = name
+        if slug != release.slug:
+            release.slug = slug
+            new_root = _release_root(release)
+            for rp in release.release_papers.exclude(folder=""):
+                if Path(rp.folder).parent == old_root:  # the draft's own copy moves with its folder
+                    rp.folder = str(new_root / Path(rp.folder).name)
+                    rp.save(update_fields=["folder"])
+            if new_root.exists():  # left by a failed attempt of the same slug: never trust it
+                shutil.rmtree(new_root)
+            if old_root.exists():
+                os.rename(old_root, new_root)  # last: a failure before it rolls the rows back
+        release.save(update_fields=["name", "slug"])
     release_pset_write(release=release)
     return release
 

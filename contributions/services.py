@@ -91,6 +91,18 @@ class _Stored:
     notes: dict[str, Any]
 
 
+def _missing_test_advice(files: list[str]) -> str:
+    """Why a zip without the paper's test at its top is refused, naming what to do about it."""
+    deeper = sorted(f.rsplit("/", 1)[0] for f in files if f.endswith("/" + PAPER_TEST))
+    if deeper:
+        return (f"the zip has {PAPER_TEST} only inside {deeper[0]}/, not at its top: zip the folder {deeper[0]} "
+                "itself (its files at the top of the zip)")
+    found = sorted({f.split("/")[0] for f in files})
+    shown = ", ".join(found[:10]) + (f" and {len(found) - 10} more" if len(found) > 10 else "")
+    return (f"the zip has no {PAPER_TEST}, the paper's test that runs its annotated code (the zip holds: "
+            f"{shown or 'nothing'}); add {PAPER_TEST} beside the code and zip again")
+
+
 def _store_upload(archive: IO[bytes], name: str) -> _Stored:
     """Copy the upload to disk (bounded), unpack it safely; raise UploadRefused, leaving nothing."""
     limit = settings.RCB_CONTRIB_MAX_UPLOAD_MB * 1024 * 1024
@@ -115,11 +127,7 @@ def _store_upload(archive: IO[bytes], name: str) -> _Stored:
         except UnsafeArchive as exc:
             raise UploadRefused(f"the zip was refused: {exc}") from None
         if PAPER_TEST not in result.files:
-            found = sorted({f.split("/")[0] for f in result.files})[:10]
-            raise UploadRefused(
-                f"the zip has no {PAPER_TEST} at the top of the paper folder "
-                f"(its top level holds: {', '.join(found) or 'nothing'}); zip the paper folder itself"
-            )
+            raise UploadRefused(_missing_test_advice(result.files))
         # the one folder hash: reviewers are told when it equals an existing paper's
         folder_hash = paper_folder_hash(staging / "paper")
         staging.rename(base)  # atomic: the upload appears whole or not at all

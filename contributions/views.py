@@ -156,11 +156,12 @@ def _release_rename(request: HttpRequest, release: Release, form: ReleaseNameFor
     if not form.is_valid():
         return None
     try:
-        release_draft_rename(release=release, name=form.cleaned_data["name"])
+        release = release_draft_rename(release=release, name=form.cleaned_data["name"])
     except ValidationError as exc:
         form.add_error("name", "; ".join(_errors(exc)))
         return None
-    messages.success(request, f"The draft is named {release.name}.")
+    messages.success(request, f"The draft is named {release.name}; its address follows the name while it is a draft "
+                              f"(/releases/{release.slug}/) and stays once it is published.")
     return redirect("contributions:release", slug=release.slug)
 
 

@@ -49,9 +49,11 @@ def release_touch(*, release_id: int) -> None:
 
 
 def evaluation_summary_store(
-    *, evaluation: Evaluation, summary: dict[str, Any], snippets_total: int, snippets_covered: int, save: bool = True
+    *, evaluation: Evaluation, summary: dict[str, Any], snippets_total: int, snippets_covered: int,
+    paper_covered: dict[str, int] | None = None, save: bool = True
 ) -> Evaluation:
-    """Copy a benchmark_core.scoring.summarize() result into the evaluation's stored aggregates."""
+    """Copy a benchmark_core.scoring.summarize() result into the evaluation's stored aggregates;
+    ``paper_covered`` (per paper, the snippets predicted in every sample) defaults to every snippet."""
     evaluation.scaled_pass_rate = summary["scaled_pass_rate"]
     evaluation.pass_rate = summary["pass_rate"]
     evaluation.scaled_ci_low, evaluation.scaled_ci_high = summary["scaled_pass_rate_ci95"]
@@ -65,6 +67,9 @@ def evaluation_summary_store(
         p: [v["weight"] * v["scaled_pass_rate"] / 100, v["weight"], v["pass_rate"] * v["snippets"] / 100, v["snippets"]]
         for p, v in summary["papers"].items()
     }
+    evaluation.paper_covered = (
+        paper_covered if paper_covered is not None else {p: v["snippets"] for p, v in summary["papers"].items()}
+    )
     evaluation.pass_at_k = summary["pass_at_k"]
     evaluation.samples = max(evaluation.samples, summary["samples"])
     evaluation.computed_at = timezone.now()
@@ -110,10 +115,14 @@ def evaluation_aggregates_refresh(
                 )
             )
     summary = summarize(outcomes, n_boot=n_boot)
+    # covered: every sample of the snippet was predicted
+    covered = {snip["id"] for snip in snippets if predicted.get(snip["id"]) == len(samples)}
+    paper_covered = {snip["paper__paper_id"]: 0 for snip in snippets}
+    for snip in snippets:
+        paper_covered[snip["paper__paper_id"]] += snip["id"] in covered
     evaluation_summary_store(
-        evaluation=evaluation, summary=summary, snippets_total=len(snippets),
-        # covered: every sample of the snippet was predicted
-        snippets_covered=sum(1 for n in predicted.values() if n == len(samples)),
+        evaluation=evaluation, summary=summary, snippets_total=len(snippets), snippets_covered=len(covered),
+        paper_covered=paper_covered,
     )
     if refresh_release:
         release_tiers_refresh(release=evaluation.release)

@@ -203,6 +203,7 @@ def _row_json(r: boards.LeaderboardRow, *, previous: Release | None = None) -> d
         "pass_rate": _r2(r.pass_rate),
         "ci95": [_r2(r.ci_low), _r2(r.ci_high)],
         "ranked": r.ranked,
+        "unranked_reason": r.unranked_reason or None,  # why not ranked; null when ranked
         "coverage": _r2(r.coverage),
         "snippets": r.snippets,
         "papers": r.papers,

@@ -11,6 +11,8 @@ from typing import Any, Sequence
 
 import plotly.graph_objects as go
 
+from .models import CATEGORY_LABELS
+
 __all__ = [
     "ci_bar_figure",
     "heatmap_figure",
@@ -104,9 +106,9 @@ def error_stack_figure(*, models: Sequence[str], counts: dict[str, Sequence[floa
     """Stacked horizontal bars: failures per model, one colour per error category."""
     traces = [
         go.Bar(
-            name=category, y=list(models), x=list(values), orientation="h",
+            name=CATEGORY_LABELS.get(category, category), y=list(models), x=list(values), orientation="h",
             marker={"color": CATEGORY_COLORS.get(category, PALETTE[i % len(PALETTE)])},
-            hovertemplate=f"%{{y}}<br>{category}: %{{x}}<extra></extra>",
+            hovertemplate=f"%{{y}}<br>{CATEGORY_LABELS.get(category, category)}: %{{x}}<extra></extra>",
         )
         for i, (category, values) in enumerate(counts.items())
     ]

@@ -41,7 +41,7 @@ __all__ = [
 LEADERBOARD_HEADER = [
     "tier", "model", "name", "organisation", "open_weights", "scaled_pass_rate", "ci95_low", "ci95_high",
     "pass_rate", "coverage", "snippets", "papers", "ranked", "knowledge_cutoff", "input_cost", "output_cost",
-    "samples", "baseline", "verified", "source", "cost_per_snippet", "with_paper",
+    "samples", "baseline", "verified", "source", "cost_per_snippet", "with_paper", "unranked_reason",
 ]
 ABLATION_HEADER = ["model", "name", "with_paper", "without_paper", "diff", "ci95_low", "ci95_high"]
 CONTAMINATION_HEADER = [
@@ -99,7 +99,7 @@ def leaderboard_table_csv(rows: Iterable[LeaderboardRow]) -> str:
                 r.output_cost, r.samples, r.baseline, r.verified, r.source,
                 # USD per snippet is often below the 4 decimals of other cells
                 None if r.cost_per_snippet is None else f"{r.cost_per_snippet:.8f}",
-                r.with_paper,
+                r.with_paper, r.unranked_reason,
             ]
             for r in rows
         ),

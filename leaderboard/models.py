@@ -167,6 +167,9 @@ class Evaluation(models.Model):
     categories = models.JSONField(default=dict, blank=True)
     per_paper = models.JSONField(default=dict, blank=True)
     paper_totals = models.JSONField(default=dict, blank=True, help_text="per paper [passed weight, weight, passed, n]")
+    # what a scorable subset ranks on: a row is complete on some papers when it covers each of them
+    paper_covered = models.JSONField(default=dict, blank=True,
+                                     help_text="per paper: snippets with a prediction in every sample")
     pass_at_k = models.JSONField(default=dict, blank=True)
     computed_at = models.DateTimeField(null=True, blank=True)
 
@@ -180,6 +183,16 @@ class Evaluation(models.Model):
     @property
     def complete(self) -> bool:
         return self.snippets_total > 0 and self.snippets_covered >= self.snippets_total
+
+
+#: the category of an imported failure: the published results hold verdicts only (no test output)
+IMPORTED_FAILURE = "unknown"
+#: how pages name stored categories that are not the engine's own words
+CATEGORY_LABELS = {IMPORTED_FAILURE: "not published"}
+#: said once wherever imported verdicts are shown without their completions
+IMPORTED_NOTE = ("Results imported from the published release hold the verdict of each snippet (pass or fail, exit "
+                 "code) only: the published results do not include the completions, the test output or the error "
+                 "category, so these verdicts have no drill-down.")
 
 
 class SnippetResult(models.Model):

@@ -61,7 +61,7 @@ SCHEMAS: dict[str, Any] = {
                 "description": "every bad line of the predictions file (JSON lines), 1-based"},
             "fields": {"type": "object", "additionalProperties": _array(STRING),
                        "description": "metadata field -> why it was refused"},
-            "coverage": {"type": "object", "description": "409: how much of the release the file covers"},
+            "coverage": {"type": "object", "description": "409: how much of the release the file covers (predicted, expected, missing, snippets, samples, percent) and missing_snippets: [{paper, file, snippet, samples_missing}]"},
             "hint": STRING,
             "messages": _array(STRING),
         },
@@ -82,7 +82,10 @@ SCHEMAS: dict[str, Any] = {
         "tier": _nullable("integer", description="significance tier, 1 = best; null when not ranked"),
         "model": STRING, "name": STRING, "organisation": STRING, "open_weights": BOOLEAN,
         "scaled_pass_rate": RATE, "pass_rate": RATE, "ci95": CI,
-        "ranked": BOOLEAN | {"description": "complete, not a baseline, no engine flags awaiting review"},
+        "ranked": BOOLEAN | {"description": "complete (on the scorable papers when only part of the release "
+                                            "can be scored here), not a baseline, no engine flags awaiting review"},
+        "unranked_reason": _nullable("string", description="why the row is not ranked (every reason that "
+                                     "applies, joined by '; '); null when ranked"),
         "coverage": RATE, "snippets": INTEGER, "papers": INTEGER, "knowledge_cutoff": STRING,
         "input_cost": _nullable("number"), "output_cost": _nullable("number"), "samples": INTEGER,
         "baseline": {"enum": ["reference", "empty", None]}, "verified": BOOLEAN, "source": STRING,
@@ -143,6 +146,17 @@ SCHEMAS: dict[str, Any] = {
                              "paper_count": INTEGER, "snippets": INTEGER, "scaled_pass_rate": RATE,
                              "pass_rate": RATE, "overall_scaled_pass_rate": RATE})),
     }),
+    "SubmissionSummary": _obj({
+        "id": INTEGER, "status": STRING, "model_name": STRING, "release": STRING, "with_paper": BOOLEAN,
+        "created_at": STRING, "finished_at": _nullable("string"), "published": BOOLEAN,
+        "scaled_pass_rate": RATE, "pass_rate": RATE, "status_url": STRING, "url": STRING,
+    }),
+    "SubmissionList": _obj({
+        "count": INTEGER, "page": INTEGER, "pages": INTEGER, "page_size": INTEGER,
+        "next": _nullable("string", description="the next page's URL; null on the last"),
+        "previous": _nullable("string", description="the previous page's URL; null on the first"),
+        "results": _array(_ref("SubmissionSummary")),
+    }),
     "Submission": _obj(
         {
             "id": INTEGER,
@@ -167,7 +181,10 @@ SCHEMAS: dict[str, Any] = {
                                                                          "missing prediction's included"},
                             "verdicts_expected": INTEGER | {"description": "snippets of the release x samples"},
                             "partial_note": STRING | {"description": "why the figures are partial; empty if not"}},
-                           {"coverage": NUMBER, "ranked": BOOLEAN,
+                           {"coverage": NUMBER,
+                            "ranked": BOOLEAN | {"description": "as the release's board would rank it once published"},
+                            "unranked_reason": _nullable("string", description="why it would not be ranked "
+                                                         "(missing snippets, flags awaiting review, ...); null if ranked"),
                             "flagged_results": INTEGER | {"description": "results the engine flagged (tampering, ...)"},
                             "flags_cleared": BOOLEAN | {"description": "a reviewer cleared them: it may be ranked"}})
             | {"description": "once scoring ended: finished, or failed (then from partial results: partial true)"},
@@ -178,6 +195,10 @@ SCHEMAS: dict[str, Any] = {
                                    {"flags": _array(STRING) | {"description": "the engine's flags of this run"}})) | {
                 "description": "with ?results=1, for the owner"},
             "duplicate": BOOLEAN | {"description": "uploads: the same file was sent before; this is that submission"},
+            "duplicate_note": STRING | {"description": "uploads, when duplicate: which earlier submission this is, and "
+                                                       "that a different model name was not taken"},
+            "duplicate_renamed": BOOLEAN | {"description": "uploads, when duplicate: the upload asked for another "
+                                                           "model name than the submission's (not taken)"},
             "outcome": STRING | {"description": "publish/withdraw/cancel: what was done"},
         },
     ),
@@ -316,7 +337,13 @@ PATHS: dict[str, Any] = {
         {"200": {"description": "JSON lines", "content": {"application/x-ndjson": {"schema": {"type": "string"}}}},
          "400": BAD, "404": _error("no such evaluation, or not visible to you")},
         [_path("evaluation_id", "the evaluation's id", INTEGER), JSON_ONLY], "evaluation_outputs"),
-    "/submissions": {"post": {
+    "/submissions": {"get": {
+        "operationId": "submission_list", "tags": ["submissions"], "security": TOKEN,
+        "summary": "Your own submissions, newest first, a page at a time",
+        "parameters": [_query("page", "page number, from 1", {"type": "integer", "minimum": 1})],
+        "responses": {"200": _json("SubmissionList", "one page of your submissions"), "401": UNAUTHORIZED,
+                      "404": _error("no such page (the message names the range)", "SubmissionError")},
+    }, "post": {
         "operationId": "submission_create", "tags": ["submissions"], "security": TOKEN,
         "summary": "Upload predictions (JSON lines): multipart with a 'file' part, or the file as the body",
         "description": "Every metadata field is checked as the upload form checks it; every bad line of the file "

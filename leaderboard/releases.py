@@ -25,11 +25,12 @@ def release_set_default(*, release: Release) -> None:
     release_memo_forget()
 
 
-def release_slug_unique(name: str) -> str:
-    """A slug for a new release named ``name``, unused so far."""
-    base = slugify(name)[:90] or "release"
+def release_slug_unique(name: str, *, exclude: Release | None = None) -> str:
+    """A slug for a release named ``name`` ("v1.1" -> "v1-1"), unused by any other release so far."""
+    base = slugify(name.replace(".", "-"))[:90] or "release"
+    others = Release.objects.exclude(pk=exclude.pk) if exclude is not None else Release.objects.all()
     slug, n = base, 2
-    while Release.objects.filter(slug=slug).exists():
+    while others.filter(slug=slug).exists():
         slug, n = f"{base}-{n}", n + 1
     return slug
 

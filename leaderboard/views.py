@@ -22,10 +22,11 @@ from django.urls import reverse
 from django.views.defaults import page_not_found
 
 from benchmark_core.completions import completion_lines
+from submissions.selectors import release_closed_reason, submission_can_view
 
 from . import charts
 from . import csv as lb_csv
-from .models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet
+from .models import IMPORTED_FAILURE, IMPORTED_NOTE, Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet
 from .query import PageNotFound, TablePage, leaderboard_params_parse, parse_bool, table_page
 from .selectors import boards, caching, details, paper_files, release_info
 from .templatetags.leaderboard_tags import diff_rows, highlight_code, render_markdown
@@ -43,6 +44,16 @@ def _release(request: HttpRequest, slug: str | None = None) -> Release:
     except Release.DoesNotExist:
         if slug:
             raise Http404(f"No release {slug!r}.") from None
+        raise Http404("No release has been published yet.") from None
+
+
+def _paper_release(request: HttpRequest, paper_id: str) -> Release:
+    """A paper page's release: as ?release= says, else the default one or the latest that has the paper."""
+    if (request.GET.get("release") or "").strip():
+        return _release(request)
+    try:
+        return release_info.release_for_paper(paper_id=paper_id)
+    except Release.DoesNotExist:
         raise Http404("No release has been published yet.") from None
 
 
@@ -192,10 +203,11 @@ def leaderboard(request: HttpRequest, slug: str | None = None) -> HttpResponse:
         return _csv(f"leaderboard-{release.slug}.csv", lb_csv.leaderboard_table_csv(table.rows))
     if params.organisation and params.organisation.lower() not in {o.lower() for o in table.organisations}:
         notices.append(f"No model of organisation {params.organisation!r} in this release.")
-    rows = _sorted_rows(table.rows, sort)
+    rows = _sorted_rows(table.board, sort)
     pager = _table_page(request, rows, anchor="leaderboard")
     context = {
         "table": table,
+        "apart": table.apart,
         "rows": pager.rows,
         "pager": pager,
         "params": params,
@@ -319,7 +331,7 @@ def errors(request: HttpRequest) -> HttpResponse:
         ) if pager.rows and data.categories else None
     )
     context = {"data": data, "rows": pager.rows, "pager": pager, "chart": chart, "with_paper": with_paper,
-               "notices": notices}
+               "notices": notices, "imported_failure": IMPORTED_FAILURE, "imported_note": IMPORTED_NOTE}
     return _page(request, "leaderboard/errors.html", context, nav="errors", release=release)
 
 
@@ -362,6 +374,7 @@ def release_detail(request: HttpRequest, slug: str) -> HttpResponse:
     return _page(request, "leaderboard/release_detail.html", {
         "info": info, "papers": [(rp, reasons.get(rp.paper.paper_id, "")) for rp in papers], "permalink": permalink,
         "scorability": scorability, "succession": release_info.release_succession(release=release),
+        "submissions_closed": release_closed_reason(release=release) if release.frozen else "",
     }, nav="releases", release=release)
 
 
@@ -396,7 +409,7 @@ def model_page(request: HttpRequest, key: str) -> HttpResponse:
 
 
 def paper_page(request: HttpRequest, paper_id: str) -> HttpResponse:
-    release = _release(request)
+    release = _paper_release(request, paper_id)
     try:
         detail = details.paper_detail(release=release, paper_id=paper_id)
         board = boards.paper_leaderboard(release=release, paper_id=paper_id)
@@ -417,8 +430,19 @@ def paper_page(request: HttpRequest, paper_id: str) -> HttpResponse:
         "nodes": nodes,
         "board": board,
         "board_pager": _table_page(request, board.rows, anchor="paper-leaderboard"),
+        "notices": [] if release.is_default or request.GET.get("release") else [
+            f"{paper_id} is not in the default release: shown from {release.name}, the latest release that has it."],
     }
     return _page(request, "leaderboard/paper.html", context, nav="per_paper", release=release)
+
+
+def _drill_submission(request: HttpRequest, drill: details.SnippetDrilldown | None) -> Any:
+    """The submission a drill-down's evaluation came from, when the visitor may open it (its owner,
+    reviewers): the drill-down links back to it."""
+    submission = getattr(drill.evaluation, "submission", None) if drill is not None else None
+    if submission is None or not submission_can_view(submission=submission, user=request.user):
+        return None
+    return submission
 
 
 def _todo_lines(masked: str, name: str) -> list[int]:
@@ -433,7 +457,7 @@ def _todo_lines(masked: str, name: str) -> list[int]:
 def snippet_page(request: HttpRequest, paper_id: str) -> HttpResponse:
     """One snippet: reference code, the masked file the model saw, every model's verdict, and with
     ?model= a drill-down into that model's completion (diff against the reference) and test output."""
-    release = _release(request)
+    release = _paper_release(request, paper_id)
     name = (request.GET.get("name") or "").strip()
     file = (request.GET.get("file") or "").strip() or None
     model_key = (request.GET.get("model") or "").strip()
@@ -486,8 +510,11 @@ def snippet_page(request: HttpRequest, paper_id: str) -> HttpResponse:
         "code_html": highlight_code(snippet.code, filename=snippet.file) if snippet.code else "",
         "masked_html": highlight_code(masked, filename=snippet.file, marked=_todo_lines(masked, snippet.name)) if masked else "",
         "results": pager.rows,
+        "imported_rows": any(r["imported"] for r in pager.rows),
+        "imported_note": IMPORTED_NOTE,
         "pager": pager,
         "drill": drill,
+        "drill_submission": _drill_submission(request, drill),
         "samples": samples,
         "card": details.evaluation_card(drill.evaluation) if drill is not None else None,
         "with_paper": with_paper,

@@ -114,7 +114,7 @@ ResearchCodeBench Hub is running at http://127.0.0.1:$PORT/   (Ctrl-C stops it; 
 In another shell, in $ROOT (the settings come from .env: nothing to export):
   an admin account:          .venv/bin/python manage.py createsuperuser
   the published results:     .venv/bin/python manage.py import_published $PUBLISHED
-  an API token for a user:   .venv/bin/python manage.py create_token USERNAME
+  an API token for a user:   .venv/bin/python manage.py create_token USERNAME  (--create: a token-only user)
 EOF
 # wait for the first child to end (or a signal); then stop the others. A worker's end is not one of
 # these: its supervisor starts it again (see worker.log)

@@ -24,8 +24,8 @@ from accounts.services import api_token_user
 from benchmark_core.generate import RunCardError, card_parse
 from benchmark_core.predictions import text_problem
 from leaderboard.models import Release
-from leaderboard.selectors.evaluations import evaluation_flags_pending
-from leaderboard.selectors.release_info import release_scorability
+from leaderboard.query import PageNotFound, table_page, table_rows
+from leaderboard.selectors.release_info import release_get, release_scorability
 
 from . import selectors, services
 from .forms import SubmissionMetaForm
@@ -80,6 +80,15 @@ def _oversized_part(request: HttpRequest, body: bytes, *, cut: bool) -> str | No
             f"{kb} kB together")
 
 
+def _default_release() -> Release | None:
+    """The site's default release when it is published (a draft is nobody's default to submit to)."""
+    try:
+        release = release_get()
+    except Release.DoesNotExist:
+        return None
+    return release if release.status == Release.PUBLISHED else None
+
+
 def submission_payload(request: HttpRequest, submission: PredictionSubmission, *, with_results: bool = False) -> dict:
     user = request.user if getattr(request, "user", None) and request.user.is_authenticated else None
     progress = selectors.submission_progress(submission=submission)
@@ -105,6 +114,7 @@ def submission_payload(request: HttpRequest, submission: PredictionSubmission, *
     }
     ev = submission.evaluation
     if submission.status in (Status.FINISHED, Status.FAILED) and ev is not None and ev.computed_at:
+        unranked_reason = selectors.submission_unranked_reason(submission=submission)
         payload["result"] = {
             "scaled_pass_rate": ev.scaled_pass_rate,
             "pass_rate": ev.pass_rate,
@@ -112,7 +122,9 @@ def submission_payload(request: HttpRequest, submission: PredictionSubmission, *
             "snippets_total": ev.snippets_total,
             "snippets_covered": ev.snippets_covered,
             "coverage": round(100.0 * ev.snippets_covered / ev.snippets_total, 2) if ev.snippets_total else 0.0,
-            "ranked": ev.complete and not ev.hidden and not evaluation_flags_pending(ev),
+            # as the release's board would rank it once published (on its scorable papers, if partial)
+            "ranked": not unranked_reason,
+            "unranked_reason": unranked_reason or None,
             # results the engine flagged; the evaluation is not ranked until a reviewer clears them
             "flagged_results": ev.flagged_results,
             "flags_cleared": ev.flags_cleared_at is not None,
@@ -188,10 +200,54 @@ def _meta(source: Any) -> dict[str, Any]:
     }
 
 
-@csrf_exempt  # token authentication only: no cookie is trusted for writes here
+def _submission_summary(request: HttpRequest, submission: PredictionSubmission) -> dict[str, Any]:
+    """A submission in a list: what it is and where it stands (the full record at its status_url)."""
+    ev = submission.evaluation
+    scored = ev is not None and ev.computed_at is not None
+    return {
+        "id": submission.pk,
+        "status": submission.status,
+        "model_name": submission.model_name,
+        "release": submission.release.slug,
+        "with_paper": submission.with_paper,
+        "created_at": submission.created_at.isoformat(),
+        "finished_at": submission.finished_at.isoformat() if submission.finished_at else None,
+        "published": submission.is_published,
+        "scaled_pass_rate": ev.scaled_pass_rate if scored else None,
+        "pass_rate": ev.pass_rate if scored else None,
+        "status_url": request.build_absolute_uri(reverse("submissions:api_submission", args=[submission.pk])),
+        "url": request.build_absolute_uri(reverse("submissions:submission_detail", args=[submission.pk])),
+    }
+
+
+def _submissions_list(request: HttpRequest) -> JsonResponse:
+    """The caller's own submissions, newest first, a page at a time (?page=)."""
+    user = api_token_user(request) or (request.user if request.user.is_authenticated else None)
+    if user is None:
+        return _error(401, "send a valid API token: 'Authorization: Token <token>'")
+    try:
+        page = table_page(selectors.submissions_of_user(user=user), request.GET.get("page"))
+    except PageNotFound as exc:
+        return _error(404, str(exc))
+
+    def link(number: int | None) -> str | None:
+        if number is None:
+            return None
+        return request.build_absolute_uri(f"{reverse('submissions:api_submissions')}?page={number}")
+
+    return JsonResponse({
+        "count": page.total, "page": page.number, "pages": page.pages, "page_size": table_rows(),
+        "next": link(page.number + 1 if page.number < page.pages else None), "previous": link(page.previous_number),
+        "results": [_submission_summary(request, s) for s in page.rows],
+    })
+
+
+@csrf_exempt  # writes: token authentication only, no cookie is trusted (a GET lists, with a session too)
 def submissions_endpoint(request: HttpRequest) -> JsonResponse:
+    if request.method == "GET":
+        return _submissions_list(request)
     if request.method != "POST":
-        return _error(405, "POST predictions here; GET /api/v1/submissions/<id> for one submission")
+        return _error(405, "POST predictions here, GET lists your submissions; GET /api/v1/submissions/<id> for one")
     user = api_token_user(request)
     if user is None:
         return _error(401, "send a valid API token: 'Authorization: Token <token>' (create one on your profile page)")
@@ -228,10 +284,15 @@ def submissions_endpoint(request: HttpRequest) -> JsonResponse:
         return _error(400, exc.message, fields=exc.fields)
     releases = selectors.releases_open()
     slug = str(source.get("release", "")).strip()
-    release = releases.filter(slug=slug).first() if slug else releases.first()
+    # no slug: the site's default release, as the CLI's --release says, never another one silently
+    release = selectors.release_published_get(slug=slug) if slug else _default_release()
+    slugs = ", ".join(releases.values_list("slug", flat=True)) or "none"
     if release is None:
-        slugs = ", ".join(releases.values_list("slug", flat=True)) or "none"
-        return _error(400, f"no such published release (known: {slugs})")
+        return _error(400, f"no such release {slug!r} (open for submissions here: {slugs})" if slug
+                      else f"no release yet (open for submissions here: {slugs})")
+    closed = selectors.release_closed_reason(release=release)
+    if closed:
+        return _error(400, f"{closed}; open for submissions here: {slugs}", release=release.slug)
     try:
         submission, created = services.prediction_submission_create(
             user=user, release=release, data=data, file_name=file_name, **meta,
@@ -246,6 +307,9 @@ def submissions_endpoint(request: HttpRequest) -> JsonResponse:
         return _error(exc.http_status, exc.message, problems=problems)
     payload = submission_payload(request, submission)
     payload["duplicate"] = not created
+    if not created:
+        payload["duplicate_note"], payload["duplicate_renamed"] = services.submission_duplicate_note(
+            submission=submission, model_name=meta.get("model_name", ""))
     return JsonResponse(payload, status=201 if created else 200)
 
 

@@ -9,8 +9,10 @@ from django.db import connection
 from django.db.models import Count, Q, QuerySet, Sum
 
 from accounts.roles import user_is_reviewer
-from leaderboard.models import Release, ReleasePaper, SnippetResult
+from leaderboard.models import Evaluation, Release, ReleasePaper, SnippetResult
 from leaderboard.aggregates import MISSING
+from leaderboard.selectors.evaluations import HEAVY
+from leaderboard.selectors.release_info import release_scorability, scorable_unranked_reason
 
 from scoring.models import Job, JobKind
 
@@ -55,6 +57,13 @@ def submissions_of_user(*, user: Any) -> QuerySet[PredictionSubmission]:
 def submissions_for_review() -> QuerySet[PredictionSubmission]:
     """Finished submissions, flagged ones first in the template's eyes; newest first."""
     return PredictionSubmission.objects.filter(status=Status.FINISHED).select_related("release", "evaluation", "user")
+
+
+def evaluations_for_review() -> QuerySet[Evaluation]:
+    """Evaluations with engine flags that no submission carries (the demo's, imports): the review
+    page lists them beside the submissions, so every flag reaches a reviewer."""
+    return (Evaluation.objects.filter(flagged_results__gt=0, submission__isnull=True)
+            .select_related("model", "release").defer(*HEAVY).order_by("-created_at"))
 
 
 def submission_progress(*, submission: PredictionSubmission) -> dict:
@@ -104,6 +113,15 @@ def submission_progress(*, submission: PredictionSubmission) -> dict:
         "active": submission.status in ACTIVE_STATUSES,
         "papers": papers,
     }
+
+
+def submission_unranked_reason(*, submission: PredictionSubmission) -> str:
+    """Why the submission's result is (or would be, once published) not ranked on its release's
+    board: flags awaiting review, missing snippets, ...; "" when it is ranked or has no result yet."""
+    ev = submission.evaluation
+    if ev is None or ev.computed_at is None:
+        return ""
+    return scorable_unranked_reason(ev, scorability=release_scorability(release=submission.release))
 
 
 def submission_result_completeness(*, submission: PredictionSubmission, progress: dict) -> dict[str, Any]:
@@ -258,6 +276,25 @@ def submission_quota(*, user: Any) -> dict:
     from .services import _quota_used  # the same count the upload checks
 
     return {"used": _quota_used(user), "limit": settings.RCB_SUBMISSIONS_PER_DAY, "unlimited": bool(user.is_staff)}
+
+
+def release_published_get(*, slug: str) -> Release | None:
+    """The published release with this slug (None: none, or a draft, which is staff-only)."""
+    return Release.objects.filter(slug=slug, status=Release.PUBLISHED).first() if slug else None
+
+
+#: how an operator attaches a release's code (README, "Hosting the real benchmark")
+ATTACH_CODE_COMMAND = "python manage.py import_pset FOLDER"
+
+
+def release_closed_reason(*, release: Release) -> str:
+    """Why a published release takes no submissions on this site ("" when it takes them:
+    releases_open); drafts are not asked about (they are staff-only until published)."""
+    if releases_open().filter(pk=release.pk).exists():
+        return ""
+    return (f"release {release.name} takes no submissions on this site until the code of its papers is attached "
+            f"(its published figures are shown, but nothing can be scored here): an operator attaches it with "
+            f"`{ATTACH_CODE_COMMAND}` (the release's problem set, or a folder with some of its papers)")
 
 
 def releases_open() -> QuerySet[Release]:

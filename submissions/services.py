@@ -107,16 +107,28 @@ class PartialCoverage(SubmissionError):
         super().__init__(coverage_warning(coverage))
 
 
-def predictions_coverage(*, predicted: int, snippets: int, samples: int) -> dict[str, Any]:
-    """How much of a release a file predicts: counts of (snippet, sample) pairs and the percent."""
-    expected = snippets * max(samples, 1)
+def predictions_coverage(*, snippet_rows: list[dict], predictions: list) -> dict[str, Any]:
+    """How much of a release a file predicts: counts of (snippet, sample) pairs, the percent, and
+    the snippets without a prediction in every sample (``missing_snippets``: paper, file, snippet,
+    samples_missing), in release order."""
+    samples = max(len({p.sample for p in predictions}), 1)
+    expected = len(snippet_rows) * samples
+    predicted: dict[tuple[str, str, str], int] = {}
+    for p in predictions:
+        predicted[(p.paper, p.file, p.snippet)] = predicted.get((p.paper, p.file, p.snippet), 0) + 1
+    missing_snippets = [
+        {"paper": r["paper__paper_id"], "file": r["file"], "snippet": r["name"],
+         "samples_missing": samples - predicted.get((r["paper__paper_id"], r["file"], r["name"]), 0)}
+        for r in snippet_rows if predicted.get((r["paper__paper_id"], r["file"], r["name"]), 0) < samples
+    ]
     return {
-        "predicted": predicted,
+        "predicted": len(predictions),
         "expected": expected,
-        "missing": max(expected - predicted, 0),
-        "snippets": snippets,
-        "samples": max(samples, 1),
-        "percent": round(100.0 * predicted / expected, 1) if expected else 0.0,
+        "missing": max(expected - len(predictions), 0),
+        "snippets": len(snippet_rows),
+        "samples": samples,
+        "percent": round(100.0 * len(predictions) / expected, 1) if expected else 0.0,
+        "missing_snippets": missing_snippets,
     }
 
 
@@ -244,15 +256,14 @@ def _upload_check(*, release: Release, data: bytes, model_name: str, organisatio
 def _predictions_read(*, release: Release, data: bytes, allow_partial: bool) -> tuple[list[dict], list]:
     """The release's snippets and the file's predictions matched to them; every bad line is reported.
     Raises SubmissionError, or PartialCoverage when snippets lack a prediction and that is not allowed."""
-    snippet_rows = list(Snippet.objects.filter(release=release).values("id", "paper_id", "paper__paper_id", "file", "name", "code"))
+    snippet_rows = list(Snippet.objects.filter(release=release).order_by("paper__paper_id", "file", "position")
+                        .values("id", "paper_id", "paper__paper_id", "file", "name", "code"))
     predictions, problems = parse_predictions(data, _ReleaseIndex(snippet_rows))  # type: ignore[arg-type]
     if problems:
         raise SubmissionError(f"{len(problems)} bad line(s) in the file; nothing was stored", problems)
     if not predictions:
         raise SubmissionError("the file holds no prediction (one JSON object per line expected)")
-    coverage = predictions_coverage(
-        predicted=len(predictions), snippets=len(snippet_rows), samples=len({p.sample for p in predictions})
-    )
+    coverage = predictions_coverage(snippet_rows=snippet_rows, predictions=predictions)
     if coverage["missing"] and not allow_partial:
         raise PartialCoverage(coverage)
     return snippet_rows, predictions
@@ -288,6 +299,20 @@ def _model_evaluation_create(*, user: Any, release: Release, model_name: str, or
         cost_per_snippet=run_card.get("cost_per_snippet_usd"),
     )
     return model, evaluation
+
+
+def submission_duplicate_note(*, submission: PredictionSubmission, model_name: str) -> tuple[str, bool]:
+    """What an identical re-upload is told: which earlier submission it is, and that a new model
+    name was not taken (the result stays under the name it was scored with); and whether the
+    upload asked for another name."""
+    note = (f"This file is identical to your submission #{submission.pk} ({submission.model_name}, uploaded "
+            f"{submission.created_at:%Y-%m-%d %H:%M} UTC, {submission.status}): nothing new was stored or scored")
+    asked = " ".join((model_name or "").split())
+    renamed = bool(asked) and asked != submission.model_name
+    if renamed:
+        note += (f"; it stays under the model name {submission.model_name!r}, not {asked!r} (one file, one result: "
+                 "the same predictions are not scored twice)")
+    return note + ".", renamed
 
 
 def prediction_submission_create(
@@ -813,9 +838,14 @@ def evaluation_moderate(*, evaluation: Evaluation, hidden: bool | None = None, v
 
 def submission_flags_clear(*, submission: PredictionSubmission, user: Any) -> bool:
     """A reviewer looked at the engine's flags of this submission and found them harmless: rank it."""
+    return evaluation_flags_clear(evaluation=submission.evaluation, user=user)
+
+
+def evaluation_flags_clear(*, evaluation: Evaluation | None, user: Any) -> bool:
+    """A reviewer looked at the engine's flags of this evaluation (a submission's, or one without
+    a submission: the demo's, an import's) and found them harmless: rank it."""
     if not user_is_reviewer(user):
-        raise PermissionError("only reviewers can clear the flags of a submission")
-    evaluation = submission.evaluation
+        raise PermissionError("only reviewers can clear engine flags")
     if evaluation is None or not evaluation.flagged_results or evaluation.flags_cleared_at is not None:
         return False
     evaluation.flags_cleared_at, evaluation.flags_cleared_by = _now(), user.get_username()[:150]

@@ -10,6 +10,7 @@ urlpatterns = [
     path("submissions/<int:pk>/", views.submission_detail, name="submission_detail"),
     path("submissions/<int:pk>/<slug:action>/", views.submission_action, name="submission_action"),
     path("review/submissions/", views.review_queue, name="review_queue"),
+    path("review/evaluations/<int:pk>/clear-flags/", views.evaluation_flags_clear, name="evaluation_flags_clear"),
     path("staff/environments/", views.environments_page, name="environments"),
     path("queue/", views.queue_page, name="queue"),
     path("api/v1/queue", api.queue_endpoint, name="api_queue"),

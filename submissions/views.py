@@ -19,7 +19,7 @@ from .models import ACTIVE_STATUSES, Status
 
 __all__ = [
     "submission_create", "submission_list", "submission_detail", "submission_action", "review_queue",
-    "environments_page",
+    "evaluation_flags_clear", "environments_page",
 ]
 
 RESULTS_SHOWN = 2000  # a page with more rows gets slow; the API has them all
@@ -41,10 +41,14 @@ def submission_create(request: HttpRequest) -> HttpResponse:
     context = {"nav": "submit", "quota": selectors.submission_quota(user=request.user),
                "max_mb": services.max_upload_bytes() // 1048576}
     if request.method != "POST":
-        # ?release= (the header's Submit link from a release's pages) picks that release, when open
-        chosen = selectors.releases_open().filter(slug=(request.GET.get("release") or "").strip()).first()
+        # ?release= (the header's Submit link from a release's pages) picks that release, when open;
+        # a published one that is not open says why instead of the form silently offering others
+        asked = selectors.release_published_get(slug=(request.GET.get("release") or "").strip())
+        closed = selectors.release_closed_reason(release=asked) if asked is not None else ""
+        chosen = asked if asked is not None and not closed else None
         form = SubmissionForm(initial={"release": chosen} if chosen else None)
-        return render(request, "submissions/create.html", {**context, "form": form, "release": chosen})
+        return render(request, "submissions/create.html", {**context, "form": form, "release": asked,
+                                                           "release_closed": closed})
     form, error = _upload_form(request)
     status = 400
     problems: list = []
@@ -83,9 +87,15 @@ def submission_create(request: HttpRequest) -> HttpResponse:
             else:
                 if created:
                     messages.success(request, f"Submission #{submission.pk} is queued for scoring.")
-                else:
-                    messages.info(request, f"This file is identical to your submission #{submission.pk}; here it is.")
-                return redirect("submissions:submission_detail", pk=submission.pk)
+                    return redirect("submissions:submission_detail", pk=submission.pk)
+                note, renamed = services.submission_duplicate_note(submission=submission,
+                                                                   model_name=form.cleaned_data["model_name"])
+                if not renamed:
+                    messages.info(request, note)
+                    return redirect("submissions:submission_detail", pk=submission.pk)
+                # another name: say it was not taken, and offer the earlier submission
+                return render(request, "submissions/create.html",
+                              {**context, "form": form, "duplicate": submission, "duplicate_note": note})
     return render(
         request, "submissions/create.html", {**context, "form": form, "error": error, "problems": problems[:500],
                                             "problems_total": len(problems)}, status=status,
@@ -131,6 +141,7 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "show_result": ev is not None and ev.computed_at is not None
             and submission.status in (Status.FINISHED, Status.FAILED),
             "completeness": selectors.submission_result_completeness(submission=submission, progress=progress),
+            "unranked_reason": selectors.submission_unranked_reason(submission=submission),
             "owner": owner,
             "reviewer": user_is_reviewer(request.user),
             # the engine's flags: the owner and reviewers see what kept the evaluation off the board
@@ -178,6 +189,9 @@ def submission_action(request: HttpRequest, pk: int, action: str) -> HttpRespons
             messages.warning(request, f"Nothing to do: the submission is {submission.status}.")
         else:
             messages.success(request, done.format(pk=submission.pk))
+            reason = selectors.submission_unranked_reason(submission=submission) if action == "publish" else ""
+            if reason:
+                messages.warning(request, f"It is shown on the leaderboard but not ranked: {reason}.")
     return redirect("submissions:submission_detail", pk=submission.pk)
 
 
@@ -217,8 +231,30 @@ def review_queue(request: HttpRequest) -> HttpResponse:
         pending = ev is not None and evaluation_flags_pending(ev)
         rows.append({"submission": sub, "flagged": flagged, "identical_share": flags.get("identical_share", 0.0),
                      "engine_flagged": engine, "pending": pending})
+    for ev in selectors.evaluations_for_review()[:200]:
+        rows.append({"evaluation": ev, "flagged": 0, "identical_share": 0.0, "engine_flagged": ev.flagged_results,
+                     "pending": evaluation_flags_pending(ev)})
     rows.sort(key=lambda r: (not r["pending"], -r["engine_flagged"], -r["flagged"], -r["identical_share"]))
     return render(request, "submissions/review.html", {"nav": "submit", "rows": rows})
+
+
+@login_required
+@require_POST
+def evaluation_flags_clear(request: HttpRequest, pk: int) -> HttpResponse:
+    """A reviewer clears the engine flags of an evaluation that no submission carries."""
+    evaluation = selectors.evaluations_for_review().filter(pk=pk).first()
+    if evaluation is None:
+        raise Http404("no flagged evaluation without a submission")
+    try:
+        cleared = services.evaluation_flags_clear(evaluation=evaluation, user=request.user)
+    except PermissionError as exc:
+        raise PermissionDenied(str(exc)) from None
+    if cleared:
+        messages.success(request, f"The flags of {evaluation.model.display_name} on {evaluation.release.name} "
+                                  "are cleared: it may be ranked.")
+    else:
+        messages.warning(request, "Nothing to do: no flag awaits review.")
+    return redirect("submissions:review_queue")
 
 
 @login_required

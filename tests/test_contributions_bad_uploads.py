@@ -52,7 +52,11 @@ CASES = [
     ("absolute path", lambda: with_good(("/etc/cron.d/evil", b"x")), "is an absolute path"),
     ("link out of the folder", lambda: with_good(link("paper/secret", b"/etc/shadow")), "is a symbolic link"),
     ("non-UTF-8 name", latin1_name, "is not valid UTF-8"),
-    ("no test script", lambda: zip_of([("paper/mod.py", GOOD["mod.py"])]), "has no paper2code_test.py"),
+    ("no test script", lambda: zip_of([("paper/mod.py", GOOD["mod.py"])]),
+     "the zip has no paper2code_test.py, the paper&#x27;s test that runs its annotated code (the zip holds: mod.py); "
+     "add paper2code_test.py beside the code and zip again"),
+    ("test script too deep", lambda: zip_of([("a/mod.py", GOOD["mod.py"]), ("b/x/paper2code_test.py", b"")]),
+     "the zip has paper2code_test.py only inside b/x/, not at its top: zip the folder b/x itself"),
     ("too many files", lambda: with_good(*[(f"paper/f{i}.py", b"x") for i in range(12)]), "at most 10 are accepted"),
 ]
 
@@ -72,6 +76,9 @@ def test_bad_zip_is_refused_with_a_message_and_nothing_stored(client, contributo
     assert response.status_code == 400
     page = response.content.decode()
     assert message in page, page[page.find("data-error"):][:500]
+    # every error at the top of the long form, linked to its field
+    top = page.split('id="form-errors"')[1].split("</div>")[0]
+    assert message in top and page.index('id="form-errors"') < page.index('id="id_paper_id"')
     assert not PaperContribution.objects.exists() and not ContributionRevision.objects.exists()
     uploads = tmp_path / "media" / "contributions"
     assert not uploads.exists() or os.listdir(uploads) == []

@@ -362,13 +362,21 @@ def test_a_flagged_evaluation_is_not_ranked_until_a_reviewer_clears_it(client, r
         return next(r for r in table.rows if r.model_key == sub.model.key)
 
     assert row().ranked is False and row().tier is None
+    assert row().unranked_reason == "1 result(s) flagged by the engine await a reviewer"
     # the owner sees why; a user who is not a reviewer cannot clear it
     client.force_login(user)
     page = client.get(reverse("submissions:submission_detail", args=[sub.pk])).content.decode()
     assert 'id="engine-flags"' in page and "tampering:fd-write" in page and "not ranked" in page
+    assert 'id="unranked-reason"' in page and "flagged by the engine await a reviewer" in page
+    # publishing through the page says the flag keeps it off the ranked board
+    client.post(reverse("submissions:submission_action", args=[sub.pk, "unpublish"]))
+    page = client.post(reverse("submissions:submission_action", args=[sub.pk, "publish"]), follow=True)
+    assert ("It is shown on the leaderboard but not ranked: 1 result(s) flagged by the engine await a reviewer"
+            in page.content.decode())
     assert 'id="clear-flags"' not in page
     api = client.get(f"/api/v1/submissions/{sub.pk}?results=1").json()
     assert api["result"]["ranked"] is False and api["result"]["flagged_results"] == 1
+    assert api["result"]["unranked_reason"] == "1 result(s) flagged by the engine await a reviewer"
     assert [r["flags"] for r in api["results"] if r["flags"]] == [["tampering:fd-write"]]
     assert client.post(reverse("submissions:submission_action", args=[sub.pk, "clear-flags"])).status_code == 403
     assert row().ranked is False
@@ -404,3 +412,37 @@ def test_staff_clear_flags_with_the_admin_action(client, release, token, user):
     assert resp.status_code == 302
     sub.evaluation.refresh_from_db()
     assert sub.evaluation.flags_cleared_by == "boss" and not evaluations.evaluation_flags_pending(sub.evaluation)
+
+
+def test_a_flagged_evaluation_without_a_submission_says_so_and_reaches_the_review_page(client, release, user):
+    """The demo's flagged evaluation (no submission carries it): the board says the flag, not missing
+    snippets, and a reviewer finds it on /review/submissions/ and clears it there."""
+    model = LLMModel.objects.create(key="demo-imperfect", display_name="Demo Imperfect")
+    ev = Evaluation.objects.create(model=model, release=release, source=Evaluation.DEMO, is_public=True)
+    snippets = list(Snippet.objects.filter(release=release))
+    evaluation_results_write(evaluation=ev, rows=[result_row_from_run(
+        snippet_id=s.pk, run=_flagged_run(s, flags=["ast:dynamic-getattr"] if n == 0 else []), completion="pass")
+        for n, s in enumerate(snippets)])
+    ev.refresh_from_db()
+    assert ev.complete and ev.flagged_results == 1
+    row = next(r for r in boards.leaderboard_rows(release=release).rows if r.model_key == "demo-imperfect")
+    assert row.coverage == 100.0 and not row.ranked
+    assert row.unranked_reason == "1 result(s) flagged by the engine await a reviewer"
+    board = client.get(f"/leaderboard/?release={release.slug}").content.decode()
+    assert 'title="Not ranked: 1 result(s) flagged by the engine await a reviewer"' in board
+    assert "results are missing" not in board
+    api = {r["model"]: r for r in client.get(f"/api/v1/leaderboard?release={release.slug}").json()["rows"]}
+    assert api["demo-imperfect"]["unranked_reason"] == row.unranked_reason
+    # not a reviewer: no clearing
+    client.force_login(user)
+    assert client.post(reverse("submissions:evaluation_flags_clear", args=[ev.pk])).status_code == 403
+    reviewer = User.objects.create_user("rita", "r@example.org", "pw-rita-123!")
+    reviewer.groups.add(Group.objects.get_or_create(name=REVIEWERS_GROUP)[0])
+    client.force_login(reviewer)
+    review = client.get(reverse("submissions:review_queue")).content.decode()
+    assert f'data-evaluation="{ev.pk}"' in review and "Demo Imperfect" in review and 'data-engine-flags="1"' in review
+    assert client.post(reverse("submissions:evaluation_flags_clear", args=[ev.pk])).status_code == 302
+    ev.refresh_from_db()
+    assert ev.flags_cleared_by == "rita"
+    row = next(r for r in boards.leaderboard_rows(release=release).rows if r.model_key == "demo-imperfect")
+    assert row.ranked and row.unranked_reason == ""

@@ -135,3 +135,30 @@ def test_command_refuses_bad_files(tmp_path: Path):
     with pytest.raises(CommandError, match="not an overall_stats.json"):
         call_command("import_published", str(wrong))
     assert (Release.objects.count(), Evaluation.objects.count()) == before
+
+
+@pytest.mark.django_db
+def test_imported_verdicts_are_shown_as_verdicts_without_links_to_nothing(client, published):
+    """Issue 21 item 4: no "completion & output" link for an imported verdict, the reason said once,
+    and imported failures' category named "not published", not "unknown"."""
+    from leaderboard.models import IMPORTED_NOTE
+
+    release = published.release
+    snippet = Snippet.objects.filter(release=release).select_related("paper").order_by("id").first()
+    url = (f"/papers/{snippet.paper.paper_id}/snippet/?release={release.slug}"
+           f"&file={snippet.file}&name={snippet.name}")
+    page = client.get(url)
+    assert page.status_code == 200, url
+    text = page.content.decode()
+    assert text.count('id="imported-note"') == 1 and "do not include the completions" in text
+    assert "completion &amp; output" not in text and text.count("verdict only") >= 32
+    assert ">unknown<" not in text
+    if SnippetResult.objects.filter(snippet=snippet, passed=False).exists():
+        assert ">not published<" in text
+    # the drill-down of one imported verdict says why, instead of "No completion stored… No output stored"
+    model = Evaluation.objects.filter(release=release).select_related("model").first().model
+    drill = client.get(f"{url}&model={model.key}").content.decode()
+    assert "imported-note" in drill and "No output stored" not in drill and "No completion stored" not in drill
+    assert "the published results hold no completion or test output" in drill  # its raw outputs, too
+    errors = client.get(f"/leaderboard/errors/?release={release.slug}").content.decode()
+    assert 'id="imported-note"' in errors and ">not published</a></th>" in errors and ">unknown</a>" not in errors

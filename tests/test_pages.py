@@ -149,6 +149,18 @@ def test_paper_page_renders_markdown_highlighting_and_tree(client, demo):
     assert 'class="highlight"' in html  # pygments with CSS classes
     assert re.search(r'<span class="[a-z]+">factor</span>|factor', html)
     assert 'data-snippet="multiply"' in html and "depth-1" in html
+    # the paper's folder hash is labelled as the paper's, the release's hash as the release's
+    from leaderboard.models import Release, ReleasePaper
+
+    ReleasePaper.objects.filter(release=demo.release, paper__paper_id="paper-1").update(content_hash="p" * 64)
+    release = Release.objects.get(pk=demo.release.pk)
+    release.content_hash = "r" * 64
+    release.save()  # its pages move on with it (leaderboard.aggregates)
+    html = client.get(page_urls(demo)["paper"]).content.decode()
+    release_dd = html.split("<dt>Release</dt>")[1].split("</dd>")[0]
+    assert "r" * 12 in release_dd and "p" * 12 not in release_dd and "release hash" in release_dd
+    paper_dd = html.split('id="paper-hash"')[1].split("</dd>")[0]
+    assert "p" * 12 in paper_dd and "Paper files hash" in html
 
 
 def test_snippet_page_masked_view_and_drilldown(client, demo):

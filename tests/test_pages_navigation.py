@@ -116,3 +116,42 @@ def test_submit_link_and_form_follow_the_release(client, two_releases):
         form = client.get(reverse("submissions:submission_create") + f"?release={slug}").content.decode()
         chosen = re.search(r'<option value="(\d+)" selected>', form.split('name="release"', 1)[1].split("</select>", 1)[0])
         assert chosen and int(chosen.group(1)) == Release.objects.get(slug=slug).pk, slug
+
+
+def test_signing_in_from_a_page_of_another_release_comes_back_to_it(client, two_releases):
+    """Issue 21 item 6: the return URL keeps the path and its query (?release=)."""
+    from leaderboard.models import Paper, ReleasePaper
+
+    _, other = two_releases
+    paper = Paper.objects.create(paper_id="only-in-other", title="Only in the other release")
+    ReleasePaper.objects.create(release=other, paper=paper, folder="")
+    path = reverse("leaderboard:paper", args=["only-in-other"]) + "?release=other"
+    html = client.get(path).content.decode()
+    link = re.search(r'<a href="([^"]*)">Log in</a>', html).group(1).replace("&amp;", "&")
+    assert link == reverse("login") + "?next=%2Fpapers%2Fonly-in-other%2F%3Frelease%3Dother"
+    User.objects.create_user("ann", "ann@example.org", "pw-ann-123456!")
+    resp = client.post(link, {"username": "ann", "password": "pw-ann-123456!", "next": path})
+    assert resp.status_code == 302 and resp["Location"] == path
+    assert client.get(resp["Location"]).status_code == 200
+
+
+def test_a_paper_without_release_resolves_to_the_default_or_the_latest_release_that_has_it(client, two_releases):
+    from leaderboard.models import Paper, ReleasePaper
+
+    default, other = two_releases
+    paper = Paper.objects.create(paper_id="only-in-other", title="Only in the other release")
+    ReleasePaper.objects.create(release=other, paper=paper, folder="")
+    resp = client.get(reverse("leaderboard:paper", args=["only-in-other"]))
+    assert resp.status_code == 200
+    html = resp.content.decode()
+    assert "shown from Other release, the latest release that has it" in html
+    assert html.split("<dt>Release</dt>")[1].split("</dd>")[0].count("Other release") == 1
+    # a paper of the default release: the default release, no notice
+    default_paper = default.release_papers.select_related("paper").first().paper.paper_id
+    html = client.get(reverse("leaderboard:paper", args=[default_paper])).content.decode()
+    assert "latest release that has it" not in html and default.name in html.split("<dt>Release</dt>")[1]
+    # a draft is not shown to visitors; a paper nowhere is still a 404
+    draft = Release.objects.create(name="Draft", slug="draft", status=Release.DRAFT)
+    ReleasePaper.objects.create(release=draft, paper=Paper.objects.create(paper_id="draft-only"), folder="")
+    assert client.get(reverse("leaderboard:paper", args=["draft-only"])).status_code == 404
+    assert client.get(reverse("leaderboard:paper", args=["no-such-paper"])).status_code == 404

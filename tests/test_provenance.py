@@ -59,6 +59,9 @@ def test_owner_sees_private_drilldowns_raw_outputs_and_a_failures_filter(client,
     client.force_login(sub.user)
     page = client.get(drill)
     assert page.status_code == 200 and b'id="private-drill"' in page.content
+    # the drill-down links back to its submission (for those who may open it)
+    back = f'id="drill-submission" href="{reverse("submissions:submission_detail", args=[sub.pk])}"'
+    assert back in page.content.decode()
     assert b"Completion against the reference" in page.content or b"diff" in page.content
     # the submission page: every row links to its drill-down; failures only on request
     detail = client.get(reverse("submissions:submission_detail", args=[sub.pk])).content.decode()

@@ -117,7 +117,7 @@ def test_the_submit_form_and_the_api_accept_the_published_release(client, tmp_pa
     data = b'{"paper": "minp", "snippet": "scale min_p threshold", "completion": "x"}\n'
     url = f"/api/v1/submissions?model_name=M&allow_partial=1&release={release.slug}"
     resp = client.post(url, data=data, content_type="application/x-ndjson", HTTP_AUTHORIZATION=f"Token {token}")
-    assert resp.status_code == 400 and "no such published release" in resp.json()["error"]
+    assert resp.status_code == 400 and "takes no submissions on this site until the code of its papers is attached" in resp.json()["error"]
     _attach()
     client.force_login(user)
     form = client.get(reverse("submissions:submission_create")).content.decode()

@@ -93,8 +93,11 @@ def test_partial_file_is_refused_until_confirmed_everywhere(client, user):
     body = resp.json()
     total = Snippet.objects.filter(release=release).count()
     rope = Snippet.objects.filter(release=release, paper__paper_id="rope").count()
+    missing = [{"paper": s.paper.paper_id, "file": s.file, "snippet": s.name, "samples_missing": 1}
+               for s in Snippet.objects.filter(release=release, paper__paper_id="focal-loss")
+               .select_related("paper").order_by("file", "position")]
     assert body["coverage"] == {"predicted": rope, "expected": total, "missing": total - rope, "snippets": total,
-                                "samples": 1, "percent": round(100 * rope / total, 1)}
+                                "samples": 1, "percent": round(100 * rope / total, 1), "missing_snippets": missing}
     assert f"predicts {rope} of the release's {total} snippets" in body["error"] and "not ranked" in body["error"]
     assert PredictionSubmission.objects.count() == 0  # nothing stored
     # the form says how much and offers to send it anyway
@@ -104,6 +107,9 @@ def test_partial_file_is_refused_until_confirmed_everywhere(client, user):
     page = client.post(reverse("submissions:submission_create"),
                        {"release": release.pk, "model_name": "F", "file": SimpleUploadedFile("p.jsonl", data)})
     assert page.status_code == 409 and b'id="allow-partial"' in page.content and b"not ranked" in page.content
+    listed = page.content.decode().split('id="missing-snippets"')[1].split("</details>")[0]
+    assert listed.count("<li>") == len(missing) and all(m["snippet"] in listed for m in missing)
+    assert "<code>rope</code>" not in listed
     assert PredictionSubmission.objects.count() == 0
     page = client.post(reverse("submissions:submission_create"),
                        {"release": release.pk, "model_name": "F", "file": SimpleUploadedFile("p.jsonl", data),
@@ -282,8 +288,17 @@ def test_staff_name_a_draft_publish_with_the_default_warning_and_errata(client, 
     url = reverse("contributions:release", args=[draft.slug])
     page = client.get(url).content.decode()
     assert 'id="rename-form"' in page and 'id="default-warning"' in page and "ranks 0 model(s)" in page
-    assert client.post(url, {"action": "rename", "rename-name": "v1.1"}).status_code == 302
-    assert Release.objects.get(pk=draft.pk).name == "v1.1"
+    old_root = release_services._release_root(draft)
+    assert draft.slug.startswith("release-") and (old_root / "rope" / "rope.py").is_file()
+    resp = client.post(url, {"action": "rename", "rename-name": "v1.1"})
+    renamed = Release.objects.get(pk=draft.pk)
+    # a draft's slug follows its name, its folder here moves with it, and the staff page says so
+    assert renamed.name == "v1.1" and renamed.slug == "v1-1" and resp["Location"].endswith("/v1-1/")
+    assert not old_root.exists() and (release_services._release_root(renamed) / "rope" / "rope.py").is_file()
+    folder = ReleasePaper.objects.get(release=renamed, paper__paper_id="rope").folder
+    assert folder == str(release_services._release_root(renamed) / "rope")
+    assert "stays once it is published" in client.get(resp["Location"]).content.decode()
+    url = reverse("contributions:release", args=[renamed.slug])
     # asked to become the default while it ranks fewer models: refused until confirmed
     resp = client.post(url, {"action": "publish", "confirm": "on", "make_default": "on"})
     assert resp.status_code == 400 and "Tick this box to switch anyway" in resp.content.decode()
@@ -291,6 +306,10 @@ def test_staff_name_a_draft_publish_with_the_default_warning_and_errata(client, 
     resp = client.post(url, {"action": "publish", "confirm": "on", "make_default": "on", "accept_fewer": "on"})
     assert resp.status_code == 302 and Release.objects.get(pk=draft.pk).is_default
     new = Release.objects.get(pk=draft.pk)
+    assert new.slug == "v1-1"  # published: the slug stays (citable URLs), and the name is frozen
+    with pytest.raises(ValidationError, match="is published"):
+        release_services.release_draft_rename(release=new, name="v1.2")
+    assert Release.objects.get(pk=draft.pk).slug == "v1-1"
     carried = Evaluation.objects.get(release=new, model__key="ranked-model")
     assert carried.succession["mode"] == "carried" and carried.is_public
     # errata from the staff page: bad input is named, nothing is made
@@ -331,6 +350,8 @@ def test_cli_warns_how_much_is_missing_before_sending_and_can_refuse(user, tmp_p
     rope = Snippet.objects.filter(release=release, paper__paper_id="rope").count()
     assert f"warning: the file predicts {rope} of the release's {total} snippets" in err.getvalue()
     assert "not sent (--complete-only)" in err.getvalue() and PredictionSubmission.objects.count() == 0
+    first = Snippet.objects.filter(release=release, paper__paper_id="focal-loss").order_by("file", "position").first()
+    assert f"  no prediction: focal-loss/{first.file}: {first.name}" in err.getvalue()
     out, err = io.StringIO(), io.StringIO()
     assert core_main([*args, "--publish", str(partial)], out, err) == 0
     assert "sending it anyway" in err.getvalue() and "published when scoring finishes" in out.getvalue()

@@ -95,3 +95,125 @@ def test_subset_queries_do_not_grow_with_models(client, view):
         assert client.get(f"/api/v1/leaderboard?release={release.slug}&view={view}", HTTP_HOST="localhost").status_code == 200
 
     assert _count(lambda: get(few)) == _count(lambda: get(many)) <= 6
+
+
+# -- issue 21: a release published on top of a release whose papers have no code here -------------
+
+
+def _evaluation_on(release, key: str, papers: list[str], *, source: str, completions: bool = False,
+                   skip: int = 0) -> Evaluation:
+    """A public evaluation with a verdict on each snippet of ``papers`` but the last ``skip`` ones."""
+    from scoring.results import ResultRow, evaluation_results_write
+
+    model, _ = LLMModel.objects.get_or_create(key=key, defaults={"display_name": key})
+    ev = Evaluation.objects.create(model=model, release=release, source=source, is_public=True)
+    snippets = list(Snippet.objects.filter(release=release, paper__paper_id__in=papers)
+                    .order_by("paper__paper_id", "position"))
+    evaluation_results_write(evaluation=ev, rows=[
+        ResultRow(snippet_id=s.pk, sample=0, passed=i % 3 != 0, category="logic" if i % 3 == 0 else "",
+                  completion=s.code if completions else "")
+        for i, s in enumerate(snippets[: len(snippets) - skip])])
+    ev.refresh_from_db()
+    return ev
+
+
+@pytest.fixture
+def succession_scenario(settings, tmp_path):
+    """Published release 'v1' (rope and lion, no code here) with two imported models and a demo model;
+    a contributed paper (focal-loss, with its code) approved into the draft; the draft published."""
+    from contributions import release_services
+    from leaderboard.models import Paper, Release
+    from submissions_support import DEMO, demo_release_create
+
+    settings.RCB_PSET_ROOT = tmp_path / "psets"
+    settings.RQ_QUEUES = {name: {"URL": "redis://127.0.0.1:1/0"} for name in ("default", "scoring", "contributions")}
+    published = demo_release_create(slug="v1", papers=["rope", "lion"])
+    for key in ("imported-a", "imported-b"):
+        _evaluation_on(published, key, ["rope", "lion"], source=Evaluation.PUBLISHED)
+    _evaluation_on(published, "demo-model", ["rope", "lion"], source=Evaluation.DEMO, completions=True)
+    ReleasePaper.objects.filter(release=published).update(folder="")  # no code on this site
+    draft = release_services.release_draft_get_or_create(name="v1.1")
+    # what an approval adds: the contributed paper with its code (release_draft_paper_add's rows)
+    contributed = demo_release_create(slug="contributed", papers=["focal-loss"])
+    source = ReleasePaper.objects.get(release=contributed)
+    Release.objects.filter(pk=contributed.pk).update(is_default=False)
+    Release.objects.filter(pk=published.pk).update(is_default=True)
+    rp = ReleasePaper.objects.create(release=draft, paper=source.paper, folder=str(DEMO / "focal-loss"),
+                                     snippet_count=source.snippet_count, total_weight=source.total_weight)
+    for s in Snippet.objects.filter(release=contributed):
+        Snippet.objects.create(release=draft, paper=rp.paper, file=s.file, name=s.name, depth=s.depth,
+                               position=s.position, start_line=s.start_line, end_line=s.end_line, weight=s.weight,
+                               code=s.code)
+    Release.objects.filter(pk=contributed.pk).delete()
+    release_services.release_publish(release=draft, by=None, make_default=True)
+    draft.refresh_from_db()
+    return published, draft
+
+
+def test_after_a_succession_no_model_without_verdicts_on_the_scorable_papers_is_ranked(client, succession_scenario):
+    published, new = succession_scenario
+    table = boards.leaderboard_rows(release=new)
+    assert table.scorable_subset and table.papers == ["focal-loss"]
+    rows = {r.model_key: r for r in table.rows}
+    # carried: the imported models' verdicts came along, none on the contributed paper
+    for key in ("imported-a", "imported-b"):
+        row = rows[key]
+        assert row.succession == "carried" and row.no_verdict and not row.ranked and row.tier is None
+        assert row.scaled_pass_rate is None and row.pass_rate is None  # not 0 %: not run there
+        assert row.full_scaled_pass_rate is not None and row.coverage > 50
+        assert "no verdict on the 1 paper(s) this site can score (focal-loss)" in row.unranked_reason
+    # re-scored: queued, not public until its scoring finishes
+    assert "demo-model" not in rows
+    assert {r.model_key for r in table.apart} == {"imported-a", "imported-b"}
+    # a new result on the contributed paper is ranked; one missing some of its snippets is not
+    _evaluation_on(new, "newcomer", ["focal-loss"], source=Evaluation.SUBMISSION)
+    _evaluation_on(new, "half-done", ["focal-loss"], source=Evaluation.SUBMISSION, skip=1)
+    rows = {r.model_key: r for r in boards.leaderboard_rows(release=new).rows}
+    assert rows["newcomer"].ranked and rows["newcomer"].tier == 1 and not rows["newcomer"].no_verdict
+    assert not rows["half-done"].ranked and not rows["half-done"].no_verdict
+    assert "results are missing for 1 of the" in rows["half-done"].unranked_reason
+    assert [k for k, r in rows.items() if r.ranked] == ["newcomer"]
+    # the page and the API agree, and say why
+    api = {r["model"]: r for r in client.get(f"/api/v1/leaderboard?release={new.slug}").json()["rows"]}
+    assert {k for k, r in api.items() if r["ranked"]} == {"newcomer"}
+    for key, row in rows.items():
+        assert api[key]["unranked_reason"] == (row.unranked_reason or None)
+        assert api[key]["scaled_pass_rate"] is None if row.no_verdict else True
+    page = client.get(f"/leaderboard/?release={new.slug}").content.decode()
+    main, apart = page.split('id="leaderboard-apart"')
+    assert 'data-model="imported-a"' not in main and 'data-model="newcomer"' in main
+    assert 'data-model="imported-a"' in apart and "no verdict on the 1 paper(s) this site can score" in apart
+    assert "1 ranked" in main and "results are missing for 1 of the" in main  # the half-done row's tooltip
+    # the predecessor, with no code at all here, ranks its imported models over the whole release as before
+    old = {r.model_key: r for r in boards.leaderboard_rows(release=published).rows}
+    assert old["imported-a"].ranked and old["imported-b"].ranked and not old["imported-a"].unranked_reason
+
+
+def test_every_unranked_reason_is_its_own(settings, tmp_path):
+    """Issue 21 item 2: hidden, baseline, flags awaiting review, missing snippets and a failing
+    environment each say themselves, all of them when several apply."""
+    from leaderboard.selectors.evaluations import evaluation_unranked_reason
+    from leaderboard.selectors.release_info import release_scorability, scorable_unranked_reason
+    from submissions_support import demo_release_create
+
+    release = demo_release_create(slug="reasons", papers=["rope", "focal-loss"])
+    rope = Snippet.objects.filter(release=release, paper__paper_id="rope").count()
+    total = Snippet.objects.filter(release=release).count()
+    complete = _evaluation_on(release, "complete", ["rope", "focal-loss"], source=Evaluation.SUBMISSION)
+    partial = _evaluation_on(release, "partial", ["focal-loss"], source=Evaluation.SUBMISSION)
+    assert evaluation_unranked_reason(complete) == ""
+    assert evaluation_unranked_reason(partial) == f"results are missing for {rope} of {total} snippets"
+    complete.hidden, complete.flagged_results = True, 2
+    assert evaluation_unranked_reason(complete) == "hidden by an admin; 2 result(s) flagged by the engine await a reviewer"
+    baseline = _evaluation_on(release, "baseline-empty", ["rope", "focal-loss"], source=Evaluation.BASELINE)
+    LLMModel.objects.filter(key="baseline-empty").update(baseline=LLMModel.EMPTY)
+    baseline.refresh_from_db()
+    assert evaluation_unranked_reason(baseline) == "a baseline, shown for scale (an empty completion)"
+    # rope's environment fails here and no other paper can be scored: the missing results wait for it
+    ReleasePaper.objects.filter(release=release, paper__paper_id="rope").update(
+        environment_ok=False, environment="torch-cpu", environment_error="No module named 'torch'")
+    ReleasePaper.objects.filter(release=release, paper__paper_id="focal-loss").update(folder="")
+    scorability = release_scorability(release=release)
+    assert not scorability.partial and scorability.failing == {"rope": rope}
+    assert scorable_unranked_reason(partial, scorability=scorability) == (
+        "the environment of rope fails on this site: its snippets wait for a re-check")

@@ -95,6 +95,13 @@ def test_api_upload_json_lines_creates_one_job_per_paper_and_dedupes(client, rel
     assert body["progress"]["total"] == sum(j.tasks_total for j in sub.jobs.all()) > 0
     again = _api_post(client, token, data)
     assert again.status_code == 200 and again.json()["id"] == sub.pk and again.json()["duplicate"] is True
+    assert again.json()["duplicate_renamed"] is False
+    assert again.json()["duplicate_note"].startswith(f"This file is identical to your submission #{sub.pk} (Model-A,")
+    assert PredictionSubmission.objects.count() == 1
+    # under another model name: said, not silently the old one under its old name
+    renamed = _api_post(client, token, data, model_name="Model-B").json()
+    assert renamed["id"] == sub.pk and renamed["model_name"] == "Model-A" and renamed["duplicate_renamed"] is True
+    assert "it stays under the model name 'Model-A', not 'Model-B'" in renamed["duplicate_note"]
     assert PredictionSubmission.objects.count() == 1
 
 
@@ -163,6 +170,22 @@ def test_web_form_upload_errors_and_success(client, release, user):
     assert resp.status_code == 302 and resp["Location"] == reverse("submissions:submission_detail", args=[sub.pk])
     page = client.get(resp["Location"])
     assert page.status_code == 200 and b"data-progress-url" in page.content and b"progress.js" in page.content
+    # the same file again: under the same name, its page with a note; under another, the form says
+    # the name was not taken and offers the earlier submission
+    def again(name: str):
+        upload = io.BytesIO(predictions_bytes(papers=["rope"]))
+        upload.name = "good.jsonl"
+        return client.post(reverse("submissions:submission_create"),
+                           {"release": release.pk, "model_name": name, "file": upload, "allow_partial": "1"})
+
+    same = again("W")
+    assert same.status_code == 302 and same["Location"] == reverse("submissions:submission_detail", args=[sub.pk])
+    assert f"identical to your submission #{sub.pk}" in client.get(same["Location"]).content.decode()
+    other = again("<b>Other</b>")
+    text = other.content.decode()
+    assert other.status_code == 200 and 'id="duplicate-notice"' in text and PredictionSubmission.objects.count() == 1
+    assert "it stays under the model name &#x27;W&#x27;, not &#x27;&lt;b&gt;Other&lt;/b&gt;&#x27;" in text
+    assert f'id="open-duplicate" href="{reverse("submissions:submission_detail", args=[sub.pk])}"' in text
 
 
 @pytest.mark.django_db(transaction=True)  # the live server reads the token from its own connection
@@ -199,12 +222,22 @@ def test_quota_counts_neither_failed_nor_cancelled(client, release, token, user,
     assert _api_post(client, token, b"".join(lines[:4])).status_code == 201
 
 
-def test_create_token_command_creates_the_user_and_prints_a_working_token(client, release):
+def test_create_token_command_refuses_unknown_users_unless_asked_to_create_one(client, release):
+    from django.core.management import CommandError
+
+    with pytest.raises(CommandError, match="no user 'robot'.*--create"):
+        call_command("create_token", "robot", stdout=io.StringIO(), stderr=io.StringIO())
+    assert not User.objects.filter(username="robot").exists()
+    out, err = io.StringIO(), io.StringIO()
+    call_command("create_token", "robot", "--create", stdout=out, stderr=err)
+    raw = out.getvalue().strip()
+    robot = User.objects.get(username="robot")
+    assert not robot.has_usable_password() and "created user robot" in err.getvalue()
+    assert _api_post(client, raw, predictions_bytes(papers=["rope"])).status_code == 201
+    # an existing user needs no flag; a second token is a new one
     out = io.StringIO()
     call_command("create_token", "robot", stdout=out, stderr=io.StringIO())
-    raw = out.getvalue().strip()
-    assert User.objects.filter(username="robot").exists()
-    assert _api_post(client, raw, predictions_bytes(papers=["rope"])).status_code == 201
+    assert out.getvalue().strip() != raw and robot.api_tokens.count() == 2
 
 
 # -- scoring in process -----------------------------------------------------------------------
@@ -363,7 +396,29 @@ def test_a_release_without_code_takes_no_submission(client, release, user, token
                                           published_at=timezone.now())
     ReleasePaper.objects.create(release=figures_only, paper=Paper.objects.get(paper_id="rope"), folder="")
     resp = _api_post(client, token, predictions_bytes(papers=["rope"]), release="figures")
-    assert resp.status_code == 400 and "no such published release" in resp.json()["error"]
+    error = resp.json()["error"]
+    assert resp.status_code == 400 and resp.json()["release"] == "figures"
+    assert "release Published figures takes no submissions on this site until the code of its papers is attached" in error
+    assert "python manage.py import_pset FOLDER" in error and f"open for submissions here: {release.slug}" in error
+    # an unknown slug, and a draft (staff-only), are no such release
+    Release.objects.create(name="Secret draft", slug="secret", status=Release.DRAFT)
+    for slug in ("nope", "secret"):
+        error = _api_post(client, token, predictions_bytes(papers=["rope"]), release=slug).json()["error"]
+        assert error.startswith(f"no such release '{slug}'") and "Secret" not in error
+    # without a slug: the default release, not another one silently
+    Release.objects.filter(pk=release.pk).update(is_default=False)
+    Release.objects.filter(pk=figures_only.pk).update(is_default=True)
+    resp = _api_post(client, token, predictions_bytes(papers=["rope"]))
+    assert resp.status_code == 400 and "Published figures takes no submissions" in resp.json()["error"]
+    # the submit page (the nav's Submit link on that release) and the release page say it too
+    client.force_login(user)
+    page = client.get(reverse("submissions:submission_create") + "?release=figures").content.decode()
+    assert 'id="release-closed"' in page and "takes no submissions on this site until the code" in page
+    assert "import_pset FOLDER" in page and f"This form offers the releases that take submissions on this site:" in page
+    assert client.get(reverse("submissions:submission_create") + f"?release={release.slug}").content.decode().count(
+        'id="release-closed"') == 0
+    detail = client.get(reverse("leaderboard:release_detail", args=["figures"])).content.decode()
+    assert 'id="submissions-closed"' in detail and "takes no submissions on this site" in detail
     with pytest.raises(services.SubmissionError, match="no paper.s code is attached here"):
         services.prediction_submission_create(user=user, release=figures_only, data=predictions_bytes(papers=["rope"]), allow_partial=True,
                                               model_name="X")
@@ -410,3 +465,28 @@ def test_admin_actions_hide_and_verify(client, release, token):
     client.force_login(sub.user)
     page = client.get(reverse("submissions:submission_detail", args=[sub.pk])).content.decode()
     assert "badge-verified" in page and "hidden by an admin" in page
+
+
+def test_api_lists_ones_own_submissions_a_page_at_a_time(client, release, user, token, settings):
+    settings.RCB_TABLE_ROWS = 2
+    lines = predictions_bytes(papers=["rope"]).splitlines(keepends=True)
+    mine = [_api_post(client, token, b"".join(lines[i:]), model_name=f"M{i}").json()["id"] for i in range(3)]
+    other = User.objects.create_user("zed", "zed@example.org", "pw-zed-123456!")
+    _api_post(client, api_token_create(user=other)[1], predictions_bytes(papers=["rope"]), model_name="Theirs")
+    assert client.get("/api/v1/submissions").status_code == 401
+    auth = {"HTTP_AUTHORIZATION": f"Token {token}"}
+    first = client.get("/api/v1/submissions", **auth).json()
+    assert first["count"] == 3 and first["pages"] == 2 and first["page"] == 1 and first["page_size"] == 2
+    assert [r["id"] for r in first["results"]] == mine[::-1][:2]  # newest first
+    assert first["previous"] is None and first["next"].endswith("/api/v1/submissions?page=2")
+    row = first["results"][0]
+    assert row["model_name"] == "M2" and row["release"] == release.slug and row["status"] == "queued"
+    assert row["status_url"].endswith(f"/api/v1/submissions/{mine[2]}") and row["scaled_pass_rate"] is None
+    second = client.get(first["next"], **auth).json()
+    assert [r["id"] for r in second["results"]] == [mine[0]] and second["next"] is None
+    assert "Theirs" not in str(first) + str(second)
+    missing = client.get("/api/v1/submissions?page=3", **auth)
+    assert missing.status_code == 404 and "page=1 to page=2" in missing.json()["error"]
+    # the owner's session works for reading too
+    client.force_login(user)
+    assert client.get("/api/v1/submissions").json()["count"] == 3

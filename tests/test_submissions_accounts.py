@@ -74,10 +74,16 @@ def test_password_reset_by_mail(client):
 def test_profile_creates_a_token_once_and_revokes_it(client):
     user = User.objects.create_user("gina", "gina@example.org", "a-long-Passphrase-42")
     client.force_login(user)
-    page = client.post(reverse("accounts:profile"), {"name": "ci"}).content.decode()
+    made = client.post(reverse("accounts:profile"), {"name": "ci"})
+    # post/redirect/get: the token is shown once, on the page the redirect leads to; a reload makes no other
+    assert made.status_code == 302 and made["Location"] == reverse("accounts:profile")
+    page = client.get(made["Location"]).content.decode()
     raw = re.search(r'id="new-token" class="token">(rcb_[^<]+)<', page).group(1)
+    assert 'data-copy-target="new-token"' in page
     token = APIToken.objects.get(user=user)
     assert token.prefix == raw[:10] and raw not in client.get(reverse("accounts:profile")).content.decode()
+    assert "accounts.new_token" not in client.session and APIToken.objects.filter(user=user).count() == 1
+    assert client.post(reverse("accounts:profile"), {"name": "x" * 500}).status_code == 400  # the form's error
     assert client.get("/api/v1/submissions/1", HTTP_AUTHORIZATION=f"Token {raw}").status_code == 404  # known user
     client.post(reverse("accounts:token_revoke", args=[token.pk]))
     token.refresh_from_db()

@@ -14,7 +14,7 @@ from benchmark_core import scoring
 from scoring.results import ResultRow, evaluation_results_write
 
 from ..aggregates import release_tiers_refresh
-from ..models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet
+from ..models import IMPORTED_FAILURE, Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet
 from ..releases import release_set_default
 from .common import ImportProblem, paper_fields
 
@@ -183,7 +183,7 @@ def _published_rows(data: dict[str, Any], key: str, snippet_ids: dict[tuple[str,
                         passed=bool(s["passed"]),
                         exit_code=s.get("exit_code") if isinstance(s.get("exit_code"), int) else None,
                         # the published file has verdicts only: failures are not classified
-                        category="" if s["passed"] else "unknown",
+                        category="" if s["passed"] else IMPORTED_FAILURE,
                     )
                 )
     return rows

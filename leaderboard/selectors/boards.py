@@ -20,15 +20,14 @@ from ..query import VIEWS
 from .caching import cached, release_version
 from .evaluations import (
     evaluation_coverage,
-    evaluation_flags_pending,
-    evaluation_ranked,
+    evaluation_missing_on,
     evaluation_totals,
     latest_per_model,
     public_evaluations,
     rate,
     stored_tiers,
 )
-from .release_info import Scorability, release_paper, release_scorability
+from .release_info import Scorability, release_scorability, scorable_unranked_reason
 
 __all__ = [
     "FEW_PAPERS",
@@ -66,6 +65,7 @@ class LeaderboardRow:
     coverage: float  # percent of the release's snippets that have a result
     snippets: int  # snippets counted in this view
     ranked: bool  # complete, not a baseline, no flags awaiting review
+    unranked_reason: str  # why not ranked ("" when ranked): evaluations.evaluation_unranked_reason
     knowledge_cutoff: str  # as given, e.g. "2024-06"
     knowledge_cutoff_date: dt.date | None  # last day it covers
     input_cost: float | None  # USD per million tokens
@@ -84,6 +84,8 @@ class LeaderboardRow:
     # when the table ranks on the scorable subset of a release: the figures over the whole release
     full_scaled_pass_rate: float | None = None
     full_pass_rate: float | None = None
+    # on a scorable subset: not one verdict on its papers (no figure there, shown apart, not ranked)
+    no_verdict: bool = False
 
 
 @dataclass
@@ -109,6 +111,16 @@ class LeaderboardTable:
     not_scorable: list[dict[str, str]] = field(default_factory=list)  # [{"paper", "reason"}]
     release_papers: int = 0  # papers of the whole release
     release_snippets: int = 0
+
+    @property
+    def apart(self) -> list[LeaderboardRow]:
+        """Rows without a verdict on the scorable subset: shown apart from the board, with the reason."""
+        return [r for r in self.rows if r.no_verdict]
+
+    @property
+    def board(self) -> list[LeaderboardRow]:
+        """The rows of the board itself (ranked or not), the ``apart`` ones left out."""
+        return [r for r in self.rows if not r.no_verdict]
 
 
 @dataclass
@@ -157,7 +169,8 @@ class ContaminationRow:
     overall_scaled_pass_rate: float | None
 
 
-def _row(ev: Evaluation, *, tier: int | None, ranked: bool, figures: Mapping[str, Any] | None = None) -> LeaderboardRow:
+def _row(ev: Evaluation, *, tier: int | None, unranked_reason: str,
+         figures: Mapping[str, Any] | None = None) -> LeaderboardRow:
     m = ev.model
     f = figures or {}
     return LeaderboardRow(
@@ -172,7 +185,8 @@ def _row(ev: Evaluation, *, tier: int | None, ranked: bool, figures: Mapping[str
         pass_rate=f.get("pass_rate", ev.pass_rate),
         coverage=evaluation_coverage(ev),
         snippets=f.get("snippets", ev.snippets_total),
-        ranked=ranked,
+        ranked=not unranked_reason,
+        unranked_reason=unranked_reason,
         knowledge_cutoff=m.knowledge_cutoff,
         knowledge_cutoff_date=m.knowledge_cutoff_date,
         input_cost=m.input_cost,
@@ -233,16 +247,6 @@ def _window_figures(
     }
 
 
-def _ranked_on(ev: Evaluation, scorability: Scorability) -> bool:
-    """Whether a row is ranked: as evaluation_ranked says over the whole release; on a scorable
-    subset, not a baseline, scored, no flags pending, and complete on the subset (results for as
-    many snippets as the scorable papers have)."""
-    if not scorability.partial:
-        return evaluation_ranked(ev)
-    return (not ev.model.baseline and ev.scaled_pass_rate is not None and not evaluation_flags_pending(ev)
-            and ev.snippets_covered >= scorability.snippets)
-
-
 def _subset_figures(
     evaluations: list[Evaluation], ranked_evs: list[Evaluation], papers: list[str],
     release_papers: Mapping[str, ReleasePaper],
@@ -298,6 +302,9 @@ def _window(
     return papers, cutoff, warning
 
 
+_NO_FIGURES = {"scaled_pass_rate": None, "pass_rate": None, "ci_low": None, "ci_high": None}
+
+
 def _board_rows(
     evaluations: list[Evaluation], *, scorability: Scorability, figures: Mapping[int, dict], tiers: Mapping[str, int],
     open_weights: bool | None, organisation: str | None,
@@ -311,10 +318,15 @@ def _board_rows(
             continue
         if organisation and m.organisation.lower() != organisation.lower():
             continue
-        ranked = _ranked_on(ev, scorability)
-        rows.append(_row(ev, tier=tiers.get(m.key) if ranked else None, ranked=ranked, figures=figures.get(ev.id)))
+        reason = scorable_unranked_reason(ev, scorability=scorability)
+        no_verdict = (scorability.partial and not m.baseline
+                      and evaluation_missing_on(ev, scorability.paper_snippets) >= scorability.snippets)
+        # no verdict on the subset is no figure on it, not 0 %
+        row_figures = {**figures.get(ev.id, {}), **(_NO_FIGURES if no_verdict else {})}
+        rows.append(_row(ev, tier=None if reason else tiers.get(m.key), unranked_reason=reason, figures=row_figures))
         if scorability.partial:
             rows[-1].full_scaled_pass_rate, rows[-1].full_pass_rate = ev.scaled_pass_rate, ev.pass_rate
+            rows[-1].no_verdict = no_verdict
     return rows
 
 
@@ -348,9 +360,12 @@ def leaderboard_rows(
     tiers come from the stored per-paper totals. Filters (open_weights, organisation) hide rows
     but do not change tiers. Rows that are baselines or miss snippets are shown but not ranked.
     When only part of the release can be scored on this site (papers without their code, or whose
-    environment fails: release_scorability), both views keep to the scorable papers: every model,
-    published ones from their per-paper totals, is ranked on that subset (complete when it covers
-    the subset) and keeps its whole-release figure beside it (``full_*``).
+    environment fails: release_scorability), both views keep to the scorable papers: a model,
+    published ones from their per-paper totals, is ranked on that subset only when it has a verdict
+    for every snippet of it (evaluations.evaluation_unranked_reason), and keeps its whole-release
+    figure beside it (``full_*``); a model without any verdict there has no figure on the subset
+    (``no_verdict``: the table's ``apart`` rows), never 0 %. Every unranked row says why
+    (``unranked_reason``).
     Raises ValueError for an unknown view. Queries: 2, whatever the number of models.
     """
     if view not in VIEWS:
@@ -367,7 +382,7 @@ def leaderboard_rows(
                             keep=() if overall and not subset else ("paper_totals",))
     )
     organisations = sorted({ev.model.organisation for ev in evaluations if ev.model.organisation})
-    ranked_evs = [ev for ev in evaluations if _ranked_on(ev, scorability)]
+    ranked_evs = [ev for ev in evaluations if not scorable_unranked_reason(ev, scorability=scorability)]
     warning = ""
     if subset and overall:
         papers = scorability.scorable
@@ -417,8 +432,13 @@ def _previous_figures(release: Release, *, with_paper: bool) -> dict[str, float 
 
 def paper_leaderboard(*, release: Release, paper_id: str, with_paper: bool = True) -> PaperLeaderboard:
     """Every model's figures on one paper of a release, best first. Raises Paper.DoesNotExist."""
-    rp = release_paper(release, paper_id)
+    release_papers = list(ReleasePaper.objects.filter(release=release).select_related("paper"))
+    rp = next((r for r in release_papers if r.paper.paper_id == paper_id), None)
+    if rp is None:
+        raise Paper.DoesNotExist(f"no paper {paper_id!r} in release {release.name}")
     rows = []
+    # ranked or not as on the release's board (on its scorable subset, when it has one)
+    scorability = release_scorability(release=release, release_papers=release_papers)
     evaluations = public_evaluations(release, with_paper=with_paper, light=True, keep=("per_paper", "paper_totals"))
     for ev in latest_per_model(evaluations):
         stats = (ev.per_paper or {}).get(paper_id)
@@ -431,7 +451,7 @@ def paper_leaderboard(*, release: Release, paper_id: str, with_paper: bool = Tru
             "snippets": rp.snippet_count,
             "papers": 1 if totals else 0,
         }
-        rows.append(_row(ev, tier=None, ranked=evaluation_ranked(ev), figures=figures))
+        rows.append(_row(ev, tier=None, unranked_reason=scorable_unranked_reason(ev, scorability=scorability), figures=figures))
     return PaperLeaderboard(
         release=release, paper=rp.paper, snippets=rp.snippet_count, total_weight=rp.total_weight, rows=_sort_rows(rows)
     )

@@ -277,7 +277,8 @@ def snippet_drilldown(
 
 def snippet_verdicts(snippet: Snippet, *, with_paper: bool) -> list[dict[str, Any]]:
     """Every public model evaluation's verdicts on one snippet (its latest evaluation per model), one
-    dict per model: key, name, baseline, samples [{sample, passed, category}], passed; baselines last,
+    dict per model: key, name, baseline, samples [{sample, passed, category}], passed, imported (a
+    published import's verdicts: no completion or output); baselines last,
     then the most passed samples first. One query, whatever the number of models."""
     rows = (
         SnippetResult.objects.filter(
@@ -285,7 +286,7 @@ def snippet_verdicts(snippet: Snippet, *, with_paper: bool) -> list[dict[str, An
         )
         .select_related("evaluation__model")
         .order_by("evaluation__model__display_name", "evaluation__created_at", "sample")
-        .only("passed", "category", "sample", "seconds", "evaluation__id", "evaluation__created_at",
+        .only("passed", "category", "sample", "seconds", "evaluation__id", "evaluation__created_at", "evaluation__source",
               "evaluation__model__key", "evaluation__model__display_name", "evaluation__model__baseline")
     )
     latest: dict[str, int] = {}
@@ -297,7 +298,9 @@ def snippet_verdicts(snippet: Snippet, *, with_paper: bool) -> list[dict[str, An
         if r.evaluation.id != latest[model.key]:
             continue
         entry = by_model.setdefault(model.key, {"key": model.key, "name": model.display_name, "baseline": model.baseline,
-                                                "samples": [], "passed": 0})
+                                                "samples": [], "passed": 0,
+                                                # imported: verdicts only, nothing to drill down to
+                                                "imported": r.evaluation.source == Evaluation.PUBLISHED})
         entry["samples"].append({"sample": r.sample, "passed": r.passed, "category": r.category})
         entry["passed"] += 1 if r.passed else 0
     return sorted(by_model.values(), key=lambda e: (bool(e["baseline"]), -e["passed"] / max(len(e["samples"]), 1), e["name"].lower()))

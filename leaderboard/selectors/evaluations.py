@@ -8,7 +8,7 @@ per-paper totals and coverage, and the fingerprint that tells whether the releas
 from __future__ import annotations
 
 import hashlib
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from ..models import Evaluation, Release
 
@@ -16,8 +16,10 @@ __all__ = [
     "HEAVY",
     "evaluation_coverage",
     "evaluation_flags_pending",
+    "evaluation_missing_on",
     "evaluation_ranked",
     "evaluation_totals",
+    "evaluation_unranked_reason",
     "latest_per_model",
     "public_evaluations",
     "rate",
@@ -64,10 +66,55 @@ def evaluation_flags_pending(ev: Evaluation) -> bool:
     return bool(ev.flagged_results) and ev.flags_cleared_at is None
 
 
+def evaluation_missing_on(ev: Evaluation, papers: Mapping[str, int]) -> int:
+    """Snippets of these papers (paper id -> snippets) without a prediction in every sample."""
+    covered = ev.paper_covered or {}
+    return sum(max(n - int(covered.get(p, 0)), 0) for p, n in papers.items())
+
+
+def evaluation_unranked_reason(
+    ev: Evaluation, *, subset: Mapping[str, int] | None = None, failing: Mapping[str, int] | None = None,
+) -> str:
+    """Why a shown evaluation is not ranked ("" when it is): every reason that applies, joined.
+
+    The one definition of ranked. Over the whole release an evaluation is ranked when it is not
+    hidden, not a baseline, scored, complete and has no engine flags awaiting review. On a scorable
+    ``subset`` (paper id -> snippets of the papers this site can score) completeness is over those
+    papers only: a row without a verdict for each of their snippets is not ranked on them (it is
+    not a model at 0 % there). ``failing`` (paper id -> snippets of papers whose environment fails
+    here) names environment errors as the cause of missing results.
+    """
+    reasons = []
+    if ev.hidden:
+        reasons.append("hidden by an admin")
+    if ev.model.baseline:
+        reasons.append("a baseline, shown for scale (" + (
+            "the reference code itself" if ev.model.baseline == "reference" else "an empty completion") + ")")
+    if ev.scaled_pass_rate is None:
+        reasons.append("not scored yet")
+    if evaluation_flags_pending(ev):
+        reasons.append(f"{ev.flagged_results} result(s) flagged by the engine await a reviewer")
+    if subset is not None:
+        missing, total = evaluation_missing_on(ev, subset), sum(subset.values())
+        if missing >= total:
+            reasons.append(f"no verdict on the {len(subset)} paper(s) this site can score ({', '.join(sorted(subset))})"
+                           ": its results are on papers without code here")
+        elif missing:
+            reasons.append(f"results are missing for {missing} of the {total} snippets this site can score")
+    elif not ev.complete and ev.scaled_pass_rate is not None:
+        blocked = {p: n for p, n in (failing or {}).items() if evaluation_missing_on(ev, {p: n})}
+        missing = ev.snippets_total - ev.snippets_covered
+        if blocked:
+            reasons.append(f"the environment of {', '.join(sorted(blocked))} fails on this site: "
+                           "its snippets wait for a re-check")
+        if missing > sum(evaluation_missing_on(ev, {p: n}) for p, n in blocked.items()):
+            reasons.append(f"results are missing for {missing} of {ev.snippets_total} snippets")
+    return "; ".join(reasons)
+
+
 def evaluation_ranked(ev: Evaluation) -> bool:
-    return (
-        not ev.model.baseline and ev.complete and ev.scaled_pass_rate is not None and not evaluation_flags_pending(ev)
-    )
+    """Ranked over the whole release (evaluation_unranked_reason says why not)."""
+    return not evaluation_unranked_reason(ev)
 
 
 def evaluation_totals(ev: Evaluation, papers: Iterable[str] | None = None) -> dict[str, tuple[float, ...]]:

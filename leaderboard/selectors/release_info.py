@@ -15,7 +15,7 @@ from typing import Any, Iterable
 from django.db.models import Count
 
 from ..models import Evaluation, Paper, Release, ReleasePaper, Snippet
-from .evaluations import HEAVY
+from .evaluations import HEAVY, evaluation_unranked_reason
 
 __all__ = [
     "RELEASE_MEMO_SECONDS",
@@ -24,6 +24,7 @@ __all__ = [
     "Scorability",
     "release_citation",
     "release_get",
+    "release_for_paper",
     "release_get_recent",
     "release_memo_clear",
     "release_visible",
@@ -31,6 +32,7 @@ __all__ = [
     "release_scorability",
     "release_succession",
     "releases_list",
+    "scorable_unranked_reason",
 ]
 
 
@@ -60,6 +62,8 @@ class Scorability:
     not_scorable: list[dict[str, str]]  # [{"paper", "reason"}], sorted by paper
     snippets: int  # snippets of the scorable papers
     total_weight: int
+    paper_snippets: dict[str, int] = field(default_factory=dict)  # scorable paper id -> its snippets
+    failing: dict[str, int] = field(default_factory=dict)  # paper id -> snippets, environment failing here
 
     @property
     def partial(self) -> bool:
@@ -102,6 +106,18 @@ def release_get(*, slug: str | None = None, viewer: Any = None) -> Release:
     if release is None:
         raise Release.DoesNotExist("no release yet")
     return release
+
+
+def release_for_paper(*, paper_id: str) -> Release:
+    """The release a paper's page shows when none is asked for: the default one when it has the
+    paper, else the latest published release that has it, else the default (which then says the
+    paper is not there). Raises Release.DoesNotExist when there is no release at all."""
+    default = release_get()
+    if ReleasePaper.objects.filter(release=default, paper__paper_id=paper_id).exists():
+        return default
+    latest = (Release.objects.filter(status=Release.PUBLISHED, release_papers__paper__paper_id=paper_id)
+              .order_by("-release_date", "-published_at", "-created_at").first())
+    return latest or default
 
 
 #: per-process memo of published releases' lookups for the hot API path: {slug or None: (time, release)}
@@ -228,7 +244,7 @@ def releases_list(*, include_drafts: bool = False) -> list[ReleaseInfo]:
 
 
 def _scorability(release_papers: Iterable[ReleasePaper]) -> Scorability:
-    scorable, not_scorable, snippets, weight = [], [], 0, 0
+    scorable, not_scorable, weight, paper_snippets, failing = [], [], 0, {}, {}
     for rp in sorted(release_papers, key=lambda r: r.paper.paper_id):
         pid = rp.paper.paper_id
         if not rp.folder:
@@ -236,11 +252,13 @@ def _scorability(release_papers: Iterable[ReleasePaper]) -> Scorability:
         elif rp.environment_ok is False:
             not_scorable.append({"paper": pid, "reason": f"its reference code fails in environment "
                                  f"{rp.environment or 'default'}: {rp.environment_error[:300]}"})
+            failing[pid] = rp.snippet_count
         else:
             scorable.append(pid)
-            snippets += rp.snippet_count
+            paper_snippets[pid] = rp.snippet_count
             weight += rp.total_weight
-    return Scorability(scorable=scorable, not_scorable=not_scorable, snippets=snippets, total_weight=weight)
+    return Scorability(scorable=scorable, not_scorable=not_scorable, snippets=sum(paper_snippets.values()),
+                       total_weight=weight, paper_snippets=paper_snippets, failing=failing)
 
 
 def release_scorability(*, release: Release, release_papers: Iterable[ReleasePaper] | None = None) -> Scorability:
@@ -249,6 +267,13 @@ def release_scorability(*, release: Release, release_papers: Iterable[ReleasePap
     if release_papers is None:
         release_papers = ReleasePaper.objects.filter(release=release).select_related("paper")
     return _scorability(release_papers)
+
+
+def scorable_unranked_reason(ev: Evaluation, *, scorability: Scorability) -> str:
+    """Why an evaluation is not ranked on its release's board ("" when it is): over the whole
+    release, or on the scorable subset when only part of the release can be scored here."""
+    return evaluation_unranked_reason(ev, subset=scorability.paper_snippets if scorability.partial else None,
+                                      failing=scorability.failing)
 
 
 def release_paper(release: Release, paper_id: str) -> ReleasePaper:

@@ -18,6 +18,7 @@ from pygments.lexers import PythonLexer, TextLexer, get_lexer_for_filename
 from pygments.util import ClassNotFound
 
 from leaderboard.mathml import math_protect, math_restore
+from leaderboard.models import CATEGORY_LABELS
 from leaderboard.query import PAGE_PARAMS
 
 register = template.Library()
@@ -72,6 +73,12 @@ def money(value: Any) -> str:
         return f"${float(value):,.2f}"
     except (TypeError, ValueError):
         return "—"
+
+
+@register.filter
+def category_label(category: Any) -> str:
+    """A stored error category as pages name it (an imported failure's is "not published")."""
+    return CATEGORY_LABELS.get(category, category or "")
 
 
 @register.filter

@@ -1,4 +1,4 @@
-/* Progressive enhancement shared by every page: click-to-sort tables. Pages work without it. */
+/* Progressive enhancement shared by every page: click-to-sort tables, copy buttons. Pages work without it. */
 (function () {
   "use strict";
   document.documentElement.classList.add("js");
@@ -71,6 +71,27 @@
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", menuToggle);
   else menuToggle();
+
+  // copy buttons: <button class="js-copy" data-copy-target="ID" hidden> copies the element's text
+  // (shown only where the clipboard API exists; a status element after it says what happened)
+  function copyButtons() {
+    if (!navigator.clipboard) return;
+    document.querySelectorAll("button.js-copy[data-copy-target]").forEach(function (button) {
+      button.hidden = false;
+      button.addEventListener("click", function () {
+        var target = document.getElementById(button.getAttribute("data-copy-target"));
+        var status = button.parentNode.querySelector(".js-copy-status");
+        if (!target) return;
+        navigator.clipboard.writeText(target.textContent.trim()).then(function () {
+          if (status) status.textContent = "Copied.";
+        }, function () {
+          if (status) status.textContent = "Copy failed: select the text and copy it by hand.";
+        });
+      });
+    });
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", copyButtons);
+  else copyButtons();
 
   document.addEventListener("click", function (event) {
     var link = event.target.closest("table.sortable thead th[data-sort] a");

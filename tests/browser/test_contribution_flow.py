@@ -13,7 +13,6 @@ from contributions_support import DEMO, contribution_env, run_worker, zip_folder
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM = "/usr/bin/chromium"
 CHECK_TITLES = [
     "Archive unpacked safely",
     "Snippet tags are valid",
@@ -23,22 +22,6 @@ CHECK_TITLES = [
     "Runtime per snippet within budget",
     "Requirements installable into the sandbox image",
 ]
-
-
-@pytest.fixture
-def browser():
-    # Playwright's sync API runs an event loop in this thread; the ORM calls of the test are still sync
-    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    from playwright.sync_api import sync_playwright
-
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing (apt-get install chromium)")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def snap(page, name: str) -> None:

@@ -6,7 +6,6 @@ JavaScript), and opens a snippet drill-down.
 """
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -18,9 +17,6 @@ from tests.factories import make_demo  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--no-first-run"]
 SHOTS = ROOT / "test-artifacts" / "screenshots"
 
 # Records every CSP violation the page triggers, so a test can show the policy holds without breakage.
@@ -38,22 +34,6 @@ def site(tmp_path):
 
     cache.clear()
     return make_demo(n_models=6, pset_dir=tmp_path / "pset")
-
-
-@pytest.fixture
-def browser():
-    # Playwright's sync API runs an event loop in this thread; the test's ORM calls are still sync
-    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    from playwright.sync_api import sync_playwright
-
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing (apt-get install -y chromium)")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 class Tab:

@@ -5,7 +5,6 @@ test-artifacts/screenshots/responsive/ (look at them: they are what a visitor se
 """
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -16,9 +15,6 @@ sys.path.insert(0, str(ROOT))
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--no-first-run"]
 SHOTS = ROOT / "test-artifacts" / "screenshots" / "responsive"
 DESKTOP = {"width": 1366, "height": 900}
 PHONE = {"width": 390, "height": 844}
@@ -43,21 +39,6 @@ def published():
         pytest.fail(f"{PUBLISHED} is missing (the published results)")
     cache.clear()
     call_command("import_published", str(PUBLISHED), verbosity=0)
-
-
-@pytest.fixture
-def browser():
-    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    from playwright.sync_api import sync_playwright
-
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing (apt-get install -y chromium)")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def _open(browser, url: str, viewport: dict, *, mobile: bool = False):

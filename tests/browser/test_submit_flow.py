@@ -6,7 +6,6 @@ redis-server of the test's own; the page updates itself through static/submissio
 """
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import signal
@@ -35,9 +34,6 @@ pytestmark = [
                        reason="needs bubblewrap and redis-server"),
 ]
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--no-first-run"]
 SHOTS = ROOT / "test-artifacts" / "screenshots"
 
 
@@ -58,21 +54,6 @@ def stack(settings, tmp_path):
         for proc in procs:
             process_group_kill(proc, signal.SIGKILL)
         redis.stop()
-
-
-@pytest.fixture
-def browser():
-    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    from playwright.sync_api import sync_playwright
-
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing (apt-get install -y chromium)")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def test_sign_up_token_cli_submit_progress_publish_leaderboard(stack, browser, live_server, tmp_path):
