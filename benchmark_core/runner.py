@@ -471,8 +471,10 @@ def static_reading_of(task: Task, text: str) -> "StaticReading":
 
 def invalid_run(task: Task, exc: BaseException, doing: str) -> TestRun:
     """The verdict of a completion the host's own work failed on (category ``invalid``)."""
+    from .tamper import NESTED_TOO_DEEP  # noqa: PLC0415
+
     detail = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
-    why = {MemoryError: "it is nested too deeply for the parser", RecursionError: "it is nested too deeply for the parser",
+    why = {MemoryError: NESTED_TOO_DEEP, RecursionError: NESTED_TOO_DEEP,
            UnicodeEncodeError: "it is not valid Unicode text (a lone surrogate)"}.get(type(exc), "")
     message = (f"invalid completion: the host failed {doing} ({type(exc).__name__}{': ' + detail if detail else ''})"
                + (f": {why}" if why else "") + "; it was not run")

@@ -24,8 +24,8 @@ import textwrap
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["StaticReading", "static_reading", "indent_column", "audit_verdict", "review_flags", "TAMPERING_FLAGS",
-           "AUDIT_FLAGS"]
+__all__ = ["StaticReading", "static_reading", "indent_column", "parser_gives_up", "NESTED_TOO_DEEP", "audit_verdict",
+           "review_flags", "TAMPERING_FLAGS", "AUDIT_FLAGS"]
 
 #: flags that fail a run (category ``tampering``)
 TAMPERING_FLAGS = (
@@ -138,6 +138,30 @@ def static_reading(source: str, span: tuple[int, int], *, code: str, reference: 
         flags.add("ast:scope")
         notes["ast:scope"] = "; ".join(problems.values())
     return StaticReading(sorted(flags), notes, parsed=True)
+
+
+#: what becomes of code nested past the interpreter's parser's limits (about 3,000 levels in CPython
+#: 3.11, where it gives up with MemoryError or RecursionError; brackets stop at 200 with a plain
+#: SyntaxError): neither the host nor the sandbox can read it
+NESTED_TOO_DEEP = "it is nested too deeply for the interpreter's parser"
+#: no code shorter than this reaches those limits (every level takes at least one character)
+PARSER_LIMIT_CHARS = 1000
+
+
+def parser_gives_up(code: str) -> bool:
+    """Whether the interpreter's parser gives up on a completion's ``code`` (nested past its limits),
+    rather than reading it or finding a plain syntax error; only code long enough is parsed (under
+    ``sandbox.warm.AST_LOCK``)."""
+    if len(code) < PARSER_LIMIT_CHARS:
+        return False
+    from .sandbox.warm import AST_LOCK  # noqa: PLC0415 - the host's one parser lock
+
+    try:
+        with AST_LOCK:
+            _parse_alone(code)
+    except (MemoryError, RecursionError):
+        return True
+    return False
 
 
 #: a PEP 263 encoding declaration (honoured on a file's first two lines)
