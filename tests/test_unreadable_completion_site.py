@@ -16,7 +16,7 @@ from benchmark_core.runner import reference_code
 from submissions import jobs
 from submissions.models import PredictionSubmission, Status
 
-from submissions_support import DEMO, demo_release_create
+from submissions_support import DEMO, bwrap_jobs_settings, demo_release_create
 
 pytestmark = pytest.mark.django_db
 
@@ -26,10 +26,7 @@ NESTED = ["    out = " + "-" * 100000 + "1", "    out = x" + ".T" * 50000, "    
 
 @pytest.fixture(autouse=True)
 def _settings(settings):
-    settings.RCB_SANDBOX_BACKEND = "bwrap"
-    settings.RCB_ALLOW_LOCAL_SANDBOX = False
-    settings.RQ_QUEUES = {name: {"URL": "redis://127.0.0.1:1/0"} for name in ("default", "scoring", "contributions")}
-    settings.RCB_HEARTBEAT_SECONDS = 3600
+    bwrap_jobs_settings(settings)
 
 
 def _upload(client, completions: list[str]):
