@@ -76,8 +76,10 @@ class TestRun:
 
     @property
     def output_tail(self) -> str:
+        """The end of the run's output, as text every store can hold (a NUL byte, which PostgreSQL
+        text cannot, is shown as U+FFFD: what a completion prints must not cost the job its writes)."""
         text = (self.stdout.rstrip() + "\n" + self.stderr.rstrip()).strip()
-        return text[-OUTPUT_TAIL_CHARS:]
+        return text[-OUTPUT_TAIL_CHARS:].replace("\x00", "\ufffd")
 
     def to_dict(self) -> dict:
         data = asdict(self)

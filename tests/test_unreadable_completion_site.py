@@ -70,3 +70,24 @@ def test_a_nested_completion_among_correct_samples_fails_alone(client):
     assert [(s, p, c) for s, p, c, _ in rows] == [(0, True, ""), (1, True, ""), (2, False, "invalid"), (3, True, ""),
                                                    (4, True, "")]
     assert "nested too deeply" in rows[2][3]
+
+
+@pytest.mark.slow
+@pytest.mark.bwrap
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+def test_a_completion_whose_output_holds_nul_bytes_is_stored(client):
+    """Its output is the run's, not the site's: NUL bytes (which PostgreSQL text cannot hold) and
+    invalid UTF-8 in it cost neither that verdict nor its neighbours'."""
+    demo_release_create(papers=["focal-loss"])
+    good = _good()
+    noisy = "    import os\n    os.write(1, b'a\\x00b\\xff\\n')\n    os.write(2, b'c\\x00d\\n')\n" + good
+    resp = _upload(client, [good, noisy])
+    assert resp.status_code == 201, resp.content[:500]
+    submission = PredictionSubmission.objects.get(pk=resp.json()["id"])
+    outcomes = [jobs.score_paper(job.pk, job.rq_job_id) for job in submission.jobs.all()]
+    submission.refresh_from_db()
+    assert submission.status == Status.FINISHED, (outcomes, submission.failure_reason)
+    rows = sorted(submission.evaluation.results.filter(snippet__name="stable sigmoid").values_list(
+        "sample", "passed", "output_tail"))
+    assert [(s, p) for s, p, _ in rows] == [(0, True), (1, True)]
+    assert "\x00" not in rows[1][2] and "a\ufffdb" in rows[1][2]
