@@ -53,20 +53,29 @@ def test_an_upload_of_nested_completions_is_accepted_and_flagged(client):
     assert [f["sample"] for f in submission.flags["unreadable"]] == [1, 2]
 
 
-@pytest.mark.slow
-@pytest.mark.bwrap
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
-def test_a_nested_completion_among_correct_samples_fails_alone(client):
+def _scored(client, completions: list[str]) -> list[tuple[int, bool, str, str]]:
+    """Upload the completions, run the submission's jobs as a worker does: (sample, passed,
+    category, output tail) of each, once every job finished."""
     demo_release_create(papers=["focal-loss"])
-    good = _good()
-    resp = _upload(client, [good, good, NESTED[0], good, good])
+    resp = _upload(client, completions)
     assert resp.status_code == 201, resp.content[:500]
     submission = PredictionSubmission.objects.get(pk=resp.json()["id"])
     outcomes = [jobs.score_paper(job.pk, job.rq_job_id) for job in submission.jobs.all()]
     submission.refresh_from_db()
     assert submission.status == Status.FINISHED, (outcomes, submission.failure_reason)
-    rows = sorted(submission.evaluation.results.filter(snippet__name="stable sigmoid").values_list(
+    return sorted(submission.evaluation.results.filter(snippet__name="stable sigmoid").values_list(
         "sample", "passed", "category", "output_tail"))
+
+
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+
+
+@pytest.mark.slow
+@pytest.mark.bwrap
+@needs_bwrap
+def test_a_nested_completion_among_correct_samples_fails_alone(client):
+    good = _good()
+    rows = _scored(client, [good, good, NESTED[0], good, good])
     assert [(s, p, c) for s, p, c, _ in rows] == [(0, True, ""), (1, True, ""), (2, False, "invalid"), (3, True, ""),
                                                    (4, True, "")]
     assert "nested too deeply" in rows[2][3]
@@ -74,20 +83,12 @@ def test_a_nested_completion_among_correct_samples_fails_alone(client):
 
 @pytest.mark.slow
 @pytest.mark.bwrap
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+@needs_bwrap
 def test_a_completion_whose_output_holds_nul_bytes_is_stored(client):
     """Its output is the run's, not the site's: NUL bytes (which PostgreSQL text cannot hold) and
     invalid UTF-8 in it cost neither that verdict nor its neighbours'."""
-    demo_release_create(papers=["focal-loss"])
     good = _good()
     noisy = "    import os\n    os.write(1, b'a\\x00b\\xff\\n')\n    os.write(2, b'c\\x00d\\n')\n" + good
-    resp = _upload(client, [good, noisy])
-    assert resp.status_code == 201, resp.content[:500]
-    submission = PredictionSubmission.objects.get(pk=resp.json()["id"])
-    outcomes = [jobs.score_paper(job.pk, job.rq_job_id) for job in submission.jobs.all()]
-    submission.refresh_from_db()
-    assert submission.status == Status.FINISHED, (outcomes, submission.failure_reason)
-    rows = sorted(submission.evaluation.results.filter(snippet__name="stable sigmoid").values_list(
-        "sample", "passed", "output_tail"))
-    assert [(s, p) for s, p, _ in rows] == [(0, True), (1, True)]
-    assert "\x00" not in rows[1][2] and "a\ufffdb" in rows[1][2]
+    rows = _scored(client, [good, noisy])
+    assert [(s, p) for s, p, _, _ in rows] == [(0, True), (1, True)]
+    assert "\x00" not in rows[1][3] and "a\ufffdb" in rows[1][3]
