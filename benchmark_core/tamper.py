@@ -108,7 +108,7 @@ def static_reading(source: str, span: tuple[int, int], *, code: str, reference: 
     ``span`` (first, last: 1-based and inclusive as the interpreter numbers them; last = first - 1
     when it is empty).
 
-    Every node that starts or ends on one of the completion's lines is checked (``ast:*`` flags,
+    Every node that starts or ends on one of the completion's lines is checked, with all it holds (``ast:*`` flags,
     ``audit:ref-module`` when it names one of the paper's ``*_ref`` modules: the reference copy the
     test compares with, which an honest completion never needs). ``ast:scope`` says the completion
     reaches out of its snippet: it does not parse on its own, a statement of it is indented below
@@ -121,18 +121,16 @@ def static_reading(source: str, span: tuple[int, int], *, code: str, reference: 
     code nested thousands deep) are raised to the caller: such a completion cannot be read, and the
     interpreter that would run it cannot compile it either."""
     column, allowed = _reference_scope(*reference)
-    tree, problems = _scope_problems(source, span, code, column)
+    nodes, problems = _scope_problems(source, span, code, column)
     problems = {kind: why for kind, why in problems.items() if kind not in allowed}
-    if tree is None:
+    if nodes is None:
         return StaticReading([], {}, parsed=False)
     first, last = span
     flags: set[str] = set()
     refs = set(ref_modules)
-    for node in ast.walk(tree):
-        start, end = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
-        if (start is None or not first <= start <= last) and (end is None or not first <= end <= last):
-            continue
-        _node_flags(node, flags, refs)
+    for node, inside in nodes:
+        if inside:
+            _node_flags(node, flags, refs)
     notes = {}
     if problems:
         flags.add("ast:scope")
@@ -198,8 +196,9 @@ def _parse_alone(code: str) -> bool:
 
 
 def _scope_problems(source: str, span: tuple[int, int], code: str,
-                    column: int) -> tuple[ast.Module | None, dict[str, str]]:
-    """The file's tree (None when it does not parse) and each way the completion leaves its scope."""
+                    column: int) -> tuple[list[tuple[ast.AST, bool]] | None, dict[str, str]]:
+    """The file's nodes that reach the completion's lines (None when the file does not parse) and
+    each way the completion leaves its scope."""
     first, last = span
     problems: dict[str, str] = {}
     lines = _LINE_BREAK.split(source)
@@ -213,7 +212,8 @@ def _scope_problems(source: str, span: tuple[int, int], code: str,
         return None, problems
     if last >= first and not _parse_alone(code):
         problems["alone"] = "the completion does not parse on its own (it only parses joined to the lines around it)"
-    for node in ast.walk(tree):
+    nodes = _nodes_reaching(tree, first, last)
+    for node, _inside in nodes:
         if not isinstance(node, ast.stmt) or not first <= node.lineno <= last:
             continue
         line = node.lineno - first + 1
@@ -225,7 +225,28 @@ def _scope_problems(source: str, span: tuple[int, int], code: str,
             problems["continued"] = (f"the statement on completion line {line} goes on past the completion's last "
                                      f"line, to line {node.end_lineno} of the file (a backslash, an open bracket "
                                      "or an open string)")
-    return tree, problems
+    return nodes, problems
+
+
+def _nodes_reaching(tree: ast.AST, first: int, last: int) -> list[tuple[ast.AST, bool]]:
+    """The nodes whose lines (a definition's decorators included) meet ``first``..``last``, each with
+    whether it came from those lines: it or an enclosing node starts or ends on one of them (the
+    definitions around a snippet only span it). No recursion (a tree may be thousands deep), no visit
+    of the rest of the file."""
+    found: list[tuple[ast.AST, bool]] = []
+    stack: list[tuple[ast.AST, bool]] = [(tree, False)]
+    while stack:
+        node, inside = stack.pop()
+        start = getattr(node, "lineno", None)
+        if start is not None and not inside:
+            start = min([start] + [d.lineno for d in getattr(node, "decorator_list", ())])
+            end = getattr(node, "end_lineno", None) or start
+            if end < first or start > last:
+                continue
+            inside = first <= getattr(node, "lineno", start) <= last or first <= end <= last
+        found.append((node, inside))
+        stack.extend((child, inside) for child in ast.iter_child_nodes(node))
+    return found
 
 
 #: what the interpreter's tokenizer takes for the end of a line
@@ -242,10 +263,10 @@ def _reference_scope(source: str, span: tuple[int, int], code: str) -> tuple[int
         tree = ast.parse(source.encode("utf-8"))
     except (SyntaxError, ValueError):
         tree = None
-    columns = [indent_column(lines[node.lineno - 1]) for node in ast.walk(tree) if isinstance(node, ast.stmt)
-               and first <= node.lineno <= last] if tree is not None else []
+    columns = [indent_column(lines[node.lineno - 1]) for node, _inside in _nodes_reaching(tree, first, last)
+               if isinstance(node, ast.stmt) and first <= node.lineno <= last] if tree is not None else []
     column = min(columns) if columns else indent_column(lines[max(first - 2, 0)])
-    _tree, problems = _scope_problems(source, span, code, column)
+    _nodes, problems = _scope_problems(source, span, code, column)
     return column, frozenset(problems)
 
 

@@ -162,7 +162,7 @@ def test_nested_code_is_that_completions_verdict(focal, shape):
         sandbox.close()
     assert not run.passed and run.category in {"invalid", "syntax"}, (shape, run.category, run.output_tail)
     if run.category == "invalid":
-        assert "nested too deeply for the parser" in run.output_tail and run.exit_code is None
+        assert "nested too deeply" in run.output_tail and run.exit_code is None
 
 
 def test_nested_code_among_correct_samples_costs_them_nothing(focal):
@@ -221,3 +221,14 @@ def test_cli_scores_the_samples_beside_a_nested_completion(tmp_path):
     assert sorted((s["sample"], s["passed"], s["category"]) for s in runs) == [
         (0, True, None), (1, True, None), (2, True, None), (3, True, None), (4, False, "invalid")]
     assert "nested too deeply" in done.stdout
+
+
+def test_a_decorator_on_the_papers_next_definition_is_read(tmp_path):
+    """The completion's last line decorates the definition after its snippet: the decorator is its
+    code (read, flagged), though the definition it is attached to starts past its lines."""
+    paper = _paper_with(tmp_path, 'class Solver:\n    # <paper2code name="solve">\n    factor = 2\n'
+                                  '    # </paper2code name="solve">\n    def solve(self, x):\n        return x * self.factor\n\n\n'
+                                  'def solve(x):\n    return Solver().solve(x)\n')
+    assert _reading(paper, "solve", ["    factor = 2"]).flags == []
+    reading = _reading(paper, "solve", ["    factor = 2", "    @__import__('solution_ref').staticmethod"])
+    assert reading.parsed and "ast:scope" in reading.flags and "ast:import:solution_ref" in reading.flags
