@@ -232,3 +232,12 @@ def test_a_decorator_on_the_papers_next_definition_is_read(tmp_path):
     assert _reading(paper, "solve", ["    factor = 2"]).flags == []
     reading = _reading(paper, "solve", ["    factor = 2", "    @__import__('solution_ref').staticmethod"])
     assert reading.parsed and "ast:scope" in reading.flags and "ast:import:solution_ref" in reading.flags
+
+
+@pytest.mark.parametrize("msg", [{"proof": {"tests_run": "many"}}, {"proof": [1]}, {"seconds": "soon"},
+                                 {"proof": {"tests_run": float("inf")}}])
+def test_an_answer_that_cannot_be_decoded_is_that_runs_failure(msg):
+    from benchmark_core.sandbox.warm_client import result_from_message
+
+    result = result_from_message(msg, seconds=1.0, why="")
+    assert result.exit_code is None and "cannot be read" in result.extra["sandbox_error"]
