@@ -6,16 +6,36 @@ import textwrap
 
 __all__ = ["extract_code", "completion_lines", "insert_completion"]
 
-_FENCE_RE = re.compile(r"^[ \t]*```[ \t]*(?P<lang>[\w+-]*)[^\n]*\n(?P<body>.*?)^[ \t]*```[ \t]*$", re.S | re.M)
+_OPEN_RE = re.compile(r"[ \t]*```[ \t]*(?P<lang>[\w+-]*)")
+_CLOSE_RE = re.compile(r"[ \t]*```[ \t]*")
 _PYTHON_TAGS = {"python", "py", "python3", "py3", ""}
 
 
 def extract_code(answer: str) -> str:
-    """Return the last fenced python block of an answer, or the answer itself when it has none."""
-    blocks = [m for m in _FENCE_RE.finditer(answer) if m["lang"].lower() in _PYTHON_TAGS]
-    if blocks:
-        return blocks[-1]["body"]
-    return answer
+    """Return the last fenced python block of an answer, or the answer itself when it has none.
+
+    A block opens on a line starting with three backticks (an optional language tag after them)
+    and ends at the next line holding only three backticks; read line by line, in linear time
+    whatever the answer holds (an answer of opening fences alone costs no more than its length)."""
+    lines = answer.split("\n")
+    closings = [i for i, line in enumerate(lines) if _CLOSE_RE.fullmatch(line)]
+    blocks: list[tuple[str, str]] = []
+    after = 0  # index into ``closings``: the first closing line past the current line
+    i = 0
+    while i < len(lines) - 1:  # an opening line needs the line break after it
+        opening = _OPEN_RE.match(lines[i])
+        if opening is None:
+            i += 1
+            continue
+        while after < len(closings) and closings[after] <= i:
+            after += 1
+        if after == len(closings):
+            break  # no closing line after this one: none after any later opening either
+        end = closings[after]
+        blocks.append((opening["lang"], "".join(line + "\n" for line in lines[i + 1:end])))
+        i = end + 1
+    python = [body for lang, body in blocks if lang.lower() in _PYTHON_TAGS]
+    return python[-1] if python else answer
 
 
 def completion_lines(answer: str, *, reindent: str | None = None) -> list[str]:

@@ -23,6 +23,9 @@ CATEGORIES: tuple[str, ...] = (
     "environment",
     # the run tampered with the harness or its proof of run (benchmark_core/tamper.py, docs/sandboxes.md)
     "tampering",
+    # the host could not read or judge the completion (nested past the parser's limits, not Unicode
+    # text ...): it was not run (runner.invalid_run)
+    "invalid",
 )
 
 _BY_EXCEPTION = {

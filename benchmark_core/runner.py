@@ -23,6 +23,7 @@ from .sandbox.warm import AST_LOCK
 
 if TYPE_CHECKING:
     from .cache import VerdictCache
+    from .tamper import StaticReading
 
 __all__ = [
     "FAIL_MARKERS",
@@ -75,8 +76,10 @@ class TestRun:
 
     @property
     def output_tail(self) -> str:
+        """The end of the run's output, as text every store can hold (a NUL byte, which PostgreSQL
+        text cannot, is shown as U+FFFD: what a completion prints must not cost the job its writes)."""
         text = (self.stdout.rstrip() + "\n" + self.stderr.rstrip()).strip()
-        return text[-OUTPUT_TAIL_CHARS:]
+        return text[-OUTPUT_TAIL_CHARS:].replace("\x00", "\ufffd")
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -394,27 +397,94 @@ def apply_proof(result: RunResult, reference: dict | None) -> None:
 
 
 def run_task(session: SandboxSession, task: Task, *, timeout: float, store: ReferenceStore | None = None) -> TestRun:
-    """Run one task in an open session of its paper (``store``: where reference outcomes are kept)."""
+    """Run one task in an open session of its paper (``store``: where reference outcomes are kept).
+
+    The host's own work for the completion (building and reading its file before the run, judging
+    the answer after it) cannot end more than this task: whatever it raises becomes the task's
+    verdict, category ``invalid`` (``invalid_run``). The sandbox's failures are not the completion's
+    and are raised as before."""
     if task.code is None:
         return missing_run(task)
-    from .tamper import completion_flags  # noqa: PLC0415
-
-    text = build_file(task.paper, task.snippet, task.code)
+    try:
+        text = build_file(task.paper, task.snippet, task.code)
+        reading = static_reading_of(task, text)
+    except Exception as exc:  # noqa: BLE001 - a completion the host cannot read is that completion's verdict
+        return invalid_run(task, exc, "reading it")
     result = session.run({task.snippet.file: text}, timeout=timeout)
-    refs = sorted(p.stem for p in Path(task.paper.folder).rglob("*_ref.py"))
+    try:
+        result.extra["flags"] = reading.flags
+        # the backend reported its proof and audit trail (the warm runner does): every run is compared
+        # with the paper's reference run (a failing one too: tampering is named whatever the outcome)
+        if "completed" in result.extra:
+            try:
+                reference = reference_run(session, task.paper, timeout=timeout, store=store)
+            except Exception:  # noqa: BLE001 - no reference outcome: fail closed
+                reference = None
+            if reference is not None and reference.get("sandbox_error"):
+                reference = None
+            apply_proof(result, reference)
+        run = judge(task, result)
+    except Exception as exc:  # noqa: BLE001 - e.g. an answer the host cannot decode
+        return invalid_run(task, exc, "judging its run")
+    notes = dict(reading.notes)
+    if not reading.parsed and run.passed:
+        # the host's parser could not read the file, yet it ran (another interpreter's syntax?):
+        # nothing of its code was checked
+        notes["ast:scope"] = "the host could not parse the inserted file, so none of its code was read"
+    if notes:
+        run.flags = sorted(set(run.flags) | set(notes))
+        run.extra["flag_notes"] = notes
+        run.stderr = (run.stderr.rstrip("\n") + "".join(f"\n[harness] {flag}: {why}" for flag, why in
+                                                      sorted(notes.items())) + "\n").lstrip("\n")
+    return run
+
+
+def completion_span(paper: Paper, snippet: Snippet, code: Iterable[str]) -> tuple[int, int]:
+    """The lines (first, last; 1-based, as the interpreter numbers them) that ``code`` takes in its
+    file as ``build_file`` inserts it; last = first - 1 for no code."""
+    lines = paper.files[snippet.file].lines
+    before = "\n".join(lines[: snippet.start_line]) + "\n"
+    first = _line_count(before) + 1
+    code = list(code)
+    if not code:
+        return first, first - 1
+    return first, _line_count(before + "\n".join(code) + "\n")
+
+
+def _line_count(text: str) -> int:
+    return text.count("\n") + text.count("\r") - text.count("\r\n")
+
+
+def static_reading_of(task: Task, text: str) -> "StaticReading":
+    """The static reading of a task's inserted file ``text`` (tamper.static_reading), against the
+    paper's own code at the same place."""
+    from .tamper import static_reading  # noqa: PLC0415
+
+    assert task.code is not None
+    paper, snippet = task.paper, task.snippet
+    original = paper.files[snippet.file].lines
+    reference = ("\n".join(original) + "\n", completion_span(paper, snippet, reference_code(paper, snippet)),
+                 "\n".join(reference_code(paper, snippet)))
+    refs = sorted(p.stem for p in Path(paper.folder).rglob("*_ref.py"))
     with AST_LOCK:  # ast.parse, one thread at a time (CPython 3.11)
-        result.extra["flags"] = completion_flags("\n".join(task.code), ref_modules=refs)
-    # the backend reported its proof and audit trail (the warm runner does): every run is compared
-    # with the paper's reference run (a failing one too: tampering is named whatever the outcome)
-    if "completed" in result.extra:
-        try:
-            reference = reference_run(session, task.paper, timeout=timeout, store=store)
-        except Exception:  # noqa: BLE001 - no reference outcome: fail closed
-            reference = None
-        if reference is not None and reference.get("sandbox_error"):
-            reference = None
-        apply_proof(result, reference)
-    return judge(task, result)
+        return static_reading(text, completion_span(paper, snippet, task.code), code="\n".join(task.code),
+                              reference=reference, ref_modules=refs)
+
+
+def invalid_run(task: Task, exc: BaseException, doing: str) -> TestRun:
+    """The verdict of a completion the host's own work failed on (category ``invalid``)."""
+    from .tamper import NESTED_TOO_DEEP  # noqa: PLC0415
+
+    detail = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+    why = {MemoryError: NESTED_TOO_DEEP, RecursionError: NESTED_TOO_DEEP,
+           UnicodeEncodeError: "it is not valid Unicode text (a lone surrogate)"}.get(type(exc), "")
+    message = (f"invalid completion: the host failed {doing} ({type(exc).__name__}{': ' + detail if detail else ''})"
+               + (f": {why}" if why else "") + "; it was not run")
+    return TestRun(
+        paper=task.paper.id, file=task.snippet.file, snippet=task.snippet.name, sample=task.sample,
+        weight=task.snippet.weight, passed=False, category="invalid", exit_code=None, seconds=0.0,
+        stderr=message, extra={"invalid": f"{type(exc).__name__}: {detail}"[:500]},
+    )
 
 
 #: papers whose sessions are opened ahead of the paper whose runs are being started (one open can

@@ -2,7 +2,9 @@
 
 Two sources, one vocabulary of flags (``<source>:<reason>`` slugs, kept in every results.json row):
 
-- ``ast:*`` — ``completion_flags`` reads the completion's code. Dynamic names and built strings
+- ``ast:*`` — ``static_reading`` reads the completion's code where it runs: in its inserted file,
+  as the interpreter parses it (a fragment that only parses joined to its file is read all the same,
+  and flagged ``ast:scope`` for reaching out of its snippet). Dynamic names and built strings
   do not dodge it: it flags the *capabilities* used (``getattr`` with a non-literal name, dunder
   attributes, imports of process-level modules, fd-level ``os`` calls), not text patterns. AST
   flags never fail a run on their own, but like every flag they keep its evaluation off the ranked
@@ -16,9 +18,14 @@ Two sources, one vocabulary of flags (``<source>:<reason>`` slugs, kept in every
 from __future__ import annotations
 
 import ast
+import functools
+import re
+import textwrap
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
-__all__ = ["completion_flags", "audit_verdict", "review_flags", "TAMPERING_FLAGS", "AUDIT_FLAGS"]
+__all__ = ["StaticReading", "static_reading", "indent_column", "parser_gives_up", "NESTED_TOO_DEEP", "audit_verdict",
+           "review_flags", "TAMPERING_FLAGS", "AUDIT_FLAGS"]
 
 #: flags that fail a run (category ``tampering``)
 TAMPERING_FLAGS = (
@@ -86,68 +93,228 @@ def _literal_str(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and isinstance(node.value, str)
 
 
-def completion_flags(code: str, *, ref_modules: Iterable[str] = ()) -> list[str]:
-    """``ast:*`` flags of a completion's code (its snippet body, any indentation), and
-    ``audit:ref-module`` when it names one of the paper's ``*_ref`` modules (the reference copy
-    the test compares with: an honest completion never needs it)."""
-    import textwrap
+@dataclass(frozen=True)
+class StaticReading:
+    """What the static reading of an inserted file found: ``flags`` (sorted ``ast:*`` and
+    ``audit:ref-module`` slugs), why (``notes``, flag -> explanation) and whether the interpreter's
+    parser read the file at all (``parsed``: a file it cannot read fails its run)."""
 
-    source = textwrap.dedent(code)
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        # a snippet body may hold a bare ``return`` or ``yield``: read it as a function's body
-        try:
-            tree = ast.parse("def _completion():\n" + textwrap.indent(source, "    "))
-        except (SyntaxError, ValueError):
-            return []
-    except ValueError:  # NUL bytes: the run fails on them anyway
-        return []
+    flags: list[str]
+    notes: dict[str, str]
+    parsed: bool
+
+
+def static_reading(source: str, span: tuple[int, int], *, code: str, reference: tuple[str, tuple[int, int], str],
+                   ref_modules: Iterable[str] = ()) -> StaticReading:
+    """Read the inserted file ``source`` as the interpreter will, the completion ``code`` on its lines
+    ``span`` (first, last: 1-based and inclusive as the interpreter numbers them; last = first - 1
+    when it is empty).
+
+    Every node that starts or ends on one of the completion's lines is checked, with all it holds (``ast:*`` flags,
+    ``audit:ref-module`` when it names one of the paper's ``*_ref`` modules: the reference copy the
+    test compares with, which an honest completion never needs). ``ast:scope`` says the completion
+    reaches out of its snippet: it does not parse on its own, a statement of it is indented below
+    its snippet's block or goes on past its last line (a backslash, an open bracket or string), or
+    it declares the file's encoding. ``reference`` is the paper's own file, span and code at the same
+    place: they give the snippet's block column, and what they do themselves is never held against a
+    completion (a tag placed inside a bracket, say).
+
+    Callers hold ``sandbox.warm.AST_LOCK``. The parser's own limits (MemoryError, RecursionError on
+    code nested thousands deep) are raised to the caller: such a completion cannot be read, and the
+    interpreter that would run it cannot compile it either."""
+    column, allowed = _reference_scope(*reference)
+    nodes, problems = _scope_problems(source, span, code, column)
+    problems = {kind: why for kind, why in problems.items() if kind not in allowed}
+    if nodes is None:
+        return StaticReading([], {}, parsed=False)
+    first, last = span
     flags: set[str] = set()
     refs = set(ref_modules)
-    for node in ast.walk(tree):
-        if refs and _names_ref(node, refs):
-            flags.add("audit:ref-module")
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                _import_flag(flags, alias.name)
-        elif isinstance(node, ast.ImportFrom):
-            if node.module and node.level == 0:
-                _import_flag(flags, node.module)
-        elif isinstance(node, ast.Attribute):
-            if node.attr in _DUNDERS or (node.attr.startswith("__") and node.attr.endswith("__")
-                                         and node.attr not in {"__init__", "__name__", "__doc__"}):
-                flags.add(f"ast:dunder:{node.attr}")
-            elif node.attr in _FRAME_ATTRS:
-                flags.add(f"ast:frame:{node.attr}")
-            if isinstance(node.value, ast.Name) and node.value.id in {"os", "posix", "_os"} and node.attr in _FD_CALLS:
-                flags.add(f"ast:os-call:{node.attr}")
-            if isinstance(node.value, ast.Name) and node.value.id == "sys" and node.attr in {"modules", "meta_path",
-                                                                                              "path_hooks"}:
-                flags.add(f"ast:sys-{node.attr.replace('_', '-')}")
-        elif isinstance(node, ast.Call):
-            name = _call_name(node.func)
-            if name in _DYNAMIC_CALLS:
-                target = node.args[1] if name not in {"__import__"} and len(node.args) > 1 else (
-                    node.args[0] if node.args else None)
-                if target is None or not _literal_str(target):
-                    flags.add(f"ast:{_DYNAMIC_CALLS[name]}")
-                elif name == "__import__":
-                    _import_flag(flags, target.value)  # type: ignore[union-attr]
-                elif target.value.startswith("__"):  # type: ignore[union-attr]
-                    flags.add(f"ast:dunder:{target.value}")  # type: ignore[union-attr]
-            elif name in _CODE_CALLS:
-                flags.add(f"ast:{_CODE_CALLS[name]}")
-            elif name in {"import_module", "__import__", "reload", "find_spec", "spec_from_file_location"}:
-                if not node.args or not _literal_str(node.args[0]):
-                    flags.add("ast:dynamic-import")
-                else:
-                    _import_flag(flags, node.args[0].value)  # type: ignore[union-attr]
-        elif isinstance(node, ast.Name) and node.id in {"__builtins__", "__import__", "__loader__", "__spec__"}:
-            flags.add(f"ast:dunder:{node.id}")
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            flags.add("ast:global")
-    return sorted(flags)
+    for node, inside in nodes:
+        if inside:
+            _node_flags(node, flags, refs)
+    notes = {}
+    if problems:
+        flags.add("ast:scope")
+        notes["ast:scope"] = "; ".join(problems.values())
+    return StaticReading(sorted(flags), notes, parsed=True)
+
+
+#: what becomes of code nested past the interpreter's parser's limits (about 3,000 levels in CPython
+#: 3.11, where it gives up with MemoryError or RecursionError; brackets stop at 200 with a plain
+#: SyntaxError): neither the host nor the sandbox can read it
+NESTED_TOO_DEEP = "it is nested too deeply for the interpreter's parser"
+#: no code shorter than this reaches those limits (every level takes at least one character)
+PARSER_LIMIT_CHARS = 1000
+
+
+def parser_gives_up(code: str) -> bool:
+    """Whether the interpreter's parser gives up on a completion's ``code`` (nested past its limits),
+    rather than reading it or finding a plain syntax error; only code long enough is parsed (under
+    ``sandbox.warm.AST_LOCK``)."""
+    if len(code) < PARSER_LIMIT_CHARS:
+        return False
+    from .sandbox.warm import AST_LOCK  # noqa: PLC0415 - the host's one parser lock
+
+    try:
+        with AST_LOCK:
+            _parse_alone(code)
+    except (MemoryError, RecursionError):
+        return True
+    return False
+
+
+#: a PEP 263 encoding declaration (honoured on a file's first two lines)
+_CODING = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+
+
+def indent_column(line: str) -> int:
+    """The column the interpreter's tokenizer gives a line's indentation (tabs to the next multiple
+    of 8, a form feed back to 0)."""
+    column = 0
+    for char in line:
+        if char == " ":
+            column += 1
+        elif char == "\t":
+            column = (column // 8 + 1) * 8
+        elif char == "\f":
+            column = 0
+        else:
+            break
+    return column
+
+
+def _parse_alone(code: str) -> bool:
+    """Whether a snippet body parses on its own (as a module, or as a function's body: it may hold a
+    bare ``return`` or ``yield``)."""
+    source = textwrap.dedent(code)
+    for text in (source, "def _completion():\n" + textwrap.indent(source, "    ")):
+        try:
+            ast.parse(text)
+            return True
+        except (SyntaxError, ValueError):
+            continue
+    return False
+
+
+def _scope_problems(source: str, span: tuple[int, int], code: str,
+                    column: int) -> tuple[list[tuple[ast.AST, bool]] | None, dict[str, str]]:
+    """The file's nodes that reach the completion's lines (None when the file does not parse) and
+    each way the completion leaves its scope."""
+    first, last = span
+    problems: dict[str, str] = {}
+    lines = _LINE_BREAK.split(source)
+    for number in range(first, min(last, 2) + 1):
+        if _CODING.match(lines[number - 1]):
+            problems["encoding"] = f"completion line {number - first + 1} declares the file's encoding"
+    data = source.encode("utf-8")  # the bytes the sandbox writes (UnicodeEncodeError: it cannot write them)
+    try:
+        tree = ast.parse(data)  # as the interpreter reads them: an encoding line counts
+    except (SyntaxError, ValueError):  # ValueError: NUL bytes (older CPython 3.11 releases)
+        return None, problems
+    if last >= first and not _parse_alone(code):
+        problems["alone"] = "the completion does not parse on its own (it only parses joined to the lines around it)"
+    nodes = _nodes_reaching(tree, first, last)
+    for node, _inside in nodes:
+        if not isinstance(node, ast.stmt) or not first <= node.lineno <= last:
+            continue
+        line = node.lineno - first + 1
+        indent = indent_column(lines[node.lineno - 1])
+        if indent < column and "dedent" not in problems:
+            problems["dedent"] = (f"completion line {line} is indented to column {indent}, below its snippet's "
+                                  f"block (column {column}): it leaves the snippet's block")
+        if (node.end_lineno or node.lineno) > last and "continued" not in problems:
+            problems["continued"] = (f"the statement on completion line {line} goes on past the completion's last "
+                                     f"line, to line {node.end_lineno} of the file (a backslash, an open bracket "
+                                     "or an open string)")
+    return nodes, problems
+
+
+def _nodes_reaching(tree: ast.AST, first: int, last: int) -> list[tuple[ast.AST, bool]]:
+    """The nodes whose lines (a definition's decorators included) meet ``first``..``last``, each with
+    whether it came from those lines: it or an enclosing node starts or ends on one of them (the
+    definitions around a snippet only span it). No recursion (a tree may be thousands deep), no visit
+    of the rest of the file."""
+    found: list[tuple[ast.AST, bool]] = []
+    stack: list[tuple[ast.AST, bool]] = [(tree, False)]
+    while stack:
+        node, inside = stack.pop()
+        start = getattr(node, "lineno", None)
+        if start is not None and not inside:
+            start = min([start] + [d.lineno for d in getattr(node, "decorator_list", ())])
+            end = getattr(node, "end_lineno", None) or start
+            if end < first or start > last:
+                continue
+            inside = first <= getattr(node, "lineno", start) <= last or first <= end <= last
+        found.append((node, inside))
+        stack.extend((child, inside) for child in ast.iter_child_nodes(node))
+    return found
+
+
+#: what the interpreter's tokenizer takes for the end of a line
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+@functools.lru_cache(maxsize=256)
+def _reference_scope(source: str, span: tuple[int, int], code: str) -> tuple[int, frozenset[str]]:
+    """The snippet's block column (its least indented statement in the paper's own code; the opening
+    tag's when it has none) and the scope rules the paper's own code breaks there."""
+    first, last = span
+    lines = _LINE_BREAK.split(source)
+    try:
+        tree = ast.parse(source.encode("utf-8"))
+    except (SyntaxError, ValueError):
+        tree = None
+    columns = [indent_column(lines[node.lineno - 1]) for node, _inside in _nodes_reaching(tree, first, last)
+               if isinstance(node, ast.stmt) and first <= node.lineno <= last] if tree is not None else []
+    column = min(columns) if columns else indent_column(lines[max(first - 2, 0)])
+    _nodes, problems = _scope_problems(source, span, code, column)
+    return column, frozenset(problems)
+
+
+def _node_flags(node: ast.AST, flags: set[str], refs: set[str]) -> None:
+    """Add the flags one node of the completion's code earns."""
+    if refs and _names_ref(node, refs):
+        flags.add("audit:ref-module")
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            _import_flag(flags, alias.name)
+    elif isinstance(node, ast.ImportFrom):
+        if node.module and node.level == 0:
+            _import_flag(flags, node.module)
+    elif isinstance(node, ast.Attribute):
+        if node.attr in _DUNDERS or (node.attr.startswith("__") and node.attr.endswith("__")
+                                     and node.attr not in {"__init__", "__name__", "__doc__"}):
+            flags.add(f"ast:dunder:{node.attr}")
+        elif node.attr in _FRAME_ATTRS:
+            flags.add(f"ast:frame:{node.attr}")
+        if isinstance(node.value, ast.Name) and node.value.id in {"os", "posix", "_os"} and node.attr in _FD_CALLS:
+            flags.add(f"ast:os-call:{node.attr}")
+        if isinstance(node.value, ast.Name) and node.value.id == "sys" and node.attr in {"modules", "meta_path",
+                                                                                          "path_hooks"}:
+            flags.add(f"ast:sys-{node.attr.replace('_', '-')}")
+    elif isinstance(node, ast.Call):
+        name = _call_name(node.func)
+        if name in _DYNAMIC_CALLS:
+            target = node.args[1] if name not in {"__import__"} and len(node.args) > 1 else (
+                node.args[0] if node.args else None)
+            if target is None or not _literal_str(target):
+                flags.add(f"ast:{_DYNAMIC_CALLS[name]}")
+            elif name == "__import__":
+                _import_flag(flags, target.value)  # type: ignore[union-attr]
+            elif target.value.startswith("__"):  # type: ignore[union-attr]
+                flags.add(f"ast:dunder:{target.value}")  # type: ignore[union-attr]
+        elif name in _CODE_CALLS:
+            flags.add(f"ast:{_CODE_CALLS[name]}")
+        elif name in {"import_module", "__import__", "reload", "find_spec", "spec_from_file_location"}:
+            if not node.args or not _literal_str(node.args[0]):
+                flags.add("ast:dynamic-import")
+            else:
+                _import_flag(flags, node.args[0].value)  # type: ignore[union-attr]
+    elif isinstance(node, ast.Name) and node.id in {"__builtins__", "__import__", "__loader__", "__spec__"}:
+        flags.add(f"ast:dunder:{node.id}")
+    elif isinstance(node, (ast.Global, ast.Nonlocal)):
+        flags.add("ast:global")
 
 
 def _names_ref(node: ast.AST, refs: set[str]) -> bool:

@@ -30,7 +30,7 @@ PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F
 CATEGORY_COLORS = {
     "syntax": "#D55E00", "name": "#E69F00", "type": "#CC79A7", "attribute": "#F0E442", "index": "#56B4E9",
     "import": "#8C564B", "logic": "#0072B2", "timeout": "#009E73", "crash": "#000000", "other": "#999999",
-    "missing": "#cbd5e1", "tampering": "#7F0000",
+    "missing": "#cbd5e1", "tampering": "#7F0000", "invalid": "#5B3A29",
 }
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from benchmark_core.completions import completion_lines
+from benchmark_core.tamper import parser_gives_up
 
 __all__ = ["FLAG_KINDS", "CompletionInput", "completion_flags", "normalized_code", "submission_flags_compute"]
 
@@ -33,6 +34,9 @@ FLAG_KINDS: dict[str, tuple[str, tuple[str, ...]]] = {
          r"\.\s*assert\w*\s*=(?!=)", r"\bsetattr\s*\(\s*(np|numpy|torch|unittest|builtins|sys)\b",
          r"\bTestCase\b", r"\binspect\s*\.\s*(stack|currentframe)\b", r"\bsys\s*\.\s*_getframe\b"),
     ),
+    # not a pattern: the interpreter's parser gives up on it (tamper.parser_gives_up); its run is not
+    # made (category invalid), and it costs the completions beside it nothing
+    "unreadable": ("nested too deeply for the parser", ()),
 }
 _COMPILED = {kind: [re.compile(p) for p in patterns] for kind, (_, patterns) in FLAG_KINDS.items()}
 
@@ -52,8 +56,9 @@ def normalized_code(text: str) -> str:
 
 
 def completion_flags(code: str) -> list[str]:
-    """The flag kinds whose patterns occur in ``code``."""
-    return [kind for kind, patterns in _COMPILED.items() if any(p.search(code) for p in patterns)]
+    """The flag kinds whose patterns occur in ``code``, and ``unreadable`` when the parser gives up on it."""
+    kinds = [kind for kind, patterns in _COMPILED.items() if any(p.search(code) for p in patterns)]
+    return kinds + ["unreadable"] if parser_gives_up(code) else kinds
 
 
 def submission_flags_compute(items: Iterable[CompletionInput]) -> dict:

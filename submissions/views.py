@@ -14,6 +14,7 @@ from leaderboard.page_cache import public_page
 from leaderboard.selectors.evaluations import evaluation_flags_pending
 
 from . import selectors, services
+from .flags import FLAG_KINDS
 from .forms import SubmissionForm
 from .models import ACTIVE_STATUSES, Status
 
@@ -225,7 +226,7 @@ def review_queue(request: HttpRequest) -> HttpResponse:
     rows = []
     for sub in selectors.submissions_for_review()[:200]:
         flags = sub.flags or {}
-        flagged = sum(len(flags.get(k, [])) for k in ("exits", "signals", "monkeypatch"))
+        flagged = sum(len(flags.get(k, [])) for k in FLAG_KINDS)
         ev = sub.evaluation
         engine = ev.flagged_results if ev is not None else 0
         pending = ev is not None and evaluation_flags_pending(ev)

@@ -65,6 +65,14 @@ def predictions_bytes(name: str = "demo-imperfect", papers: list[str] | None = N
     return b"".join(lines)
 
 
+def bwrap_jobs_settings(settings) -> None:
+    """Settings of a test that runs scoring jobs in its own process in bwrap (no Redis to push to)."""
+    settings.RCB_SANDBOX_BACKEND = "bwrap"
+    settings.RCB_ALLOW_LOCAL_SANDBOX = False
+    settings.RQ_QUEUES = {name: {"URL": "redis://127.0.0.1:1/0"} for name in ("default", "scoring", "contributions")}
+    settings.RCB_HEARTBEAT_SECONDS = 3600
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -21,7 +21,7 @@ from leaderboard.selectors import boards
 from submissions import jobs, services
 from submissions.models import PredictionSubmission, Status
 
-from submissions_support import DEMO, demo_release_create
+from submissions_support import DEMO, bwrap_jobs_settings, demo_release_create
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow, pytest.mark.bwrap,
               pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")]
@@ -48,10 +48,7 @@ def _cheat_file() -> bytes:
 
 @pytest.fixture(autouse=True)
 def _settings(settings):
-    settings.RCB_SANDBOX_BACKEND = "bwrap"
-    settings.RCB_ALLOW_LOCAL_SANDBOX = False
-    settings.RQ_QUEUES = {name: {"URL": "redis://127.0.0.1:1/0"} for name in ("default", "scoring", "contributions")}
-    settings.RCB_HEARTBEAT_SECONDS = 3600
+    bwrap_jobs_settings(settings)
 
 
 def test_the_fd_forging_cheat_at_every_demo_snippet_is_never_ranked():

@@ -16,7 +16,7 @@ from leaderboard.models import Evaluation, Release
 from leaderboard.importers.published import PUBLISHED_RELEASE_SLUG
 from submissions import jobs, services
 
-from submissions_support import demo_release_create, predictions_bytes
+from submissions_support import bwrap_jobs_settings, demo_release_create, predictions_bytes
 
 pytestmark = pytest.mark.django_db
 
@@ -25,10 +25,7 @@ needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bu
 
 @pytest.fixture(autouse=True)
 def _settings(settings):
-    settings.RCB_SANDBOX_BACKEND = "bwrap"
-    settings.RCB_ALLOW_LOCAL_SANDBOX = False
-    settings.RQ_QUEUES = {name: {"URL": "redis://127.0.0.1:1/0"} for name in ("default", "scoring", "contributions")}
-    settings.RCB_HEARTBEAT_SECONDS = 3600
+    bwrap_jobs_settings(settings)
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from leaderboard.models import Evaluation
 from submissions import jobs, services
 from submissions.models import PredictionSubmission
 
-from submissions_support import DEMO, demo_release_create
+from submissions_support import DEMO, bwrap_jobs_settings, demo_release_create
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from engine.chat_server import ChatServer, reference_answers  # noqa: E402
@@ -29,10 +29,7 @@ PAPERS = ["rope", "focal-loss"]
 
 @pytest.fixture(autouse=True)
 def _settings(settings):
-    settings.RCB_SANDBOX_BACKEND = "bwrap"
-    settings.RCB_ALLOW_LOCAL_SANDBOX = False
-    settings.RQ_QUEUES = {name: {"URL": "redis://127.0.0.1:1/0"} for name in ("default", "scoring", "contributions")}
-    settings.RCB_HEARTBEAT_SECONDS = 3600
+    bwrap_jobs_settings(settings)
 
 
 @pytest.fixture

@@ -1,6 +1,8 @@
 """The runner's proof rule: a run passes only when it completed and ran the reference's test cases."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from benchmark_core.runner import apply_proof
 from benchmark_core.sandbox.base import RunResult
 
@@ -101,10 +103,18 @@ def test_backends_without_proof_are_left_alone():
 
 
 def test_ast_flags_see_through_built_names():
-    from benchmark_core.tamper import completion_flags
+    from benchmark_core.problemset import load_problemset
+    from benchmark_core.runner import Task, build_file, static_reading_of
 
-    flags = completion_flags('m = __import__("unit" + "test")\nsetattr(m.TestCase, "run" + "", None)\n'
-                             'getattr(obj, name)\nf.__globals__["x"] = 1\nimport os\nos.dup2(1, 200)\nreturn 1')
+    paper = load_problemset(Path(__file__).resolve().parent.parent / "demo").paper("focal-loss")
+    snippet = paper.snippet("stable sigmoid")
+
+    def flags(code: str) -> list[str]:
+        task = Task(paper, snippet, tuple("    " + line for line in code.split("\n")))
+        return static_reading_of(task, build_file(paper, snippet, task.code)).flags
+
+    found = flags('m = __import__("unit" + "test")\nsetattr(m.TestCase, "run" + "", None)\n'
+                  'getattr(obj, name)\nf.__globals__["x"] = 1\nimport os\nos.dup2(1, 200)\nreturn 1')
     assert {"ast:dynamic-import", "ast:dynamic-getattr", "ast:dynamic-setattr", "ast:dunder:__globals__",
-            "ast:import:os", "ast:os-call:dup2"} <= set(flags)
-    assert completion_flags("    out = np.exp(x)\n    return out / out.sum()") == []
+            "ast:import:os", "ast:os-call:dup2"} <= set(found)
+    assert flags("out = np.exp(x)\nreturn out / out.sum()") == []

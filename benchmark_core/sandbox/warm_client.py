@@ -349,10 +349,18 @@ class WarmClient:
 
 
 def result_from_message(msg: dict[str, Any] | None, *, seconds: float, why: str) -> RunResult:
-    """A RunResult from a warm runner's answer (or a crash result when there is none)."""
-    if msg is None:
-        return RunResult(exit_code=None, signal=None, timed_out=False, stdout="", stderr=why, seconds=seconds,
-                         extra={"proof": False, "sandbox_error": why[:500]})
+    """A RunResult from a warm runner's answer (or a crash result when there is none, or one that
+    cannot be decoded: that run's failure, never an exception out of the session)."""
+    if msg is not None:
+        try:
+            return _result_decode(msg, seconds=seconds)
+        except (TypeError, ValueError, AttributeError, OverflowError) as exc:
+            why = f"the warm runner's answer cannot be read ({type(exc).__name__}: {str(exc)[:200]})"
+    return RunResult(exit_code=None, signal=None, timed_out=False, stdout="", stderr=why, seconds=seconds,
+                     extra={"proof": False, "sandbox_error": why[:500]})
+
+
+def _result_decode(msg: dict[str, Any], *, seconds: float) -> RunResult:
     proof = msg.get("proof") or {}
     extra: dict[str, Any] = {
         "completed": bool(proof.get("completed")),

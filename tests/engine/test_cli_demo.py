@@ -91,8 +91,9 @@ def test_demo_predictions_cover_every_error_category(tmp_path):
         report = cli("report", str(out))
         assert report.returncode == 0 and "overall" in report.stdout
     # not a completion's doing: no prediction (missing), a broken environment (environment); tampering
-    # needs a warm runner's audit trail (bwrap/docker: tests/probes), not the trusted local backend
-    not_from_predictions = {"missing", "environment", "tampering"}
+    # needs a warm runner's audit trail (bwrap/docker: tests/probes), not the trusted local backend; a
+    # completion the host cannot read (invalid) is no demo model's answer (test_cli_invalid_completion)
+    not_from_predictions = {"missing", "environment", "tampering", "invalid"}
     assert set(CATEGORIES) - not_from_predictions <= seen, f"not produced: {set(CATEGORIES) - not_from_predictions - seen}"
 
 

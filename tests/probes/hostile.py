@@ -326,6 +326,64 @@ return None
 ]
 
 
+#: issue 20: completions that reach out of their snippet to dodge the static reading (they call the
+#: reference: each may pass only flagged ast:scope and audit:ref-module), and completions the host's
+#: parser cannot read (each is its own failure: ``invalid`` when not run, ``syntax`` when its run
+#: fails to compile). Lines starting with __COL0__ go in at column 0.
+_SCOPE = r"(?=.*ast:scope)(?=.*audit:ref-module)"
+STATIC: list[Probe] = [
+    # ends in a backslash: the closing tag line is joined to its last line (it parses only in its file)
+    _p("backslash_into_closing_tag", """
+import solution_ref
+return solution_ref.solve(x) \\
+""", "", may_pass=True, flagged=_SCOPE),
+    # a line at column 0 ends ``solve`` (its result computed by then) and opens a function of its own
+    _p("column0_new_function", """
+import solution_ref
+return solution_ref.solve(x)
+__COL0__def _hidden():
+__COL0__    pass
+""", "", may_pass=True, flagged=_SCOPE),
+    # a form feed sends the tokenizer back to column 0 on a line that looks indented
+    _p("form_feed_dedent", """
+import solution_ref
+return solution_ref.solve(x)
+\fdef _hidden():
+\f    pass
+""", "", may_pass=True, flagged=_SCOPE),
+    _p("column0_class_and_decorator", """
+import solution_ref
+return solution_ref.solve(x)
+__COL0__@staticmethod
+__COL0__def _hidden():
+__COL0__    pass
+__COL0__class _Hidden:
+__COL0__    pass
+""", "", may_pass=True, flagged=_SCOPE),
+    # carriage returns are line breaks to the interpreter: the second "line" is at column 0
+    _p("carriage_return_dedent", "import solution_ref\nreturn solution_ref.solve(x)\rdef _hidden():\r    pass",
+       "", may_pass=True, flagged=_SCOPE),
+    _p("semicolon_import", """
+y = x; import solution_ref; return solution_ref.solve(y)
+""", "", may_pass=True, flagged=r"audit:ref-module"),
+    _p("exec_of_a_string", """
+exec("import solution_" + "ref")
+import sys
+return sys.modules["solution_" + "ref"].solve(x)
+""", "", may_pass=True, flagged=r"ast:exec"),
+    _p("tag_comment_inside", """
+# </paper2code name="solve">
+import solution_ref
+# <paper2code name="solve">
+return solution_ref.solve(x)
+""", "", may_pass=True, flagged=r"audit:ref-module"),
+    _p("nested_unary_100000", "return " + "-" * 100000 + "x", "invalid"),
+    _p("nested_attribute_50000", "return x" + ".real" * 50000, "invalid"),
+    _p("nested_parentheses_10000", "return " + "(" * 10000 + "x" + ")" * 10000, "syntax invalid"),
+    _p("nested_lists_10000", "return " + "[" * 10000 + "]" * 10000, "syntax invalid"),
+    _p("lone_surrogate", "return x * 2  # \ud800", "invalid"),
+]
+
 NETWORK = "other name attribute type logic crash"
 PROBES: list[Probe] = [
     _p("tcp_internet", """

@@ -158,8 +158,15 @@ def probe_task(paper, body: str) -> Task:
     snippet = paper.snippet("solve")
     text = (body.replace("__REPO__", str(REPO)).replace("__SECRET__", SECRET)
             .replace("__CANARY__", str(CANARY)))
-    lines = tuple("    " + line if line.strip() else "" for line in text.strip("\n").splitlines())
+    # a line starting with COL0 goes in unindented (a probe leaving the function's block); lines are
+    # split at newlines only, so a form feed or a carriage return stays where the probe put it
+    lines = tuple(line[len(COL0):] if line.startswith(COL0) else "    " + line if line.strip() else ""
+                  for line in text.strip("\n").split("\n"))
     return Task(paper, snippet, lines)
+
+
+#: the mark of a probe line that goes in at column 0 (``probe_task``)
+COL0 = "__COL0__"
 
 
 def run_probe(session, paper, body: str, *, timeout: float):

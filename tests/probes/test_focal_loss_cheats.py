@@ -81,3 +81,44 @@ def test_cheats_and_poison_against_focal_loss(sandbox_backend_name):
                 assert any(f.startswith("tampering:") for f in run.flags), (name, run.snippet, run.flags)
     lost = [r for r in runs if r.extra.get("sandbox_error")]
     assert len(lost) <= len(runs) // 10, f"the poison kept {len(lost)} runs from starting"
+
+
+#: issue 20 on focal-loss's "stable sigmoid" (its block at column 4, ``return out`` after the tag):
+#: completions that reach out of their snippet to hide the reference call from the static reading
+#: (each passes only flagged), and completions the host's parser cannot read (each its own failure)
+REACH_OUT = {
+    "backslash": ["    import focal_loss_ref as r", "    out = r.sigmoid(x) \\"],
+    "column0": ["    import focal_loss_ref", "    out = focal_loss_ref.sigmoid(x)", "def _hidden():", "    pass"],
+    "form_feed": ["    import focal_loss_ref", "    out = focal_loss_ref.sigmoid(x)", "    \fdef _hidden():",
+                  "    \f    pass"],
+    "carriage_return": ["    import focal_loss_ref", "    out = focal_loss_ref.sigmoid(x)\rclass _Hidden:\r    pass"],
+}
+UNREADABLE = {
+    "unary": "    out = " + "-" * 100000 + "1",
+    "attribute": "    out = x" + ".T" * 50000,
+    "parentheses": "    out = " + "(" * 10000 + "x" + ")" * 10000,
+}
+
+
+@pytest.mark.slow
+def test_reaching_out_and_unreadable_completions_against_focal_loss(sandbox_backend_name):
+    paper = load_problemset(REPO / "demo").paper("focal-loss")
+    snippet = paper.snippet("stable sigmoid")
+    honest = runner.reference_code(paper, snippet)
+    named = [("honest", Task(paper, snippet, honest, sample=0))]
+    named += [(name, Task(paper, snippet, tuple(lines), sample=1 + i)) for i, (name, lines) in enumerate(REACH_OUT.items())]
+    named += [(name, Task(paper, snippet, (line,), sample=10 + i)) for i, (name, line) in enumerate(UNREADABLE.items())]
+    named += [("honest", Task(paper, snippet, honest, sample=20 + i)) for i in range(3)]
+    sandbox = get_sandbox(sandbox_backend_name, limits=PROBE_LIMITS)
+    try:
+        runs = run_tasks([t for _, t in named], sandbox=sandbox, workers=2, timeout=30)
+    finally:
+        sandbox.close()
+    assert len(runs) == len(named), "one completion ended the scoring of the others"
+    for (name, _), run in zip(named, runs):
+        if name == "honest":
+            assert run.passed and run.flags == [], (run.flags, run.output_tail)
+        elif name in REACH_OUT:
+            assert {"ast:scope", "audit:ref-module"} <= set(run.flags), (name, run.passed, run.flags)
+        else:
+            assert not run.passed and run.category in {"invalid", "syntax"}, (name, run.category, run.output_tail)

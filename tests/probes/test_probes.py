@@ -10,11 +10,11 @@ import threading
 
 import pytest
 
-from hostile import PROBES, ROBUSTNESS, TAMPERING
+from hostile import PROBES, ROBUSTNESS, STATIC, TAMPERING
 from probe_support import CANARY, PSET, REPO, run_probe, tree_digest, wait_until_clean
 
 HONEST = "return x * 2"
-ALL_PROBES = PROBES + TAMPERING + ROBUSTNESS
+ALL_PROBES = PROBES + TAMPERING + ROBUSTNESS + STATIC
 
 
 def _host_service_up(port: int) -> bool:

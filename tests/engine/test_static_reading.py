@@ -1,0 +1,243 @@
+"""The static reading of a completion is the reading of its inserted file (issue 20): a completion
+that only parses joined to its file is read all the same, and one that reaches out of its snippet
+is flagged ``ast:scope``; honest completions get no new flag. One completion the host cannot read
+is that completion's verdict (category ``invalid``), never its neighbours'."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from benchmark_core.completions import completion_lines, extract_code
+from benchmark_core.predictions import parse_predictions
+from benchmark_core.problemset import load_problemset
+from benchmark_core.runner import Task, build_file, reference_code, run_task, run_tasks, static_reading_of
+from benchmark_core.sandbox.base import PaperSpec, get_sandbox
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "demo"
+PROBE_PSET = ROOT / "tests" / "probes" / "pset"
+
+#: nested past the parser's limits: MemoryError, RecursionError (or the tokenizer's SyntaxError)
+NESTED = {
+    "unary": "    out = " + "-" * 100000 + "1",
+    "not": "    out = " + "not " * 50000 + "x",
+    "attribute": "    out = x" + ".T" * 50000,
+    "parentheses": "    out = " + "(" * 10000 + "x" + ")" * 10000,
+    "lists": "    out = " + "[" * 10000 + "]" * 10000,
+}
+
+
+def _reading(paper, snippet_name: str, lines: list[str]):
+    snippet = paper.snippet(snippet_name)
+    task = Task(paper, snippet, tuple(lines))
+    return static_reading_of(task, build_file(paper, snippet, task.code))
+
+
+@pytest.fixture(scope="module")
+def focal():
+    return load_problemset(DEMO).paper("focal-loss")
+
+
+def test_honest_code_gets_no_new_flag():
+    """Every reference snippet of our problem sets and every demo prediction: no ast:scope, and the
+    file-based reading finds exactly what the code itself holds."""
+    for folder in (DEMO, PROBE_PSET, ROOT / "tests" / "data" / "quirky_pset", ROOT / "tests" / "data" / "torch_pset"):
+        pset = load_problemset(folder)
+        for paper in pset.papers:
+            for snippet in paper.snippets:
+                reading = _reading(paper, snippet.name, list(reference_code(paper, snippet)))
+                assert reading.parsed and "ast:scope" not in reading.flags, (paper.id, snippet.name, reading)
+                assert "audit:ref-module" not in reading.flags
+                for body in ([], [snippet.indent + "pass"]):  # blank and trivial answers
+                    assert "ast:scope" not in _reading(paper, snippet.name, body).flags
+    demo = load_problemset(DEMO)
+    flagged = set()
+    for preds in sorted((DEMO / "predictions").glob("*.jsonl")):
+        predictions, problems = parse_predictions(preds.read_bytes(), demo)
+        assert not problems
+        for p in predictions:
+            paper = demo.paper(p.paper)
+            reading = _reading(paper, paper.snippet(p.snippet, p.file).name, completion_lines(p.completion))
+            assert "ast:scope" not in reading.flags and "audit:ref-module" not in reading.flags, (p, reading)
+            if reading.flags:
+                flagged.add((p.paper, p.snippet, tuple(reading.flags)))
+    # the one hostile demo answer (it kills its own process) and nothing else
+    assert flagged == {("focal-loss", "prior initialisation", ("ast:import:os", "ast:import:signal",
+                                                               "ast:os-call:kill"))}
+
+
+@pytest.mark.parametrize("name, lines, why", [
+    # ends in a backslash continued by the closing tag line: it does not parse on its own
+    ("backslash", ["    import focal_loss_ref as r", "    out = r.sigmoid(x) \\"], "does not parse on its own"),
+    # a line at column 0 closes the function and opens a new one, which takes the lines after the tag
+    ("new function", ["    import focal_loss_ref", "    out = focal_loss_ref.sigmoid(x)", "def _hidden():",
+                      "    pass"], "column 0, below its snippet's block (column 4)"),
+    # a form feed puts the tokenizer back to column 0 (the line looks indented)
+    ("form feed", ["    import focal_loss_ref", "    out = focal_loss_ref.sigmoid(x)", "    \fdef _hidden():",
+                   "    \f    pass"], "column 0"),
+    ("class", ["    import focal_loss_ref", "    out = focal_loss_ref.sigmoid(x)", "class _Hidden:",
+               "    pass"], "column 0"),
+    ("decorator", ["    import focal_loss_ref", "    out = focal_loss_ref.sigmoid(x)", "@staticmethod",
+                   "def _hidden():", "    pass"], "column 0"),
+    # carriage returns are line breaks to the interpreter: one "line" here is three
+    ("carriage return", ["    out = focal_loss_ref.sigmoid(x)\rdef _hidden():\r    import focal_loss_ref"], "column 0"),
+])
+def test_code_leaving_its_snippet_is_read_and_flagged(focal, name, lines, why):
+    reading = _reading(focal, "stable sigmoid", lines)
+    assert reading.parsed, name
+    assert "ast:scope" in reading.flags and why in reading.notes["ast:scope"], (name, reading)
+    assert "audit:ref-module" in reading.flags, (name, reading)  # the code it holds is read all the same
+
+
+@pytest.mark.parametrize("lines, flags", [
+    (["    out = np.zeros_like(x); import focal_loss_ref"], {"audit:ref-module", "ast:import:focal_loss_ref"}),
+    (["    exec('import focal_' + 'loss_ref')", "    out = x"], {"ast:exec"}),
+    (["    exec('from focal_loss_ref import *')", "    out = x"], {"ast:exec", "audit:ref-module"}),
+    # tag comments inside a completion change nothing: its lines are known, not looked for
+    (['    # </paper2code name="stable sigmoid">', "    import focal_loss_ref", "    out = x",
+      '    # <paper2code name="stable sigmoid">'], {"audit:ref-module", "ast:import:focal_loss_ref"}),
+])
+def test_code_inside_its_snippet_is_read_without_a_scope_flag(focal, lines, flags):
+    reading = _reading(focal, "stable sigmoid", lines)
+    assert flags <= set(reading.flags) and "ast:scope" not in reading.flags, reading
+
+
+@pytest.mark.parametrize("lines", [["\tout = x"], ["    out = (x +"], ['    out = x; s = """']])
+def test_a_file_that_does_not_parse_is_harmless(focal, lines):
+    """Tabs against spaces, a bracket or string left open here: the file does not compile, so its
+    run fails as ``syntax``; no flag is needed (a flag on a failure would only keep an honest
+    model's syntax error off the board)."""
+    reading = _reading(focal, "stable sigmoid", lines)
+    assert not reading.parsed and reading.flags == []
+
+
+def _paper_with(tmp_path, source: str):
+    folder = tmp_path / "pset"
+    shutil.copytree(PROBE_PSET, folder)
+    (folder / "probe" / "solution.py").write_text(source)
+    return load_problemset(folder).paper("probe")
+
+
+def test_an_open_string_that_swallows_the_rest_of_the_file(tmp_path):
+    paper = _paper_with(tmp_path, 'def solve(x):\n    # <paper2code name="solve">\n    return x * 2\n'
+                                  '    # </paper2code name="solve">\n\n\n# the end: """ in it\nit = ()\n')
+    reading = _reading(paper, "solve", ["    import solution_ref", '    return solution_ref.solve(x) if 1 else """'])
+    assert reading.parsed
+    assert "ast:scope" in reading.flags and "goes on past the completion's last line" in reading.notes["ast:scope"]
+    assert "audit:ref-module" in reading.flags
+
+
+def test_an_encoding_line_is_flagged(tmp_path):
+    paper = _paper_with(tmp_path, '# <paper2code name="solve">\ndef solve(x):\n    return x * 2\n'
+                                  '# </paper2code name="solve">\n')
+    honest = _reading(paper, "solve", ["def solve(x):", "    return x * 2"])
+    assert honest.flags == []
+    reading = _reading(paper, "solve", ["# -*- coding: latin-1 -*-", "def solve(x):", "    return x * 2"])
+    assert "ast:scope" in reading.flags and "encoding" in reading.notes["ast:scope"]
+
+
+def test_a_tag_inside_a_bracket_holds_its_completions_to_the_reference(tmp_path):
+    """Where the paper's own snippet is part of an expression, a completion that is one as well
+    is not flagged (the reference does the same), while a dedent out of it still is."""
+    paper = _paper_with(tmp_path, 'def solve(x):\n    return sum([\n        # <paper2code name="solve">\n'
+                                  '        x, x,\n        # </paper2code name="solve">\n    ])\n')
+    assert _reading(paper, "solve", ["        x,", "        x,"]).flags == []
+    assert "audit:ref-module" in _reading(paper, "solve", ["        __import__('solution_ref').solve(x) // 2,",
+                                                           "        x,"]).flags
+
+
+@pytest.mark.parametrize("shape", sorted(NESTED))
+def test_nested_code_is_that_completions_verdict(focal, shape):
+    """The host's parser gives up on it (MemoryError, RecursionError) or the tokenizer refuses it:
+    the completion fails (``invalid``: not run; ``syntax``: its run fails), nothing is raised."""
+    snippet = focal.snippet("stable sigmoid")
+    sandbox = get_sandbox("local")
+    session = sandbox.open(PaperSpec.from_paper(focal))
+    try:
+        run = run_task(session, Task(focal, snippet, (NESTED[shape],)), timeout=60)
+    finally:
+        session.close()
+        sandbox.close()
+    assert not run.passed and run.category in {"invalid", "syntax"}, (shape, run.category, run.output_tail)
+    if run.category == "invalid":
+        assert "nested too deeply" in run.output_tail and run.exit_code is None
+
+
+def test_nested_code_among_correct_samples_costs_them_nothing(focal):
+    snippet = focal.snippet("stable sigmoid")
+    good = reference_code(focal, snippet)
+    tasks = [Task(focal, snippet, good, sample=i) for i in range(2)]
+    tasks += [Task(focal, snippet, (NESTED["unary"],), sample=2), Task(focal, snippet, (NESTED["attribute"],), sample=3)]
+    runs = run_tasks(tasks, sandbox=get_sandbox("local"), workers=2, timeout=60)
+    assert [(r.sample, r.passed, r.category) for r in runs] == [
+        (0, True, None), (1, True, None), (2, False, "invalid"), (3, False, "invalid")]
+
+
+def test_fences_are_read_in_linear_time():
+    """An answer of opening fences alone once took the fence pattern minutes (quadratic)."""
+    import time
+
+    started = time.monotonic()
+    assert extract_code("```python\n" * 50000) == "```python\n" * 50000
+    assert extract_code("x\n```python\nreturn 1\n```\n```js\nno\n```\n") == "return 1\n"
+    assert time.monotonic() - started < 2
+
+
+def test_text_the_sandbox_cannot_write_is_that_completions_verdict(focal):
+    snippet = focal.snippet("stable sigmoid")
+    sandbox = get_sandbox("local")
+    session = sandbox.open(PaperSpec.from_paper(focal))
+    try:
+        run = run_task(session, Task(focal, snippet, ("    out = '\ud800'",)), timeout=60)
+    finally:
+        session.close()
+        sandbox.close()
+    assert not run.passed and run.category == "invalid" and "not valid Unicode text" in run.output_tail
+
+
+def test_cli_scores_the_samples_beside_a_nested_completion(tmp_path):
+    """Issue 20: a completion nested ten thousand deep among four correct samples: four passes, one
+    failure, exit 0 and a results file (it once aborted every session, exit 1, no results)."""
+    import json
+    import subprocess
+    import sys
+
+    paper = load_problemset(DEMO).paper("focal-loss")
+    snippet = paper.snippet("stable sigmoid")
+    good = "\n".join(reference_code(paper, snippet))
+    lines = [{"paper": "focal-loss", "snippet": "stable sigmoid", "sample": i, "completion": good} for i in range(4)]
+    lines.insert(2, {"paper": "focal-loss", "snippet": "stable sigmoid", "sample": 4,
+                     "completion": "    out = " + "-" * 100000 + "1"})
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = tmp_path / "results.json"
+    done = subprocess.run([sys.executable, "-m", "benchmark_core", "score", "demo", str(preds), "--papers",
+                           "focal-loss", "--backend", "local", "--workers", "2", "--timeout", "60", "-o", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    runs = [s for s in json.loads(out.read_text())["snippets"] if s["snippet"] == "stable sigmoid"]
+    assert sorted((s["sample"], s["passed"], s["category"]) for s in runs) == [
+        (0, True, None), (1, True, None), (2, True, None), (3, True, None), (4, False, "invalid")]
+    assert "nested too deeply" in done.stdout
+
+
+def test_a_decorator_on_the_papers_next_definition_is_read(tmp_path):
+    """The completion's last line decorates the definition after its snippet: the decorator is its
+    code (read, flagged), though the definition it is attached to starts past its lines."""
+    paper = _paper_with(tmp_path, 'class Solver:\n    # <paper2code name="solve">\n    factor = 2\n'
+                                  '    # </paper2code name="solve">\n    def solve(self, x):\n        return x * self.factor\n\n\n'
+                                  'def solve(x):\n    return Solver().solve(x)\n')
+    assert _reading(paper, "solve", ["    factor = 2"]).flags == []
+    reading = _reading(paper, "solve", ["    factor = 2", "    @__import__('solution_ref').staticmethod"])
+    assert reading.parsed and "ast:scope" in reading.flags and "ast:import:solution_ref" in reading.flags
+
+
+@pytest.mark.parametrize("msg", [{"proof": {"tests_run": "many"}}, {"proof": [1]}, {"seconds": "soon"},
+                                 {"proof": {"tests_run": float("inf")}}])
+def test_an_answer_that_cannot_be_decoded_is_that_runs_failure(msg):
+    from benchmark_core.sandbox.warm_client import result_from_message
+
+    result = result_from_message(msg, seconds=1.0, why="")
+    assert result.exit_code is None and "cannot be read" in result.extra["sandbox_error"]
