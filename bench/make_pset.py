@@ -115,12 +115,116 @@ def _test(paper: str, snippets: int, work_ms: int) -> str:
     )
 
 
+def _scientific_function(index: int, tagged: bool) -> str:
+    """One NumPy/SciPy function of a "scientific" paper; with ``tagged`` its body is a snippet with
+    a nested snippet inside (as the published papers nest theirs)."""
+    outer = [
+        "z = common.scale(x, " + str(index + 2) + ")",
+        "y = special.expit(z) + np.log1p(np.abs(x))",
+    ]
+    inner = [f"y = y * {1.0 + index / 10:.1f} + stats.norm.logpdf(x).mean()"]
+    lines = [f"def f{index}(x):"]
+    if tagged:
+        lines.append(f'    # <paper2code name="step {index}">')
+    lines += ["    " + b for b in outer]
+    if tagged:
+        lines.append(f'    # <paper2code name="step {index} weighting">')
+    lines += ["    " + b for b in inner]
+    if tagged:
+        lines.append(f'    # </paper2code name="step {index} weighting">')
+    lines.append("    return y.sum(axis=-1)")
+    if tagged:
+        # the outer snippet closes after the return: both snippets are whole lines of the body
+        lines.insert(-1, f'    # </paper2code name="step {index}">')
+        lines[-2], lines[-1] = lines[-1], lines[-2]
+    return "\n".join(lines) + "\n"
+
+
+def _scientific_module(snippets: int, tagged: bool) -> str:
+    head = "import numpy as np\nfrom scipy import special, stats\n\nimport common\n\n\n"
+    return head + "\n\n".join(_scientific_function(i, tagged) for i in range(snippets))
+
+
+def _scientific_test(paper: str, snippets: int) -> str:
+    """Like the published NumPy/SciPy papers' tests: pandas reads a data file, matplotlib draws,
+    an ml_collections config, many test cases (one a function, and two more)."""
+    cases = "\n".join(
+        f"    def test_f{i}(self):\n"
+        f"        x = self.data[{i % 4}::4][:32]\n"
+        f"        np.testing.assert_allclose(m.f{i}(x), r.f{i}(x), rtol=self.config.rtol)\n"
+        for i in range(snippets))
+    return (
+        "import io\nimport unittest\n\nimport matplotlib\nmatplotlib.use(\"Agg\")\n"
+        "import matplotlib.pyplot as plt\nimport numpy as np\nimport pandas as pd\nfrom ml_collections import ConfigDict\n"
+        "from scipy import stats\n\n"
+        f"import {paper} as m\nimport {paper}_ref as r\n\n\n"
+        "class TestPaper(unittest.TestCase):\n"
+        "    @classmethod\n"
+        "    def setUpClass(cls):\n"
+        "        frame = pd.read_csv(\"data/inputs.csv\")\n"
+        "        cls.data = frame[[\"a\", \"b\", \"c\", \"d\"]].to_numpy().reshape(-1, 8)\n"
+        "        cls.weights = np.load(\"data/weights.npz\")[\"w\"]\n"
+        "        cls.config = ConfigDict({\"rtol\": 1e-10, \"bins\": 16})\n\n"
+        f"{cases}\n"
+        "    def test_summary_table(self):\n"
+        "        frame = pd.DataFrame({\"v\": m.f0(self.data), \"w\": r.f0(self.data)})\n"
+        "        self.assertTrue(np.allclose(frame.v.describe().values, frame.w.describe().values))\n\n"
+        "    def test_figure(self):\n"
+        "        fig, ax = plt.subplots()\n"
+        "        ax.hist(m.f1(self.data), bins=self.config.bins)\n"
+        "        buf = io.BytesIO()\n"
+        "        fig.savefig(buf, format=\"png\")\n"
+        "        plt.close(fig)\n"
+        "        self.assertGreater(buf.tell(), 0)\n"
+        "        self.assertGreater(stats.kurtosis(self.weights.ravel()), -3)\n\n\n"
+        'if __name__ == "__main__":\n    unittest.main()\n'
+    )
+
+
+def _scientific_files(folder: Path, pid: str, snippets: int) -> None:
+    import numpy as np  # noqa: PLC0415
+
+    rng = np.random.default_rng(len(pid))
+    (folder / "data").mkdir(exist_ok=True)
+    rows = rng.normal(size=(512, 4))
+    (folder / "data" / "inputs.csv").write_text(
+        "a,b,c,d\n" + "\n".join(",".join(f"{v:.6f}" for v in row) for row in rows) + "\n")
+    np.savez(folder / "data" / "weights.npz", w=rng.normal(size=(256, 64)))
+    (folder / "common.py").write_text("def scale(x, k):\n    return x * k\n")
+    (folder / f"{pid}.py").write_text(_scientific_module(snippets, True))
+    (folder / f"{pid}_ref.py").write_text(_scientific_module(snippets, False))
+    (folder / "paper2code_test.py").write_text(_scientific_test(pid, snippets))
+    (folder / "requirements.txt").write_text("numpy\nscipy\npandas\nmatplotlib\nml_collections\n")
+
+
+def _threaded_module(snippets: int, tagged: bool, work_ms: int, step_ms: float) -> str:
+    """A compute-heavy torch paper whose runs use torch's own threads (as many as it starts)."""
+    module = _module(snippets, tagged, 0).replace("import torch\n", "import torch\n", 1)
+    reps = max(1, round(work_ms / (2 * step_ms)))
+    return module + textwrap.dedent(f"""
+
+
+        def heavy(seed):
+            g = torch.Generator().manual_seed(seed)
+            a = torch.rand(512, 512, generator=g)
+            for _ in range({max(1, reps // 8)}):
+                a = torch.tanh(a @ a / 512.0)
+            return float(a.sum())
+        """)
+
+
 #: (kind, papers, snippets) of each generated set; compute-bound papers do ``work_ms`` a run
 SHAPES: dict[str, tuple[tuple[str, int, int], ...]] = {
     "import-bound": (("import-bound", 10, 8),),
     "compute-bound": (("compute-bound", 4, 6),),
     "published-like": (("import-bound", 7, 8), ("compute-bound", 5, 12)),
+    # like the published papers, not like our own: tests that import scipy, pandas, matplotlib,
+    # ml_collections and a sibling module, read data files and run many cases; nested snippets;
+    # one compute-heavy paper whose runs use torch's threads
+    "realistic": (("scientific", 7, 8), ("threaded", 1, 6), ("compute-bound", 4, 12)),
 }
+#: the kinds whose runs are mostly imports (the "import-bound papers" of a whole set)
+IMPORT_BOUND = ("import-bound", "scientific")
 
 
 def pset_shape(kind: str, papers: int | None = None, snippets: int | None = None) -> tuple[tuple[str, int, int], ...]:
@@ -139,11 +243,12 @@ def pset_write(out: Path, *, kind: str, papers: int | None = None, snippets: int
     Compute-bound papers' work is sized for this machine, with ``python``'s torch (``product_ms``)."""
     out.mkdir(parents=True, exist_ok=True)
     groups = pset_shape(kind, papers, snippets)
-    step_ms = product_ms(python) if work_ms and any(g[0] == "compute-bound" for g in groups) else PRODUCT_MS
+    heavy = ("compute-bound", "threaded")
+    step_ms = product_ms(python) if work_ms and any(g[0] in heavy for g in groups) else PRODUCT_MS
     entries = []
     for group, count, size in groups:
         entries += _papers_write(out, kind=group, papers=count, snippets=size,
-                                 work_ms=work_ms if group == "compute-bound" else 0, step_ms=step_ms)
+                                 work_ms=work_ms if group in heavy else 0, step_ms=step_ms)
     (out / "papers.yaml").write_text(yaml.safe_dump(entries, sort_keys=False))
     return out
 
@@ -159,11 +264,15 @@ def _papers_write(out: Path, *, kind: str, papers: int, snippets: int, work_ms: 
         pid = f"{kind.replace('-', '_')}_{p:02d}"
         folder = out / pid
         folder.mkdir(exist_ok=True)
-        (folder / f"{pid}.py").write_text(_module(snippets, True, work_ms, step_ms))
-        (folder / f"{pid}_ref.py").write_text(_module(snippets, False, work_ms, step_ms))
-        (folder / "paper2code_test.py").write_text(_test(pid, snippets, work_ms))
+        if kind == "scientific":
+            _scientific_files(folder, pid, snippets)
+        else:
+            make = _threaded_module if kind == "threaded" else _module
+            (folder / f"{pid}.py").write_text(make(snippets, True, work_ms, step_ms))
+            (folder / f"{pid}_ref.py").write_text(make(snippets, False, work_ms, step_ms))
+            (folder / "paper2code_test.py").write_text(_test(pid, snippets, work_ms))
+            (folder / "requirements.txt").write_text("torch\n")
         (folder / "paper2code_paper.md").write_text(f"# Bench paper {p}\n\nA synthetic {kind} paper.\n")
-        (folder / "requirements.txt").write_text("torch\n")
         entries.append({
             "id": pid, "title": f"Bench {kind} paper {p}", "venue": "bench",
             "first_commit_date": "2025-01-01", "annotated_file_paths": f"{pid}.py",

@@ -20,6 +20,7 @@ from .problemset import Paper, ProblemSet
 from .environments import DEFAULT_ENVIRONMENT
 from .sandbox.base import PaperSpec, RunResult, Sandbox, SandboxSession
 from .sandbox.warm import AST_LOCK
+from .sandbox.warm_client import runner_options
 
 if TYPE_CHECKING:
     from .cache import VerdictCache
@@ -193,7 +194,13 @@ def _content_hash(paper: Paper) -> str:
 
 
 def environment_id(sandbox: Sandbox, paper: PaperSpec | None = None) -> str:
-    """What decides a run's environment: the backend's id, per paper when papers name environments."""
+    """What decides a run's environment: the backend's id, per paper when papers name environments
+    (and the runner's options that change its audit trail: a reference run's trail is compared
+    only with runs of the same runner)."""
+    return _environment_id(sandbox, paper) + "".join(f":{o}" for o in runner_options(getattr(sandbox, "options", {}) or {}))
+
+
+def _environment_id(sandbox: Sandbox, paper: PaperSpec | None) -> str:
     base = str(getattr(sandbox, "environment_id", None) or sandbox.describe())
     if paper is None or not paper.environment:
         return base

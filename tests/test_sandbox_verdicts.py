@@ -55,3 +55,31 @@ def test_torch_problem_set(sandbox_backend_name):
         assert "torch" in session.ready["preloaded"]
         assert "dyt" not in session.ready["preloaded"] and "dyt_ref" not in session.ready["preloaded"]
     sandbox.close()
+
+
+@pytest.mark.slow
+def test_a_paper_like_the_published_ones_judged_as_fresh(sandbox_backend_name, tmp_path):
+    """A paper whose test imports scipy, pandas, matplotlib and ml_collections, reads data files and
+    runs many cases (bench/make_pset.py "scientific"): the warm runner preloads the submodules the
+    files name (scipy.stats, matplotlib.pyplot), and its verdicts still equal a fresh process's."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import make_pset
+
+    make_pset.pset_write(tmp_path / "set", kind="realistic", work_ms=300, python=str(tmp_path / "no-python"))
+    pset = load_problemset(tmp_path / "set", papers=["scientific_00"])
+    tasks = []
+    for n, (paper, snip) in enumerate(pset.snippets):
+        ref = reference_code(paper, snip)
+        wrong = tuple(line.replace("+", "-", 1) for line in ref)  # a wrong answer of the same shape
+        tasks += [Task(paper, snip, ref), Task(paper, snip, wrong if n % 2 else ())]
+    fresh = run_tasks(tasks, sandbox=get_sandbox("local"), workers=2, timeout=120)
+    sandbox = get_sandbox(sandbox_backend_name)
+    try:
+        warm = run_tasks(tasks, sandbox=sandbox, workers=2, timeout=120)
+    finally:
+        sandbox.close()
+    assert _verdicts(warm) == _verdicts(fresh)
+    assert sum(r.passed for r in warm) >= len(pset.snippets)  # every reference passes
+    assert not any(r.flags for r in warm if r.passed), [(r.snippet, r.flags) for r in warm if r.flags]

@@ -92,6 +92,41 @@ def _module_roots(tree: ast.Module) -> list[str]:
     return names
 
 
+def _module_paths(tree: ast.Module) -> list[str]:
+    """Dotted names a module's top-level imports may load beyond their first component:
+    ``import a.b.c`` gives ``a.b.c``; ``from a.b import c`` gives ``a.b`` and ``a.b.c`` (``c`` may
+    be a submodule or a name: the preload tells them apart)."""
+    names: list[str] = []
+    stack = list(tree.body)
+    while stack:
+        node = stack.pop(0)
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names if "." in alias.name]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0 and node.module:
+                if "." in node.module:
+                    names.append(node.module)
+                names += [f"{node.module}.{alias.name}" for alias in node.names if alias.name != "*"]
+        elif isinstance(node, (ast.Try, ast.If)):
+            stack[:0] = list(node.body) + [n for h in getattr(node, "handlers", []) for n in h.body] + list(node.orelse)
+    return names
+
+
+def scan_submodules(paper: str) -> list[str]:
+    """The submodules the paper's files import by name (``scipy.stats``, ``matplotlib.pyplot``),
+    never its own nor those whose package is never preloaded or unsafe to fork: a test that
+    imports ``from scipy import stats`` would otherwise import scipy.stats in every run."""
+    own = own_names(paper)
+    found: list[str] = []
+    for tree in _trees(paper):
+        for name in _module_paths(tree):
+            root = name.split(".")[0]
+            if root in own or root in NEVER_PRELOAD or root in UNSAFE_TO_FORK or name in found:
+                continue
+            found.append(name)
+    return found
+
+
 def own_names(paper: str) -> set[str]:
     """Every module name the paper itself could provide (any .py stem or folder name inside it)."""
     own: set[str] = set()
@@ -129,8 +164,8 @@ def scan_imports(paper: str, *, stdlib: bool = False) -> list[str]:
 AST_LOCK = threading.Lock()
 
 
-def _scan(paper: str) -> list[str]:
-    found: list[str] = []
+def _trees(paper: str):
+    """The parsed modules of the paper's files (a broken file is skipped: it breaks its own runs)."""
     for root, dirs, files in os.walk(paper):
         dirs[:] = sorted(d for d in dirs if d not in _IGNORED)
         for name in sorted(files):
@@ -141,11 +176,17 @@ def _scan(paper: str) -> list[str]:
                     source = fh.read()
                 with AST_LOCK:
                     tree = ast.parse(source)
-            except (SyntaxError, ValueError, OSError):
-                continue  # a broken file breaks its own runs; it must not stop the server
-            for mod in _module_roots(tree):
-                if mod and mod not in found:
-                    found.append(mod)
+            except (SyntaxError, ValueError, OSError, MemoryError, RecursionError):
+                continue
+            yield tree
+
+
+def _scan(paper: str) -> list[str]:
+    found: list[str] = []
+    for tree in _trees(paper):
+        for mod in _module_roots(tree):
+            if mod and mod not in found:
+                found.append(mod)
     return found
 
 
@@ -597,7 +638,7 @@ def _install_audit(fd: int, key: bytes, script: str, prepared: tuple | None = No
         library_take, library_check, library_busy = _library_guard(_library_roots(), runner, protected)
         library_take()
     else:  # --no-library-guard: the bench's "before" (bench/score_speed.py), never a scoring run
-        library_take, library_check, library_busy = (lambda: None), (lambda emit, report=True: None), [0]
+        library_take, library_check, library_busy = (lambda: None), (lambda emit, report=True, full=True: None), [0]
     get_ident = _thread.get_ident
     class_dict = type.__dict__["__dict__"].__get__
     import unittest
@@ -2226,6 +2267,8 @@ class Server:
                 # the standard library's modules are not reported: they are not what "warm" is about
                 preload([m for m in ALWAYS_PRELOAD + tuple(scan_imports(self.paper, stdlib=True))
                          if m not in sys.modules], self.paper)
+                # and the submodules they name (scipy.stats, matplotlib.pyplot): no run imports them again
+                preload([m for m in scan_submodules(self.paper) if m not in sys.modules], self.paper)
                 import_testing()
             self.import_output = tuple(a + b for a, b in zip(self.inherited_output, captured.output))
             os.write(2, captured.output[1])

@@ -54,3 +54,33 @@ def test_a_generated_paper_passes_with_its_reference_and_fails_blanked(tmp_path)
     tasks += [Task(paper, paper.snippets[0], ("    pass",), sample=1)]
     runs = run_tasks(tasks, sandbox=get_sandbox("local"), workers=2, timeout=120)
     assert [r.passed for r in runs] == [True, True, False]
+
+
+def test_the_realistic_set_is_shaped_like_the_published_papers(tmp_path):
+    make_pset.pset_write(tmp_path / "set", kind="realistic", work_ms=300, python=str(tmp_path / "no-python"))
+    pset, problems = validate_problemset(tmp_path / "set")
+    assert not problems, problems
+    kinds = _kinds(pset)
+    assert kinds == {"scientific": [16] * 7, "threaded": [6], "compute-bound": [12] * 4}
+    paper = next(p for p in pset.papers if make_pset.paper_kind(p.id) == "scientific")
+    test = (paper.folder / "paper2code_test.py").read_text()
+    for module in ("scipy", "pandas", "matplotlib", "ml_collections"):
+        assert f"import {module}" in test or f"from {module}" in test, module
+    assert (paper.folder / "data" / "inputs.csv").is_file() and (paper.folder / "data" / "weights.npz").is_file()
+    assert (paper.folder / "common.py").is_file()  # a sibling module of the paper's own
+    assert test.count("    def test_") >= 10  # many cases a run, as the published tests have
+    assert any(s.parent for s in paper.snippets)  # nested snippets
+    assert set(make_pset.IMPORT_BOUND) >= {"scientific", "import-bound"}
+
+
+@pytest.mark.slow
+def test_a_realistic_paper_scores_its_reference_and_fails_blanks(tmp_path):
+    make_pset.pset_write(tmp_path / "set", kind="realistic", work_ms=300, python=str(tmp_path / "no-python"))
+    from benchmark_core.problemset import load_problemset
+
+    pset = load_problemset(tmp_path / "set", papers=["scientific_00"])
+    tasks = [Task(p, s, reference_code(p, s)) for p, s in pset.snippets]
+    tasks += [Task(p, s, ()) for p, s in pset.snippets[:3]]
+    runs = run_tasks(tasks, sandbox=get_sandbox("local"), workers=2, timeout=120)
+    assert all(r.passed for r in runs[:-3]), [(r.snippet, r.output_tail[-300:]) for r in runs if not r.passed]
+    assert not any(r.passed for r in runs[-3:])
