@@ -19,6 +19,16 @@ def _verdicts(runs):
     return [(r.paper, r.snippet, r.sample, r.passed, r.category) for r in runs]
 
 
+def _fresh_and_warm(tasks, backend: str, timeout: float):
+    """The runs of ``tasks`` in a fresh process each (local) and warm in ``backend``."""
+    fresh = run_tasks(tasks, sandbox=get_sandbox("local"), workers=2, timeout=timeout)
+    sandbox = get_sandbox(backend)
+    try:
+        return fresh, run_tasks(tasks, sandbox=sandbox, workers=2, timeout=timeout)
+    finally:
+        sandbox.close()
+
+
 @pytest.mark.slow
 def test_verdicts_equal_a_fresh_process(sandbox_backend_name):
     """Warm, sandboxed runs judge the demo's imperfect predictions exactly like `python paper2code_test.py`."""
@@ -30,13 +40,7 @@ def test_verdicts_equal_a_fresh_process(sandbox_backend_name):
     for paper, snip in pset.snippets:
         pred = index.get((paper.id, snip.file, snip.name))
         tasks.append(Task(paper, snip, answer_code(paper, snip, pred.completion) if pred else None))
-    local = get_sandbox("local")
-    fresh = run_tasks(tasks, sandbox=local, workers=2, timeout=20)
-    sandbox = get_sandbox(sandbox_backend_name)
-    try:
-        warm = run_tasks(tasks, sandbox=sandbox, workers=2, timeout=20)
-    finally:
-        sandbox.close()
+    fresh, warm = _fresh_and_warm(tasks, sandbox_backend_name, 20)
     assert _verdicts(warm) == _verdicts(fresh)
     assert 0 < sum(r.passed for r in warm) < len(warm)
 
@@ -74,12 +78,7 @@ def test_a_paper_like_the_published_ones_judged_as_fresh(sandbox_backend_name, t
         ref = reference_code(paper, snip)
         wrong = tuple(line.replace("+", "-", 1) for line in ref)  # a wrong answer of the same shape
         tasks += [Task(paper, snip, ref), Task(paper, snip, wrong if n % 2 else ())]
-    fresh = run_tasks(tasks, sandbox=get_sandbox("local"), workers=2, timeout=120)
-    sandbox = get_sandbox(sandbox_backend_name)
-    try:
-        warm = run_tasks(tasks, sandbox=sandbox, workers=2, timeout=120)
-    finally:
-        sandbox.close()
+    fresh, warm = _fresh_and_warm(tasks, sandbox_backend_name, 120)
     assert _verdicts(warm) == _verdicts(fresh)
     assert sum(r.passed for r in warm) >= len(pset.snippets)  # every reference passes
     assert not any(r.flags for r in warm if r.passed), [(r.snippet, r.flags) for r in warm if r.flags]

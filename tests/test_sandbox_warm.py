@@ -289,3 +289,13 @@ def test_a_spare_takes_its_run_from_the_request(server, tmp_path):
         assert int(limit) == memory * 1024 * 1024 and control == "closed"
         seen.append(cwd)
     assert seen[0] != seen[1]
+
+
+def test_the_submodules_a_paper_names_are_preloaded_not_its_own(tmp_path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "__init__.py").write_text("")
+    (tmp_path / "paper2code_test.py").write_text(
+        "import matplotlib.pyplot as plt\nfrom scipy import stats, special\nfrom mine import helpers\n"
+        "from tkinter import ttk\nfrom jax import numpy as jnp\ntry:\n    import os.path\nexcept ImportError:\n    pass\n"
+        "def later():\n    import pandas.testing\n")
+    assert warm.scan_submodules(str(tmp_path)) == ["matplotlib.pyplot", "scipy.stats", "scipy.special", "os.path"]
