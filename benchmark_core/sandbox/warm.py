@@ -374,8 +374,9 @@ def _library_guard(roots: tuple[str, ...], runner: str, protected: tuple[str, ..
     type_mro = type.__dict__["__mro__"].__get__
     function_kwdefaults = __import__("types").FunctionType.__dict__["__kwdefaults__"].__get__
     protected_set = frozenset(protected)
-    callable_, any_, getattr_ = callable, any, getattr
+    callable_, any_ = callable, any
     builtin_modules = frozenset(sys.builtin_module_names)
+    stdlib_names = frozenset(getattr(sys, "stdlib_module_names", ()))
     class_proxy = type.__dict__["__dict__"].__get__
     scalar_types = (int, float, bool, str, bytes, complex, type(None))
     builtin_names = frozenset(module_dict(_builtins))
@@ -395,17 +396,25 @@ def _library_guard(roots: tuple[str, ...], runner: str, protected: tuple[str, ..
     busy = [0]  # the thread doing the guard's own audited work (gc, ctypes): the hook ignores it
     sys_tag = [reader(module_dict(modules["sys"])["modules"]) if reader else None, -1]
 
+    def str_keys(d) -> bool:
+        """Whether every key of ``d`` is an exact str: only then may it be looked up here (a key
+        of another type could run its own __eq__ in our lookup, where the hook looks away)."""
+        for key in d:
+            if ttype(key) is not tstr:
+                return False
+        return True
+
     def is_library(name, module) -> bool:
-        if ttype(name) is not tstr or name == "__main__" or not issub(ttype(module), ModuleType):
+        if name == "__main__" or not issub(ttype(module), ModuleType):
             return False
         if name.endswith("_ref"):
             return True
         d = module_dict(module)
+        if not str_keys(d):
+            return True  # watched, and reported at the next comparison
         path = d.get("__file__")
-        if path is None:
-            spec = d.get("__spec__")
-            origin = getattr_(spec, "origin", None)
-            return origin in ("built-in", "frozen") or name in builtin_modules
+        if path is None:  # built-in and frozen modules of the standard library
+            return name in builtin_modules or name.split(".")[0] in stdlib_names
         return ttype(path) is tstr and path != runner and path.startswith(roots)
 
     def watch(label: str, d, kind: str, owner=None) -> None:
@@ -457,7 +466,7 @@ def _library_guard(roots: tuple[str, ...], runner: str, protected: tuple[str, ..
         gc_disable()
         try:
             for name, module in list_(modules.items()):
-                if seen_modules.get(name) is module or not is_library(name, module):
+                if ttype(name) is not tstr or seen_modules.get(name) is module or not is_library(name, module):
                     continue
                 seen_modules[name] = module
                 d = module_dict(module)
@@ -473,10 +482,14 @@ def _library_guard(roots: tuple[str, ...], runner: str, protected: tuple[str, ..
 
     def diff(index: int, emit) -> None:
         label, d, old, kind = labels[index], dicts[index], copies[index], kinds[index]
+        copies[index] = dict_(d)  # (a dict copy hashes nothing)
         if kind in ("k", "d"):  # keyword defaults, a protected module's table: any change counts
-            if tlen(d) != tlen(old) or any_(d.get(k, missing) is not v for k, v in old.items()):
+            # compared entry by entry in order, by identity: no key of theirs is hashed or compared
+            if tlen(d) != tlen(old) or any_(a is not c or b is not e for (a, b), (c, e) in zip_(d.items(), old.items())):
                 emit("E", "rcb.attr" if kind == "k" else "rcb.state", label + " changed")
-            copies[index] = dict_(d)
+            return
+        if not (str_keys(d) and str_keys(old)):
+            emit("E", "rcb.attr", label + " given a key that is not a string")
             return
         changed = False
         for key, before in list_(old.items()):
@@ -510,7 +523,6 @@ def _library_guard(roots: tuple[str, ...], runner: str, protected: tuple[str, ..
                 emit("E", "rcb.attr", label + "." + key + " added")
         if not changed and label not in self_restoring:
             emit("E", "rcb.rewrite", label)
-        copies[index] = dict_(d)
 
     def inherited_key(index: int, key) -> bool:
         owner = owners[index]
@@ -529,27 +541,37 @@ def _library_guard(roots: tuple[str, ...], runner: str, protected: tuple[str, ..
                 for i in range_(tlen(now)):
                     if now[i] != versions[i]:
                         if report:
-                            busy[0] = get_ident()
-                            try:
-                                diff(i, emit)
-                            finally:
-                                busy[0] = 0
+                            compare(i, emit)
                         else:
                             copies[i] = dict_(dicts[i])
                         versions[i] = now[i]
         else:  # no tags: identities, dict by dict
             for i in range_(tlen(dicts)):
                 d, old = dicts[i], copies[i]
-                if tlen(d) != tlen(old) or any_(d.get(k, missing) is not v for k, v in old.items()):
+                if tlen(d) != tlen(old) or any_(a is not c or b is not e for (a, b), (c, e) in zip_(d.items(), old.items())):
                     if report:
-                        diff(i, emit)
+                        compare(i, emit)
                     else:
                         copies[i] = dict_(d)
         if sys_tag[0] is None or sys_tag[0].value != sys_tag[1]:
+            if not str_keys(modules):
+                emit("E", "rcb.modules", "sys.modules given a key that is not a string")
+                sys_tag[1] = sys_tag[0].value if sys_tag[0] is not None else -1
+                return
             for name, module in list_(seen_modules.items()):
                 if modules.get(name, module) is not module and report:
                     emit("E", "rcb.modules", name + " replaced")
             take()
+
+    def compare(index: int, emit) -> None:
+        """One watched dict's comparison: whatever goes wrong in it is reported, never swallowed."""
+        busy[0] = get_ident()
+        try:
+            diff(index, emit)
+        except BaseException:  # noqa: BLE001 - a dict made to break the comparison is a patch itself
+            emit("E", "rcb.attr", labels[index] + " could not be compared")
+        finally:
+            busy[0] = 0
 
     return take, check, busy
 

@@ -45,6 +45,12 @@ INDIRECT = {
                        "m.__dict__['isclose'] = once\nreturn None"),
     "kwdefaults": ("import numpy.testing as t\nt.assert_allclose.__kwdefaults__['strict'] = True\n"
                    "import unittest\nunittest.TestCase.assertEqual = lambda *a, **k: None\nreturn None"),
+    # a key whose __eq__ would run inside the guard's own comparison, where the hook looks away
+    "evil_key": ("import numpy as npx\nclass K:\n    def __hash__(self):\n        return hash('isclose')\n"
+                 "    def __eq__(self, other):\n        import gc\n        gc.get_objects()\n        return False\n"
+                 "vars(npx._core.numeric)[K()] = 1\n"
+                 "vars(npx._core.numeric)['isclose'] = lambda a, b, **k: npx.ones(npx.broadcast(a, b).shape, bool)\n"
+                 "return None"),
     "ref_module": ("import sys\nref = sys.modules.get('focal_loss_ref') or __import__('focal_loss_ref')\n"
                    "vars(ref)['sigmoid'] = lambda x: None\nreturn None"),
 }
