@@ -5,6 +5,7 @@ shared memory, message queues, semaphores, POSIX queues) is there for a later ru
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
@@ -36,14 +37,21 @@ _t.sleep(1)
 #: leaves a 96 MB SysV segment, a SysV queue and semaphores, and a POSIX queue behind
 IPC_MAKE = """import ctypes as _c, ctypes.util as _u
 _libc = _c.CDLL(_u.find_library("c") or "libc.so.6", use_errno=True)
-_id = _libc.shmget(0x52434230, 96 << 20, 0o1666)
-if _id >= 0:
-    _p = _libc.shmat(_id, None, 0)
-    _c.memset(_c.c_void_p(_p), 1, 96 << 20) if _p not in (None, -1) else None
 _libc.msgget(0x52434231, 0o1666)
 _libc.semget(0x52434232, 4, 0o1666)
 _libc.mq_open.restype = _c.c_int
 _libc.mq_open(b"/rcb-left", 0o100 | 0o2, 0o666, None)
+_libc.shmat.restype = _c.c_void_p
+_id = _libc.shmget(0x52434230, 96 << 20, 0o1666)
+if _id >= 0:
+    _p = _libc.shmat(_id, None, 0)
+    if _p not in (None, _c.c_void_p(-1).value):
+        _c.memset(_p, 1, 96 << 20)
+"""
+#: what the run itself sees of what it made (its test fails with the counts in its output)
+IPC_COUNT = """import os as _o
+_n = [len(open("/proc/sysvipc/" + _t).read().splitlines()) - 1 for _t in ("shm", "msg", "sem")]
+raise RuntimeError("IPC-MADE %s %s" % (_n, len(_o.listdir("/dev/mqueue"))))
 """
 #: prints what of the IPC namespace it can see (the test reads it back from the output)
 IPC_LOOK = """import os as _os, sys as _s
@@ -96,11 +104,15 @@ def test_nothing_a_run_leaves_in_ipc_is_seen_by_a_later_run(sandbox_backend_name
     make = _with_reference(paper, IPC_MAKE)
     sandbox = get_sandbox(sandbox_backend_name, limits=PROBE_LIMITS)
     try:
-        made = run_tasks(make[:4], sandbox=sandbox, workers=2, timeout=60)
+        made = run_tasks(make[:3] + _with_reference(paper, IPC_MAKE + IPC_COUNT)[3:4], sandbox=sandbox,
+                         workers=2, timeout=60)
         looked = run_tasks(_with_reference(paper, IPC_LOOK)[:2], sandbox=sandbox, workers=2, timeout=60)
     finally:
         sandbox.close()
     assert all(not r.passed for r in made)  # ctypes: tampering, whatever it did
+    counts = re.findall(r"IPC-MADE \[(\d+), (\d+), (\d+)\] (\d+)", made[3].output_tail)
+    # what it made was there while it ran: a segment, a queue, a semaphore set and a POSIX queue
+    assert counts and all(int(n) >= 1 for n in counts[-1]), made[3].output_tail[-800:]
     assert all("tampering:ctypes" in r.flags for r in made), [r.flags for r in made]
     for run in looked:
         seen = [line.split() for line in run.output_tail.splitlines() if line.startswith("IPC-SEEN")]
