@@ -49,7 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_pset(p)
     p.add_argument("--without-paper", action="store_true", help="leave the paper text out of the prompts (ablation)")
     p.add_argument("--papers", help="comma-separated paper ids (default: all)")
-    p.add_argument("-o", "--output", help="tasks.jsonl (default: standard output)")
+    p.add_argument("--format", choices=["jsonl", "parquet"], default="jsonl",
+                   help="jsonl (default): one row per snippet and prompt kind; parquet: one row per snippet with "
+                        "both prompts (a dataset; needs -o and pyarrow)")
+    p.add_argument("--card", metavar="README.md", help="with --format parquet: also write its dataset card here")
+    p.add_argument("-o", "--output", help="tasks.jsonl or tasks.parquet (default: standard output, jsonl only)")
 
     p = sub.add_parser("score", help="run each snippet's test with a completion and score the results")
     _add_pset(p)
@@ -107,9 +111,17 @@ def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def cmd_tasks(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.format == "parquet" and (not args.output or args.without_paper):
+        print("error: --format parquet needs -o FILE and holds both prompts (no --without-paper)", file=err)
+        return EXIT_USAGE
+    if args.card and args.format != "parquet":
+        print("error: --card goes with --format parquet", file=err)
+        return EXIT_USAGE
     pset = _load(args.pset, _papers_arg(args.papers), err)
     if pset is None:
         return EXIT_INVALID
+    if args.format == "parquet":
+        return _tasks_parquet(pset, args, err)
     target = open(args.output, "w", encoding="utf-8") if args.output else out
     try:
         for paper, snip in pset.snippets:
@@ -120,6 +132,25 @@ def cmd_tasks(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             target.close()
     if args.output:
         print(f"wrote {len(pset.snippets)} tasks to {args.output}", file=err)
+    return EXIT_OK
+
+
+def _tasks_parquet(pset: ProblemSet, args: argparse.Namespace, err: TextIO) -> int:
+    from .dataset import dataset_card, dataset_rows, tasks_parquet
+
+    rows = dataset_rows(pset.snippets)
+    try:
+        data = tasks_parquet(rows)
+    except ImportError:
+        print("error: --format parquet needs the pyarrow package", file=err)
+        return EXIT_USAGE
+    Path(args.output).write_bytes(data)
+    print(f"wrote {len(rows)} tasks to {args.output}", file=err)
+    if args.card:
+        card = dataset_card(title=f"ResearchCodeBench tasks: {Path(args.pset).resolve().name}",
+                            data_file=Path(args.output).name, rows=rows)
+        Path(args.card).write_text(card, encoding="utf-8")
+        print(f"wrote its dataset card to {args.card}", file=err)
     return EXIT_OK
 
 
