@@ -109,3 +109,46 @@ def test_a_log_of_another_task_is_refused(tmp_path):
     (tmp_path / "x.json").write_text("{}")
     assert core_main(["inspect-log", str(tmp_path / "x.json"), "-o", str(tmp_path / "p.jsonl")], io.StringIO(), err) == 1
     assert err.getvalue().startswith("error: ")
+
+
+@pytest.mark.django_db(transaction=True)  # the live server's thread must see the release
+def test_a_site_releases_tasks_make_the_samples_and_are_left_to_the_site_to_score(live_server):
+    from benchmark_core.inspect_task import research_code_bench, sample_id
+
+    release = demo_release_create(papers=["rope"])
+    built = research_code_bench(url=live_server.url, release=release.slug, without_paper=True)
+    out = io.StringIO()
+    assert core_main(["tasks", str(DEMO), "--papers", "rope", "--without-paper"], out, io.StringIO()) == 0
+    rows = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [s.id for s in built.dataset] == [sample_id(r["paper"], r["file"], r["snippet"]) for r in rows]
+    assert [s.input for s in built.dataset] == [r["prompt"] for r in rows]
+    assert built.scorer in (None, []) and built.metadata["source"]["release"] == release.slug
+
+
+def test_failing_answers_get_the_verdicts_and_categories_score_gives(tmp_path):
+    """The imperfect demo model's answers on one paper: Inspect's scores are `score`'s, snippet by snippet."""
+    from benchmark_core.masking import build_prompt
+
+    pset = load_problemset(DEMO, papers=["rope"])
+    lines = [json.loads(line) for line in (DEMO / "predictions" / "demo-imperfect.jsonl").read_text().splitlines()]
+    answers = {(r["paper"], r["snippet"]): r["completion"] for r in lines if r["paper"] == "rope"}
+    server = ChatServer(answers={build_prompt(p, s): answers[(p.id, s.name)] for p, s in pset.snippets}).start()
+    try:
+        done = inspect_eval("-T", "papers=rope", base_url=server.base_url, log_dir=tmp_path / "logs")
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stdout + done.stderr
+    [info] = list_eval_logs(str(tmp_path / "logs"))
+    log = read_eval_log(info.name)
+    inspect_verdicts = {s.metadata["snippet"]: (s.scores["sandbox_test"].metadata["passed"],
+                                                s.scores["sandbox_test"].metadata["category"]) for s in log.samples}
+    results, rope = tmp_path / "r.json", tmp_path / "rope.jsonl"
+    rope.write_text("".join(json.dumps(r) + "\n" for r in lines if r["paper"] == "rope"))
+    done = subprocess.run([sys.executable, "-m", "benchmark_core", "score", "demo", str(rope), "--papers", "rope",
+                           "--quiet", "-o", str(results)], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(results.read_text())
+    assert inspect_verdicts == {s["snippet"]: (s["passed"], s["category"]) for s in summary["snippets"]}
+    assert {c for _, c in inspect_verdicts.values()} - {None}  # some answers failed, with their category
+    metrics = {name: m.value for score in log.results.scores for name, m in score.metrics.items()}
+    assert metrics["scaled_pass_rate"] == pytest.approx(summary["summary"]["scaled_pass_rate"])
