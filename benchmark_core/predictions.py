@@ -120,6 +120,16 @@ def edited_file_completion(paper: Paper, name: str, file: str, *, file_content: 
     raise ValueError("the snippet's code holds a ``` fence line that no completion can carry; give it as 'completion'")
 
 
+def _paper_with_files(papers: dict[str, Any] | None, paper_id: str,
+                      paper_files: Callable[[str], Paper | None] | None) -> Paper | None:
+    """The paper with its files, for a line answering with a file or a patch (None: none to be had)."""
+    if papers is None:
+        return None
+    if isinstance(papers[paper_id], Paper):
+        return papers[paper_id]
+    return paper_files(paper_id) if paper_files is not None else None
+
+
 def parse_predictions(data: bytes, pset: ProblemSet | None = None, *,
                       paper_files: Callable[[str], Paper | None] | None = None) -> tuple[list[Prediction], list[LineProblem]]:
     """Parse JSON lines; check ids against ``pset`` when given. Returns the valid lines and every problem.
@@ -202,15 +212,13 @@ def parse_predictions(data: bytes, pset: ProblemSet | None = None, *,
                 problems.append(LineProblem(number, f"unknown snippet: {exc.args[0]}"))
                 continue
         if answer_field != "completion":
-            source = None
-            if papers is not None:
-                source = papers[paper_id] if isinstance(papers[paper_id], Paper) else paper_files(paper_id) if paper_files else None
+            source = _paper_with_files(papers, paper_id, paper_files)
             if source is None:
                 problems.append(LineProblem(number, f"'{answer_field}' answers need the paper's files to be read"))
                 continue
             try:
                 completion = edited_file_completion(source, name, file, **{answer_field: completion})
-            except ValueError as exc:
+            except (ValueError, KeyError) as exc:
                 problems.append(LineProblem(number, f"{answer_field}: {exc}"))
                 continue
         key = (paper_id, file, name, sample)
