@@ -33,10 +33,11 @@ INSPECT = Path(sys.executable).with_name("inspect")
 
 
 def inspect_eval(*args: str, base_url: str, log_dir: Path) -> subprocess.CompletedProcess:
-    """The README's first line, run from the repository root, with a local server as the model."""
-    env = {**os.environ, "LOCAL_API_KEY": "not-needed", "INSPECT_LOG_DIR": str(log_dir)}
+    """The README's lines, run from the repository root: its export, then its first `inspect eval` with
+    our --model (the test server's, which answers any model name)."""
+    env = {**os.environ, "LOCAL_BASE_URL": base_url, "LOCAL_API_KEY": "none", "INSPECT_LOG_DIR": str(log_dir)}
     return subprocess.run([str(INSPECT), "eval", "benchmark_core/inspect_task.py", "--model", "openai-api/local/reference",
-                           "--model-base-url", base_url, "--display", "none", *args],
+                           "--display", "none", *args],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
 
 
