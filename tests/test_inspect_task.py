@@ -126,6 +126,7 @@ def test_a_site_releases_tasks_make_the_samples_and_are_left_to_the_site_to_scor
     assert built.scorer in (None, []) and built.metadata["source"]["release"] == release.slug
 
 
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 def test_failing_answers_get_the_verdicts_and_categories_score_gives(tmp_path):
     """The imperfect demo model's answers on one paper: Inspect's scores are `score`'s, snippet by snippet."""
     from benchmark_core.masking import build_prompt
@@ -135,7 +136,9 @@ def test_failing_answers_get_the_verdicts_and_categories_score_gives(tmp_path):
     answers = {(r["paper"], r["snippet"]): r["completion"] for r in lines if r["paper"] == "rope"}
     server = ChatServer(answers={build_prompt(p, s): answers[(p.id, s.name)] for p, s in pset.snippets}).start()
     try:
-        done = inspect_eval("-T", "papers=rope", base_url=server.base_url, log_dir=tmp_path / "logs")
+        # bwrap here, while `score` below takes the default backend (docker where an engine answers)
+        done = inspect_eval("-T", "papers=rope", "-T", "backend=bwrap", base_url=server.base_url,
+                            log_dir=tmp_path / "logs")
     finally:
         server.stop()
     assert done.returncode == 0, done.stdout + done.stderr
