@@ -16,15 +16,16 @@ from .masking import task_record
 from .predictions import parse_predictions
 from .problemset import ProblemSet, validate_problemset
 from .runner import HARNESS_VERSION, Task, TestRun, answer_code, reference_code, run_tasks
-from .sandbox.base import Limits, SandboxUnavailable, get_sandbox
+from .sandbox.base import Limits, Sandbox, SandboxUnavailable, get_sandbox
 from .scoring import summarize
 from .generate import add_generate_parser, add_run_parser, generate_command, run_command
 from .submit import add_submit_parser, cmd_submit
+from .inspect_log import add_inspect_log_parser, cmd_inspect_log
 from .tamper import review_flags
 from .env_command import add_env_parser, cmd_env, parse_env_pythons
 from .pset_args import _load, _papers_arg
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "sandbox_open", "DEFAULT_TIMEOUT"]
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 #: scored, but some papers' environments failed (summary.complete is false)
@@ -48,7 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_pset(p)
     p.add_argument("--without-paper", action="store_true", help="leave the paper text out of the prompts (ablation)")
     p.add_argument("--papers", help="comma-separated paper ids (default: all)")
-    p.add_argument("-o", "--output", help="tasks.jsonl (default: standard output)")
+    p.add_argument("--format", choices=["jsonl", "parquet"], default="jsonl",
+                   help="jsonl (default): one row per snippet and prompt kind; parquet: one row per snippet with "
+                        "both prompts (a dataset; needs -o and pyarrow)")
+    p.add_argument("--card", metavar="README.md", help="with --format parquet: also write its dataset card here")
+    p.add_argument("-o", "--output", help="tasks.jsonl or tasks.parquet (default: standard output, jsonl only)")
 
     p = sub.add_parser("score", help="run each snippet's test with a completion and score the results")
     _add_pset(p)
@@ -86,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_env_parser(sub)
     add_generate_parser(sub)
     add_run_parser(sub)
+    add_inspect_log_parser(sub)
     return parser
 
 
@@ -105,9 +111,17 @@ def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def cmd_tasks(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.format == "parquet" and (not args.output or args.without_paper):
+        print("error: --format parquet needs -o FILE and holds both prompts (no --without-paper)", file=err)
+        return EXIT_USAGE
+    if args.card and args.format != "parquet":
+        print("error: --card goes with --format parquet", file=err)
+        return EXIT_USAGE
     pset = _load(args.pset, _papers_arg(args.papers), err)
     if pset is None:
         return EXIT_INVALID
+    if args.format == "parquet":
+        return _tasks_parquet(pset, args, err)
     target = open(args.output, "w", encoding="utf-8") if args.output else out
     try:
         for paper, snip in pset.snippets:
@@ -118,6 +132,25 @@ def cmd_tasks(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             target.close()
     if args.output:
         print(f"wrote {len(pset.snippets)} tasks to {args.output}", file=err)
+    return EXIT_OK
+
+
+def _tasks_parquet(pset: ProblemSet, args: argparse.Namespace, err: TextIO) -> int:
+    from .dataset import dataset_card, dataset_rows, tasks_parquet
+
+    rows = dataset_rows(pset.snippets)
+    try:
+        data = tasks_parquet(rows)
+    except ImportError:
+        print("error: --format parquet needs the pyarrow package", file=err)
+        return EXIT_USAGE
+    Path(args.output).write_bytes(data)
+    print(f"wrote {len(rows)} tasks to {args.output}", file=err)
+    if args.card:
+        card = dataset_card(title=f"ResearchCodeBench tasks: {Path(args.pset).resolve().name}",
+                            data_file=Path(args.output).name, rows=rows)
+        Path(args.card).write_text(card, encoding="utf-8")
+        print(f"wrote its dataset card to {args.card}", file=err)
     return EXIT_OK
 
 
@@ -194,6 +227,21 @@ def _default_backend(python: str | None, err: TextIO) -> str:
     return default_backend()
 
 
+def sandbox_open(*, backend: str | None, python: str | None = None, envs_dir: str | None = None,
+                 env_pythons: Sequence[str] | None = None, memory_mb: int = Limits.memory_mb,
+                 err: TextIO = sys.stderr) -> Sandbox:
+    """The sandbox ``score``'s options name (backend None: the default one); SandboxUnavailable or
+    ValueError says why it cannot be had."""
+    if backend is None:
+        backend = _default_backend(python, err)
+    env_options: dict = {}
+    if envs_dir:
+        env_options["envs_dir"] = envs_dir
+    if env_pythons:
+        env_options["pythons"] = parse_env_pythons(list(env_pythons))
+    return get_sandbox(backend, python=python, limits=Limits(memory_mb=memory_mb), **env_options)
+
+
 def cmd_score(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     pset = _load(args.pset, _papers_arg(args.papers), err)
     if pset is None:
@@ -205,15 +253,8 @@ def cmd_score(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         for paper in pset.papers:  # an explicit --timeout wins over the papers' own
             paper.timeout = args.timeout
     try:
-        if args.backend is None:
-            args.backend = _default_backend(args.python, err)
-        env_options = {}
-        if args.envs_dir:
-            env_options["envs_dir"] = args.envs_dir
-        if args.env_python:
-            env_options["pythons"] = parse_env_pythons(args.env_python)
-        sandbox = get_sandbox(args.backend, python=args.python, limits=Limits(memory_mb=args.memory_mb),
-                              **env_options)
+        sandbox = sandbox_open(backend=args.backend, python=args.python, envs_dir=args.envs_dir,
+                               env_pythons=args.env_python, memory_mb=args.memory_mb, err=err)
     except (SandboxUnavailable, ValueError) as exc:
         print(f"error: {exc}", file=err)
         return EXIT_USAGE
@@ -353,7 +394,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 COMMANDS = {"validate": cmd_validate, "tasks": cmd_tasks, "score": cmd_score, "report": cmd_report, "submit": cmd_submit,
-            "env": cmd_env, "generate": cmd_generate, "run": cmd_run}
+            "env": cmd_env, "generate": cmd_generate, "run": cmd_run, "inspect-log": cmd_inspect_log}
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:

@@ -1,21 +1,34 @@
-"""Read a predictions file (JSON lines) and list every bad line at once."""
+"""Read a predictions file (JSON lines) and list every bad line at once.
+
+A line answers with ``completion`` (the model's raw answer), or, as agents answer, with the whole
+edited masked file (``file_content``) or a unified diff against it (``patch``): those are accepted
+only when nothing outside the snippet changed, and become the completion of the snippet's lines.
+"""
 from __future__ import annotations
 
 import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
-from .problemset import ProblemSet
+from .completions import completion_lines
+from .masking import masked_file, snippet_from_edited_file
+from .patches import apply_unified_diff
+from .problemset import Paper, ProblemSet
 
-__all__ = ["Prediction", "LineProblem", "parse_predictions", "PredictionsError", "MAX_DEPTH", "MAX_SAMPLE", "text_problem"]
+__all__ = ["Prediction", "LineProblem", "parse_predictions", "PredictionsError", "MAX_DEPTH", "MAX_SAMPLE",
+           "MAX_FILE_CHARS", "ANSWER_FIELDS", "text_problem", "edited_file_completion"]
 
 #: deepest nesting of arrays/objects a line may have: a prediction is one flat object, a little
 #: metadata beside it is fine; deeper input is refused before the parser's recursion can fail on it
 MAX_DEPTH = 16
 #: highest sample index (stored in 32-bit columns; pass@k needs a few samples, not millions)
 MAX_SAMPLE = 9999
+#: longest whole file or patch a line may give (characters); annotated files are a few thousand lines at most
+MAX_FILE_CHARS = 2_000_000
+#: the ways a line may answer, exactly one per line
+ANSWER_FIELDS = ("completion", "file_content", "patch")
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 
@@ -84,8 +97,46 @@ def text_problem(field: str, value: str) -> str | None:
     return None
 
 
-def parse_predictions(data: bytes, pset: ProblemSet | None = None) -> tuple[list[Prediction], list[LineProblem]]:
-    """Parse JSON lines; check ids against ``pset`` when given. Returns the valid lines and every problem."""
+def edited_file_completion(paper: Paper, name: str, file: str, *, file_content: str | None = None,
+                           patch: str | None = None) -> str:
+    """The completion of a snippet answered by its whole edited masked file or a diff against it.
+
+    ValueError (OutsideSnippetEdit, PatchError) names the first line changed outside the snippet.
+    The completion is the snippet's lines as bare code, fenced when the code holds a fence itself,
+    so that scoring it as any completion gives back exactly those lines.
+    """
+    snippet = paper.snippet(name, file or None)
+    lines = paper.files[snippet.file].lines
+    if patch is not None:
+        file_content = apply_unified_diff(masked_file(lines, snippet), patch, file=snippet.file)
+    body = snippet_from_edited_file(lines, snippet, file_content or "")
+    while body and not body[0].strip():
+        body.pop(0)
+    while body and not body[-1].strip():
+        body.pop()
+    for completion in ("\n".join(body), "```python\n" + "\n".join(body) + "\n```"):
+        if completion_lines(completion) == body:
+            return completion
+    raise ValueError("the snippet's code holds a ``` fence line that no completion can carry; give it as 'completion'")
+
+
+def _paper_with_files(papers: dict[str, Any] | None, paper_id: str,
+                      paper_files: Callable[[str], Paper | None] | None) -> Paper | None:
+    """The paper with its files, for a line answering with a file or a patch (None: none to be had)."""
+    if papers is None:
+        return None
+    if isinstance(papers[paper_id], Paper):
+        return papers[paper_id]
+    return paper_files(paper_id) if paper_files is not None else None
+
+
+def parse_predictions(data: bytes, pset: ProblemSet | None = None, *,
+                      paper_files: Callable[[str], Paper | None] | None = None) -> tuple[list[Prediction], list[LineProblem]]:
+    """Parse JSON lines; check ids against ``pset`` when given. Returns the valid lines and every problem.
+
+    ``file_content``/``patch`` answers need the papers' files: ``pset``'s when it holds them, else
+    ``paper_files(paper_id)`` (called only for such lines).
+    """
     predictions: list[Prediction] = []
     problems: list[LineProblem] = []
     seen: dict[tuple[str, str, str, int], int] = {}
@@ -115,22 +166,33 @@ def parse_predictions(data: bytes, pset: ProblemSet | None = None) -> tuple[list
         if not isinstance(obj, dict):
             problems.append(LineProblem(number, "each line must be a JSON object"))
             continue
-        missing = [k for k in ("paper", "snippet", "completion") if k not in obj]
+        missing = [k for k in ("paper", "snippet") if k not in obj]
+        given = [k for k in ANSWER_FIELDS if k in obj]
+        if not given:
+            missing.append("completion (or file_content, or patch)")
         if missing:
             problems.append(LineProblem(number, f"missing field(s): {', '.join(missing)}"))
             continue
-        bad = [k for k in ("paper", "snippet", "completion") if not isinstance(obj[k], str)]
+        if len(given) > 1:
+            problems.append(LineProblem(number, f"give one of completion, file_content, patch, not {' and '.join(given)}"))
+            continue
+        answer_field = given[0]
+        bad = [k for k in ("paper", "snippet", answer_field) if not isinstance(obj[k], str)]
         if obj.get("file") is not None and not isinstance(obj.get("file"), str):
             bad.append("file")
         if bad:
             problems.append(LineProblem(number, f"field(s) must be strings: {', '.join(bad)}"))
             continue
         text_problems = [
-            why for k in ("paper", "snippet", "file", "completion")
+            why for k in ("paper", "snippet", "file", answer_field)
             if isinstance(obj.get(k), str) and (why := text_problem(k, obj[k]))
         ]
         if text_problems:
             problems.append(LineProblem(number, "; ".join(text_problems)))
+            continue
+        if answer_field != "completion" and len(obj[answer_field]) > MAX_FILE_CHARS:
+            problems.append(LineProblem(number, f"'{answer_field}' has {len(obj[answer_field])} characters; "
+                                                f"at most {MAX_FILE_CHARS} are read"))
             continue
         sample = obj.get("sample", 0)
         if not isinstance(sample, int) or isinstance(sample, bool) or not 0 <= sample <= MAX_SAMPLE:
@@ -138,6 +200,7 @@ def parse_predictions(data: bytes, pset: ProblemSet | None = None) -> tuple[list
             problems.append(LineProblem(number, f"'sample' must be an integer from 0 to {MAX_SAMPLE}, got {shown}"))
             continue
         paper_id, name, file = obj["paper"], obj["snippet"], obj.get("file") or ""
+        completion = obj[answer_field]
         if papers is not None:
             paper = papers.get(paper_id)
             if paper is None:
@@ -148,6 +211,16 @@ def parse_predictions(data: bytes, pset: ProblemSet | None = None) -> tuple[list
             except KeyError as exc:
                 problems.append(LineProblem(number, f"unknown snippet: {exc.args[0]}"))
                 continue
+        if answer_field != "completion":
+            source = _paper_with_files(papers, paper_id, paper_files)
+            if source is None:
+                problems.append(LineProblem(number, f"'{answer_field}' answers need the paper's files to be read"))
+                continue
+            try:
+                completion = edited_file_completion(source, name, file, **{answer_field: completion})
+            except (ValueError, KeyError) as exc:
+                problems.append(LineProblem(number, f"{answer_field}: {exc}"))
+                continue
         key = (paper_id, file, name, sample)
         if key in seen:
             problems.append(
@@ -155,5 +228,5 @@ def parse_predictions(data: bytes, pset: ProblemSet | None = None) -> tuple[list
             )
             continue
         seen[key] = number
-        predictions.append(Prediction(paper_id, file, name, sample, obj["completion"], number))
+        predictions.append(Prediction(paper_id, file, name, sample, completion, number))
     return predictions, problems

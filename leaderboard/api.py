@@ -252,6 +252,8 @@ def releases(request: HttpRequest) -> HttpResponse:
             "not_scorable": r.not_scorable,
             "tasks_url": request.build_absolute_uri(reverse("leaderboard:release_tasks", args=[r.slug]))
             if r.scorable_papers else None,
+            "tasks_parquet_url": request.build_absolute_uri(reverse("leaderboard:release_tasks_parquet", args=[r.slug]))
+            if r.scorable_papers else None,
         }
         for r in release_info.releases_list()
     ]

@@ -355,7 +355,10 @@ PATHS: dict[str, Any] = {
         + [_query("file_name", "the file's name, for a body upload")],
         "requestBody": {"required": True, "content": {
             "application/x-ndjson": {"schema": {"type": "string", "description": "one JSON object per line: "
-                                                "{paper, snippet, completion} and optional file, sample"}},
+                                                "{paper, snippet, completion} and optional file, sample; instead of "
+                                                "completion, the whole edited masked file (file_content) or a unified "
+                                                "diff against it (patch), refused when it changes anything outside "
+                                                "the snippet"}},
             "multipart/form-data": {"schema": {"type": "object", "required": ["file"],
                                                "properties": {"file": {"type": "string", "format": "binary"},
                                                               **_SUBMISSION_FIELDS}}},

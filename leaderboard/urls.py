@@ -17,6 +17,9 @@ urlpatterns = [
     path("releases/<slug:slug>/", cached(views.release_detail), name="release_detail"),
     # a download of files read at request time (not a page): not in the page cache
     path("releases/<slug:slug>/tasks.jsonl", views.release_tasks, name="release_tasks"),
+    path("releases/<slug:slug>/tasks.parquet", views.release_tasks_dataset, name="release_tasks_parquet"),
+    path("releases/<slug:slug>/dataset-card.md", views.release_tasks_dataset, {"part": "card"},
+         name="release_dataset_card"),
     path("releases/<slug:slug>/leaderboard/", cached(views.leaderboard), name="release_leaderboard"),
     # model keys may contain dots and slashes (provider/name); the trailing slash ends them
     path("models/<path:key>/", cached(views.model_page), name="model"),

@@ -378,18 +378,45 @@ def release_detail(request: HttpRequest, slug: str) -> HttpResponse:
     }, nav="releases", release=release)
 
 
+def _release_with_tasks(request: HttpRequest, slug: str) -> Release:
+    """The release, when some paper of it has its code here (else a 404: no task to download)."""
+    release = _release(request, slug)
+    if not ReleasePaper.objects.filter(release=release).exclude(folder="").exists():
+        raise Http404(f"Release {release.name} has no paper with its code on this site: no task to download.")
+    return release
+
+
 def release_tasks(request: HttpRequest, slug: str) -> StreamingHttpResponse:
     """The release's tasks as JSON lines, the rows ``python -m benchmark_core tasks`` writes;
     ``?without_paper=1`` for the prompts without the paper text."""
-    release = _release(request, slug)
+    release = _release_with_tasks(request, slug)
     with_paper = not _bool_param(request, "without_paper", [], default=False)
-    if not ReleasePaper.objects.filter(release=release).exclude(folder="").exists():
-        raise Http404(f"Release {release.name} has no paper with its code on this site: no task to download.")
     rows = (json.dumps(row, ensure_ascii=False) + "\n" for row in paper_files.release_tasks(release=release,
                                                                                        with_paper=with_paper))
     response = StreamingHttpResponse(rows, content_type="application/x-ndjson; charset=utf-8")
     suffix = "" if with_paper else "-without-paper"
     response["Content-Disposition"] = f'attachment; filename="tasks-{release.slug}{suffix}.jsonl"'
+    return response
+
+
+def release_tasks_dataset(request: HttpRequest, slug: str, part: str = "parquet") -> HttpResponse:
+    """The release's tasks as a dataset: one Parquet row per snippet with both prompts (``tasks --format
+    parquet``), or (``part="card"``) its dataset card, Markdown with the Hugging Face hub's YAML header."""
+    from benchmark_core.problemset import ProblemSetError
+
+    release = _release_with_tasks(request, slug)
+    try:
+        data, card = paper_files.release_dataset(release=release)
+    except ProblemSetError as exc:  # a copy gone or damaged on this host: say so, not a server error
+        raise Http404(f"The papers' files of release {release.name} cannot be read on this site: "
+                      f"{exc.problems[0] if exc.problems else exc}") from None
+    if part == "card":
+        response = HttpResponse(card, content_type="text/markdown; charset=utf-8")
+        name = "README.md"
+    else:
+        response = HttpResponse(data, content_type="application/vnd.apache.parquet")
+        name = f"tasks-{release.slug}.parquet"
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
     return response
 
 

@@ -39,7 +39,9 @@ class SubmissionForm(SubmissionMetaForm):
     release = forms.ModelChoiceField(queryset=releases_open(), empty_label=None)
     file = forms.FileField(
         label="Predictions (JSON lines)",
-        help_text='one object per line: {"paper", "snippet", "completion"} and optional "file", "sample"',
+        help_text='one object per line: {"paper", "snippet", "completion"} and optional "file", "sample"; '
+                  'instead of "completion", the whole edited masked file ("file_content") or a unified diff '
+                  'against it ("patch")',
     )
 
     run_card = forms.FileField(

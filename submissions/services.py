@@ -19,7 +19,7 @@ import math
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -184,6 +184,19 @@ class _ReleaseIndex:
         self.papers = list(papers.values())
 
 
+def _paper_files_loader(release: Release) -> Callable[[str], CorePaper | None]:
+    """The release's papers with their files, loaded on first use: whole-file and diff answers need them."""
+    loaded: dict[str, CorePaper | None] = {}
+
+    def paper_files(paper_id: str) -> CorePaper | None:
+        if paper_id not in loaded:
+            row = release.release_papers.exclude(folder="").filter(paper__paper_id=paper_id).first()
+            loaded[paper_id] = _core_paper_load(row) if row is not None else None
+        return loaded[paper_id]
+
+    return paper_files
+
+
 def _quota_used(user: Any) -> int:
     since = _now() - dt.timedelta(days=1)
     return (
@@ -258,7 +271,8 @@ def _predictions_read(*, release: Release, data: bytes, allow_partial: bool) -> 
     Raises SubmissionError, or PartialCoverage when snippets lack a prediction and that is not allowed."""
     snippet_rows = list(Snippet.objects.filter(release=release).order_by("paper__paper_id", "file", "position")
                         .values("id", "paper_id", "paper__paper_id", "file", "name", "code"))
-    predictions, problems = parse_predictions(data, _ReleaseIndex(snippet_rows))  # type: ignore[arg-type]
+    predictions, problems = parse_predictions(data, _ReleaseIndex(snippet_rows),  # type: ignore[arg-type]
+                                              paper_files=_paper_files_loader(release))
     if problems:
         raise SubmissionError(f"{len(problems)} bad line(s) in the file; nothing was stored", problems)
     if not predictions:

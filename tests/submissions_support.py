@@ -56,6 +56,14 @@ def demo_release_create(*, slug: str = "demo-test", papers: list[str] | None = N
     return release
 
 
+def in_process_scoring(settings) -> None:
+    """Settings for tests that run scoring jobs themselves: bwrap, a queue nobody listens to, no heartbeat."""
+    settings.RCB_SANDBOX_BACKEND = "bwrap"
+    settings.RCB_ALLOW_LOCAL_SANDBOX = False
+    settings.RQ_QUEUES = {name: {"URL": "redis://127.0.0.1:1/0"} for name in ("default", "scoring", "contributions")}
+    settings.RCB_HEARTBEAT_SECONDS = 3600
+
+
 def predictions_bytes(name: str = "demo-imperfect", papers: list[str] | None = None) -> bytes:
     lines = (PREDICTIONS / f"{name}.jsonl").read_bytes().splitlines(keepends=True)
     if papers:

@@ -8,7 +8,7 @@ from typing import Any, Iterable
 from ..models import Release, ReleasePaper
 from .details import snippet_get
 
-__all__ = ["release_tasks", "snippet_masked_view"]
+__all__ = ["release_tasks", "release_dataset", "snippet_masked_view"]
 
 
 def snippet_masked_view(*, release: Release, paper_id: str, snippet: str, file: str | None = None) -> str | None:
@@ -33,10 +33,8 @@ def snippet_masked_view(*, release: Release, paper_id: str, snippet: str, file: 
     return masked_file(parsed.lines, core_snippet)
 
 
-def release_tasks(*, release: Release, with_paper: bool = True) -> Iterable[dict[str, Any]]:
-    """The tasks of the release's papers that have their code here, as ``python -m benchmark_core
-    tasks`` writes them (one dict per snippet, in the problem set's order)."""
-    from benchmark_core.masking import task_record
+def _release_snippets(*, release: Release) -> Iterable[tuple[Any, Any]]:
+    """(paper, snippet) of the release's papers that have their code here, in the problem set's order."""
     from benchmark_core.problemset import load_problemset
 
     roots: dict[Path, list[str]] = {}
@@ -44,5 +42,23 @@ def release_tasks(*, release: Release, with_paper: bool = True) -> Iterable[dict
         roots.setdefault(Path(folder).parent, []).append(Path(folder).name)
     for root, ids in roots.items():
         # the release folder is a problem set: its papers.yaml gives the entries and the order
-        for paper, snip in load_problemset(root, papers=ids).snippets:
-            yield task_record(paper, snip, with_paper=with_paper)
+        yield from load_problemset(root, papers=ids).snippets
+
+
+def release_tasks(*, release: Release, with_paper: bool = True) -> Iterable[dict[str, Any]]:
+    """The tasks of the release's papers that have their code here, as ``python -m benchmark_core
+    tasks`` writes them (one dict per snippet, in the problem set's order)."""
+    from benchmark_core.masking import task_record
+
+    for paper, snip in _release_snippets(release=release):
+        yield task_record(paper, snip, with_paper=with_paper)
+
+
+def release_dataset(*, release: Release) -> tuple[bytes, str]:
+    """The release's tasks as ``tasks --format parquet`` writes them, and their dataset card."""
+    from benchmark_core.dataset import dataset_card, dataset_rows, tasks_parquet
+
+    rows = dataset_rows(_release_snippets(release=release))
+    card = dataset_card(title=f"ResearchCodeBench tasks: {release.name}", data_file=f"tasks-{release.slug}.parquet",
+                        rows=rows, source=f"release {release.slug}")
+    return tasks_parquet(rows), card
