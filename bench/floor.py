@@ -36,6 +36,7 @@ def main() -> int:
             __import__(name)
         except Exception:  # noqa: BLE001 - the test fails the same way in its run
             pass
+    warm.import_testing()  # numpy.testing, torch.testing: imported ahead as our runner does
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(1)
