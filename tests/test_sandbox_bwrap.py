@@ -129,3 +129,31 @@ def test_multiprocessing_works_like_in_a_fresh_process(bwrap, tmp_path):
     assert result.exit_code == 0, result.stderr
     assert (result.extra["completed"], result.extra["tests_run"]) == (True, 2)
     assert result.extra["audit"]["authentic"] is True and result.extra["audit"]["forged"] == 0
+
+
+def test_the_sandbox_runs_in_its_cgroups_and_leaves_none_behind():
+    """Root here: every process of a bwrap sandbox is in its cpu cgroup (weighted like a docker
+    container of as many runs), each run in a memory cgroup of its own, and closing the sandbox
+    removes the folders."""
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("cgroups are made by a root runner only")
+    sandbox = get_sandbox("bwrap")
+    paper = load_problemset(DEMO).paper("focal-loss")
+    made = sandbox.cgroups.get()
+    assert made is not None and "cgroup" in sandbox.memory_bound
+    try:
+        with sandbox.open(PaperSpec.from_paper(paper)) as session:
+            lines = Path(f"/proc/{session.server_pid}/cgroup").read_text().splitlines()
+            cpu = next(line.split(":", 2)[2] for line in lines if line.split(":")[1] == "cpu")
+            assert made.cpu is not None and str(made.cpu).endswith(cpu), (cpu, made.cpu)
+            assert int((made.cpu / "cpu.shares").read_text()) == 1024 * ((os.cpu_count() or 1) + 1)
+            result = session.run({}, timeout=60)
+            assert result.exit_code == 0, result.stderr
+            runs = [p for p in made.dirs["memory"].iterdir() if p.name.startswith("run-")]
+            assert runs and all((p / "memory.limit_in_bytes").read_text().strip() == str(
+                sandbox.limits.memory_mb << 20) for p in runs)
+    finally:
+        sandbox.close()
+    assert not made.dirs["memory"].exists() and not made.cpu.exists()

@@ -163,8 +163,11 @@ class BwrapSandbox(Sandbox):
         self._parents: dict[tuple[str, str], _Parent] = {}
         self._parents_refused: dict[tuple[str, str], str] = {}
         self._parents_lock = threading.Lock()
-        #: this sandbox's cgroup folder: each run's memory and processes bounded (root only)
-        self.cgroups = SandboxCgroups(enabled=self.is_root)
+        #: this sandbox's cgroup folder: each run's memory and processes bounded (root only); the
+        #: sandbox in a cpu cgroup weighted as docker weighs a container of as many runs (DockerSandbox:
+        #: 1024 a run and one more for the runner), so that a busy host shares its CPU with bwrap's
+        #: runs as it does with docker's instead of ranking them below every process at nice 0
+        self.cgroups = SandboxCgroups(enabled=self.is_root, cpu_shares=1024 * ((os.cpu_count() or 1) + 1))
 
     def run_cgroups(self) -> RunCgroups | None:
         """The cgroup folders that bound each run's memory and processes, or None."""
@@ -397,6 +400,7 @@ class _Parent:
         if filter_fd is not None:
             argv[1:1] = ["--seccomp", str(filter_fd)]
         fds = (child.fileno(),) + (() if filter_fd is None else (filter_fd,))
+        argv = sandbox.cgroups.cpu_prefix() + argv
         try:
             self.proc = spawn_lasting(argv, env=child_env(f"{INSIDE}/runs"), pass_fds=fds,
                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -494,6 +498,7 @@ class BwrapSession(WarmSession):
         argv = sandbox.command(self.paper)
         if filter_fd is not None:
             argv[1:1] = ["--seccomp", str(filter_fd)]
+        argv = sandbox.cgroups.cpu_prefix() + argv
         try:
             return WarmClient.spawn(argv, env=env, pass_fds=() if filter_fd is None else (filter_fd,))
         finally:

@@ -44,6 +44,8 @@ class RunCgroups:
 
     version: str
     dirs: dict[str, Path] = field(default_factory=dict)
+    #: a cpu cgroup (v1) the whole sandbox runs in, weighted like a docker container (not bound inside)
+    cpu: Path | None = None
 
     @property
     def spec(self) -> str:
@@ -56,8 +58,15 @@ class RunCgroups:
 
     def remove(self) -> None:
         """Remove the runs' folders, then the sandbox's (its processes are gone by then)."""
-        for path in self.dirs.values():
+        for path in [*self.dirs.values(), *([self.cpu] if self.cpu else [])]:
             _remove_tree(path)
+
+    def cpu_prefix(self) -> list[str]:
+        """A prefix for the sandbox's command line that starts it in the cpu cgroup (every process
+        of the sandbox inherits it); empty without one. A write that fails leaves it where it was."""
+        if self.cpu is None:
+            return []
+        return ["/bin/sh", "-c", '{ echo $$ > "$0"; } 2>/dev/null; exec "$@"', str(self.cpu / "cgroup.procs")]
 
 
 def _remove_tree(path: Path) -> None:
@@ -137,7 +146,8 @@ def cgroups_problem() -> str | None:
     return made
 
 
-def _create(*, memory_mb: int | None = None, pids: int | None = None, probe: bool = False) -> "RunCgroups | str":
+def _create(*, memory_mb: int | None = None, pids: int | None = None, cpu_shares: int | None = None,
+            probe: bool = False) -> "RunCgroups | str":
     if os.geteuid() != 0:
         return "the runner is not root: it cannot make cgroups"
     mounts, own = _mounts(), _own_paths()
@@ -157,7 +167,18 @@ def _create(*, memory_mb: int | None = None, pids: int | None = None, probe: boo
         except OSError as exc:
             RunCgroups("v1", made).remove()
             return f"cgroup v1 folders cannot be made under {memory}: {exc}"
-        return RunCgroups("v1", made)
+        made_cgroups = RunCgroups("v1", made)
+        cpu_base = _v1_base("cpu", mounts, own) if cpu_shares else None
+        if cpu_base is not None:
+            try:
+                made_cgroups.cpu = _make(cpu_base, token)
+                (made_cgroups.cpu / "cpu.shares").write_text(str(cpu_shares))
+            except OSError as exc:  # the memory bound stands; the CPU weight is only fairness
+                log.warning("no cpu cgroup for the sandbox: %s", exc)
+                if made_cgroups.cpu is not None:
+                    _remove_tree(made_cgroups.cpu)
+                made_cgroups.cpu = None
+        return made_cgroups
     for point, kind, _options in mounts:
         if kind != "cgroup2" or "" not in own:
             continue
@@ -186,10 +207,12 @@ def _create(*, memory_mb: int | None = None, pids: int | None = None, probe: boo
     return "no cgroup hierarchy with a memory controller is mounted"
 
 
-def run_cgroups_create(*, memory_mb: int | None = None, pids: int | None = None) -> RunCgroups | None:
+def run_cgroups_create(*, memory_mb: int | None = None, pids: int | None = None,
+                       cpu_shares: int | None = None) -> RunCgroups | None:
     """A new cgroup folder for one sandbox (``memory_mb``, ``pids``: the bound of all its runs
-    together, if any), or None, said once per reason, when this host cannot make one."""
-    made = _create(memory_mb=memory_mb, pids=pids)
+    together, if any; ``cpu_shares``: a cpu cgroup of that weight for the whole sandbox, v1), or
+    None, said once per reason, when this host cannot make one."""
+    made = _create(memory_mb=memory_mb, pids=pids, cpu_shares=cpu_shares)
     if isinstance(made, RunCgroups):
         atexit.register(made.remove)  # a sandbox never closed leaves no folder behind either
         return made
@@ -205,8 +228,9 @@ class SandboxCgroups:
     """One sandbox's cgroup folder, made at its first runner (when ``enabled``: a root runner that
     gives runs uids of their own) and removed when the sandbox closes."""
 
-    def __init__(self, *, enabled: bool, memory_mb: int | None = None, pids: int | None = None):
-        self.enabled, self.memory_mb, self.pids = enabled, memory_mb, pids
+    def __init__(self, *, enabled: bool, memory_mb: int | None = None, pids: int | None = None,
+                 cpu_shares: int | None = None):
+        self.enabled, self.memory_mb, self.pids, self.cpu_shares = enabled, memory_mb, pids, cpu_shares
         self._made: RunCgroups | None | bool = None
         self._version = ""  # the version of the folder made (kept once it is removed)
         self._tried = False
@@ -216,10 +240,16 @@ class SandboxCgroups:
         with self._lock:
             if self._made is None:
                 self._tried = True
-                self._made = (run_cgroups_create(memory_mb=self.memory_mb, pids=self.pids)
+                self._made = (run_cgroups_create(memory_mb=self.memory_mb, pids=self.pids,
+                                                 cpu_shares=self.cpu_shares)
                               if self.enabled else None) or False
                 self._version = self._made.version if self._made else ""
             return self._made or None
+
+    def cpu_prefix(self) -> list[str]:
+        """The command-line prefix that starts a sandbox in the cpu cgroup (RunCgroups.cpu_prefix)."""
+        made = self.get()
+        return made.cpu_prefix() if made is not None else []
 
     def bound(self, otherwise: str) -> str:
         """What bounds a run's memory: its cgroup, or ``otherwise``."""
