@@ -102,6 +102,7 @@ def _release_json(release: Release) -> dict[str, Any]:
         "status": release.status,
         "content_hash": release.content_hash,
         "date": _iso(release.release_date),
+        "held_out": release.held_out,
     }
 
 
@@ -213,6 +214,7 @@ def _row_json(r: boards.LeaderboardRow, *, previous: Release | None = None) -> d
         "samples": r.samples,
         "baseline": r.baseline or None,
         "verified": r.verified,
+        "run_here": r.run_here,
         "source": r.source,
         "with_paper": r.with_paper,
         "previous_release": previous.slug if previous is not None else None,
@@ -242,6 +244,7 @@ def releases(request: HttpRequest) -> HttpResponse:
             "content_hash": r.content_hash,
             "date": _iso(r.release_date),
             "default": r.is_default,
+            "held_out": r.held_out,
             "papers": r.papers,
             "snippets": r.snippets,
             "models": r.models,
@@ -249,21 +252,22 @@ def releases(request: HttpRequest) -> HttpResponse:
             # what this site can score now; the others with the reason (no code here, a failing environment)
             "scorable_papers": r.scorable_papers,
             "not_scorable": r.not_scorable,
+            # a held-out release's tasks are staff's only: none to download for the public
             "tasks_url": request.build_absolute_uri(reverse("leaderboard:release_tasks", args=[r.slug]))
-            if r.scorable_papers else None,
+            if r.scorable_papers and not r.held_out else None,
         }
         for r in release_info.releases_list()
     ]
     return JsonResponse({"releases": items})
 
 
-_KNOWN_LEADERBOARD_PARAMS = {"release", "view", "cutoff", "from", "to", "open_weights", "organisation", "with_paper", "format"}
+_KNOWN_LEADERBOARD_PARAMS = {"release", "view", "cutoff", "from", "to", "open_weights", "organisation", "with_paper", "run_here", "format"}
 
 
 @api_view
 def leaderboard(request: HttpRequest) -> HttpResponse:
     """The leaderboard of a release: ?release=&view=overall|contamination_safe&cutoff=&from=&to=
-    &open_weights=&organisation=&with_paper=&format=json|csv."""
+    &open_weights=&organisation=&with_paper=&run_here=&format=json|csv."""
     params, messages = leaderboard_params_parse(request.GET)
     unknown = sorted(set(request.GET) - _KNOWN_LEADERBOARD_PARAMS)
     messages += [f"unknown parameter {name!r}" for name in unknown]

@@ -34,12 +34,15 @@ HEADLINE_MODELS = 12
 
 
 # --------------------------------------------------------------------------- helpers
-def _release(request: HttpRequest, slug: str | None = None) -> Release:
+def _release(request: HttpRequest, slug: str | None = None, *, content: bool = False) -> Release:
     """The release named in the URL or ?release=, else the default one; 404 when unknown (a draft
-    is unknown to all but staff)."""
+    is unknown to all but staff; with ``content``, a held-out release too: its tasks and code)."""
     slug = slug or (request.GET.get("release") or "").strip() or None
     try:
-        return release_info.release_get(slug=slug, viewer=request.user)
+        release = release_info.release_get(slug=slug, viewer=request.user, content=content)
+        if content and not release_info.release_content_visible(release=release, viewer=request.user):
+            raise Release.DoesNotExist("held out")  # (the default release, when it is held out)
+        return release
     except Release.DoesNotExist:
         if slug:
             raise Http404(f"No release {slug!r}.") from None
@@ -186,7 +189,7 @@ def leaderboard(request: HttpRequest, slug: str | None = None) -> HttpResponse:
     sort = _sort_spec(request, notices)
     table = boards.leaderboard_rows(
         release=release, view="overall", open_weights=params.open_weights, organisation=params.organisation,
-        with_paper=params.with_paper,
+        with_paper=params.with_paper, run_here=params.run_here,
     )
     if _wants_csv(request):
         return _csv(f"leaderboard-{release.slug}.csv", lb_csv.leaderboard_table_csv(table.rows))
@@ -254,10 +257,11 @@ def contamination(request: HttpRequest) -> HttpResponse:
     # data version, so moving the slider back and forth stays fast and a new result still shows
     table = caching.cached(
         ("page:window", release.id, release.data_version, params.cutoff, date_from, date_to,
-         params.open_weights, params.organisation, params.with_paper),
+         params.open_weights, params.organisation, params.with_paper, params.run_here),
         lambda: boards.leaderboard_rows(
             release=release, view="contamination_safe", cutoff=params.cutoff, date_from=date_from, date_to=date_to,
             open_weights=params.open_weights, organisation=params.organisation, with_paper=params.with_paper,
+            run_here=params.run_here,
         ),
         timeout=600,
     )
@@ -368,7 +372,7 @@ def release_detail(request: HttpRequest, slug: str) -> HttpResponse:
 def release_tasks(request: HttpRequest, slug: str) -> StreamingHttpResponse:
     """The release's tasks as JSON lines, the rows ``python -m benchmark_core tasks`` writes;
     ``?without_paper=1`` for the prompts without the paper text."""
-    release = _release(request, slug)
+    release = _release(request, slug, content=True)
     with_paper = not _bool_param(request, "without_paper", [], default=False)
     if not ReleasePaper.objects.filter(release=release).exclude(folder="").exists():
         raise Http404(f"Release {release.name} has no paper with its code on this site: no task to download.")
@@ -406,8 +410,9 @@ def paper_page(request: HttpRequest, paper_id: str) -> HttpResponse:
         if request.GET.get("table") == "snippets":
             return _csv(f"snippets-{paper_id}-{release.slug}.csv", lb_csv.paper_snippets_csv(detail.snippets))
         return _csv(f"paper-{paper_id}-{release.slug}.csv", lb_csv.leaderboard_table_csv(board.rows))
+    code_shown = release_info.release_content_visible(release=release, viewer=request.user)
     nodes = [
-        {"node": n, "code_html": highlight_code(n.code, filename=n.file) if n.code else ""}
+        {"node": n, "code_html": highlight_code(n.code, filename=n.file) if n.code and code_shown else ""}
         for n in detail.snippets
     ]
     context = {
@@ -417,6 +422,7 @@ def paper_page(request: HttpRequest, paper_id: str) -> HttpResponse:
         "nodes": nodes,
         "board": board,
         "board_pager": _table_page(request, board.rows, anchor="paper-leaderboard"),
+        "held_out": not code_shown,
     }
     return _page(request, "leaderboard/paper.html", context, nav="per_paper", release=release)
 
@@ -432,8 +438,9 @@ def _todo_lines(masked: str, name: str) -> list[int]:
 
 def snippet_page(request: HttpRequest, paper_id: str) -> HttpResponse:
     """One snippet: reference code, the masked file the model saw, every model's verdict, and with
-    ?model= a drill-down into that model's completion (diff against the reference) and test output."""
-    release = _release(request)
+    ?model= a drill-down into that model's completion (diff against the reference) and test output.
+    A held-out release's snippets are staff's only (their reference and masked file are the task)."""
+    release = _release(request, content=True)
     name = (request.GET.get("name") or "").strip()
     file = (request.GET.get("file") or "").strip() or None
     model_key = (request.GET.get("model") or "").strip()
