@@ -498,7 +498,7 @@ def evaluation_outputs(request: HttpRequest, evaluation_id: int) -> HttpResponse
     """Raw outputs of a public evaluation (the owner's private ones too), one JSON object per line:
     paper, file, snippet, sample, verdict, category, test output and the completion."""
     _json_only(request)
-    ev = details.evaluation_visible(evaluation_id=evaluation_id, user=request.user)
+    ev = details.evaluation_visible(evaluation_id=evaluation_id, user=_viewer(request))  # session or token
     header = {"evaluation": ev.pk, "model": ev.model.key, "release": ev.release.slug,
               "release_hash": ev.release.content_hash, "with_paper": ev.with_paper, "source": ev.source}
     lines = (json.dumps({**header, **row}, ensure_ascii=False) + "\n" for row in details.evaluation_outputs(evaluation=ev))

@@ -200,6 +200,31 @@ def _database_dump() -> str:
     return "\n".join(out)
 
 
+def _held_out_served_to_staff_only(release, owner_view: Client) -> None:
+    """Tasks, a snippet's reference and masked file, the paper's code: 404 (absent) to all but staff."""
+    from django.contrib.auth.models import User
+
+    from leaderboard.models import Snippet
+
+    snippet = Snippet.objects.filter(release=release).select_related("paper").first()
+    paper = snippet.paper.paper_id
+    other, staff = Client(), Client()
+    other.force_login(User.objects.create_user("other", password="pw-other-1"))
+    staff.force_login(User.objects.create_user("staff", password="pw-staff-1", is_staff=True))
+    tasks = f"/releases/{release.slug}/tasks.jsonl"
+    snippet_page = f"/papers/{paper}/snippet/?release={release.slug}&name={snippet.name}&file={snippet.file}"
+    paper_page = f"/papers/{paper}/?release={release.slug}"
+    for viewer in (Client(), other, owner_view):
+        assert viewer.get(tasks).status_code == 404
+        assert viewer.get(snippet_page).status_code == 404
+        page = viewer.get(paper_page)
+        assert page.status_code == 200 and b"Reference code" not in page.content and b"held out" in page.content
+    assert Client().get("/api/v1/releases").json()["releases"][0]["held_out"] is True
+    assert staff.get(tasks).status_code == 200
+    assert staff.get(snippet_page).status_code == 200
+    assert b"Reference code" in staff.get(paper_page).content
+
+
 def _redis_dump(url: str) -> bytes:
     import redis
 
@@ -333,6 +358,9 @@ def test_run_here_drill(settings, tmp_path, user, held_out):
         rows = client.get("/api/v1/leaderboard?release=demo-run&run_here=1").json()["rows"]
         assert [r["run_here"] for r in rows] == [True]
         assert "run here" in Client().get("/leaderboard/?release=demo-run&run_here=1").content.decode()
+        assert rows[0]["ranked"] is True  # (on a held-out release too: what the Hub ran itself is ranked)
+        if held_out:
+            _held_out_served_to_staff_only(release, owner_view)
 
         # the key, nowhere: database, Redis, logs, pages, API answers, run card, results
         assert KEY not in _database_dump()
