@@ -388,3 +388,26 @@ def test_run_here_drill(settings, tmp_path, user, held_out):
         redis.stop()
 
 
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cli_run_here_starts_a_run_and_reports_a_refusal(settings, live_server, user, monkeypatch):
+    from benchmark_core.cli import main
+
+    settings.RCB_GENERATION_SECRET = SECRET
+    settings.RCB_GENERATION_ALLOWED_HOSTS = []
+    demo_release_create(slug="demo-cli")
+    token = _token(user)
+    monkeypatch.setenv("MY_KEY", KEY)
+    args = ["run-here", "--url", live_server.url, "--token", token, "--model-name", "CLI model",
+            "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--api-key-env", "MY_KEY", "--release", "demo-cli",
+            "--no-wait"]
+    out, err = io.StringIO(), io.StringIO()
+    assert main(args, out, err) == 1
+    assert "127.0.0.1" in err.getvalue() and "RCB_GENERATION_ALLOWED_HOSTS" in err.getvalue()
+    settings.RCB_GENERATION_ALLOWED_HOSTS = ["127.0.0.1"]
+    out, err = io.StringIO(), io.StringIO()
+    assert main(args, out, err) == 0, err.getvalue()
+    run = EvaluationRun.objects.get()
+    assert out.getvalue().startswith(f"run {run.pk} queued") and run.has_key and run.model_name == "CLI model"
+    assert KEY not in out.getvalue() + err.getvalue()
