@@ -411,3 +411,26 @@ def test_cli_run_here_starts_a_run_and_reports_a_refusal(settings, live_server, 
     run = EvaluationRun.objects.get()
     assert out.getvalue().startswith(f"run {run.pk} queued") and run.has_key and run.model_name == "CLI model"
     assert KEY not in out.getvalue() + err.getvalue()
+
+
+@pytest.mark.django_db
+def test_staff_page_holds_a_draft_out_and_makes_it_public(django_user_model):
+    from leaderboard.models import Release
+
+    staff = Client()
+    staff.force_login(django_user_model.objects.create_user("boss", password="pw-boss-1", is_staff=True))
+    draft = Release.objects.create(name="Next", slug="next", status=Release.DRAFT)
+    assert b'id="hold-out"' in staff.get("/contribute/releases/next/").content
+    staff.post("/contribute/releases/next/", {"action": "held-out"})
+    draft.refresh_from_db()
+    assert draft.held_out
+    page = staff.get("/contribute/releases/next/").content.decode()
+    assert "Held out" in page and 'id="make-public"' in page
+    staff.post("/contribute/releases/next/", {"action": "public"})
+    draft.refresh_from_db()
+    assert not draft.held_out
+    # a published release is not held out from the page (what was served cannot be taken back)
+    published = demo_release_create(slug="demo-open")
+    staff.post("/contribute/releases/demo-open/", {"action": "held-out"})
+    published.refresh_from_db()
+    assert not published.held_out
