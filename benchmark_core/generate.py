@@ -76,6 +76,8 @@ class GenerateOptions:
     max_retries: int = 8
     backoff_base: float = 1.0
     backoff_cap: float = 60.0
+    # a site calling users' endpoints turns redirects off: a redirect could lead to its own network
+    follow_redirects: bool = True
 
     def decoding(self) -> dict[str, Any]:
         """Decoding settings as sent (unset ones are the server's defaults and say so)."""
@@ -613,11 +615,12 @@ class _Run:
             queue.put_nowait((task, [s]))
 
     async def main(self, todo: list[tuple[GenTask, list[int]]]) -> None:
-        from openai import AsyncOpenAI
+        from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
         o = self.options
+        http = {} if o.follow_redirects else {"http_client": DefaultAsyncHttpxClient(follow_redirects=False)}
         client = AsyncOpenAI(base_url=o.base_url, api_key=o.api_key, max_retries=0, timeout=o.timeout,
-                             default_headers={"User-Agent": USER_AGENT})
+                             default_headers={"User-Agent": USER_AGENT}, **http)
         queue: asyncio.Queue = asyncio.Queue()
         for job in todo:
             queue.put_nowait(job)

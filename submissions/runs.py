@@ -426,7 +426,7 @@ def _generate(job: Job, beat: Heartbeat, run: EvaluationRun, key: str) -> str:
         temperature=run.temperature, top_p=run.top_p, max_tokens=run.max_tokens, seed=run.seed,
         with_paper=run.with_paper, concurrency=settings.RCB_GENERATION_CONCURRENCY,
         timeout=settings.RCB_GENERATION_REQUEST_TIMEOUT, price_in=run.price_in, price_out=run.price_out,
-        max_retries=settings.RCB_GENERATION_MAX_RETRIES,
+        max_retries=settings.RCB_GENERATION_MAX_RETRIES, follow_redirects=False,  # (endpoint_check checked this host)
     )
     output = _workdir(run.pk) / "predictions.jsonl"
     source = {"kind": "release", "release": run.release.slug, "hash": run.release.content_hash}

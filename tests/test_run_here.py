@@ -434,3 +434,37 @@ def test_staff_page_holds_a_draft_out_and_makes_it_public(django_user_model):
     staff.post("/contribute/releases/demo-open/", {"action": "held-out"})
     published.refresh_from_db()
     assert not published.held_out
+
+
+def test_a_redirect_is_not_followed_when_the_site_calls_an_endpoint(tmp_path):
+    """A public endpoint answering 307 towards another address (the site's own network) is not followed."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from benchmark_core.generate import GenerateOptions, GenTask, generate
+
+    inner = ChatServer(answers={}).start()
+
+    class Redirect(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(307)
+            self.send_header("Location", f"{inner.base_url}/chat/completions")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    outer = ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    threading.Thread(target=outer.serve_forever, daemon=True).start()
+    try:
+        options = GenerateOptions(base_url=f"http://127.0.0.1:{outer.server_address[1]}/v1", model="m",
+                                  max_retries=0, follow_redirects=False)
+        outcome = generate(tasks=[GenTask("p", "f.py", "s", "prompt")], options=options,
+                           output=tmp_path / "out.jsonl", source={"kind": "test"})
+        assert outcome.written == 0 and outcome.failed and "307" in outcome.failed[0]["error"]
+        assert inner.received == 0
+    finally:
+        outer.shutdown()
+        inner.stop()
