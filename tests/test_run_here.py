@@ -468,3 +468,30 @@ def test_a_redirect_is_not_followed_when_the_site_calls_an_endpoint(tmp_path):
     finally:
         outer.shutdown()
         inner.stop()
+
+
+@pytest.mark.django_db
+def test_a_run_given_up_by_the_watchdog_fails_and_forgets_its_key(settings, user):
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from scoring.jobs import jobs_watchdog
+    from submissions.runs import runs_settle
+
+    settings.RCB_GENERATION_SECRET = SECRET
+    settings.RCB_GENERATION_ALLOWED_HOSTS = ["127.0.0.1"]
+    settings.RCB_JOB_MAX_ATTEMPTS = 1
+    release = demo_release_create(slug="demo-given-up")
+    run = evaluation_run_create(user=user, release=release, model_name="M", base_url="http://127.0.0.1:9/v1",
+                                model="m", api_key=KEY)
+    Job.objects.filter(run=run).update(status="running", heartbeat_at=timezone.now() - dt.timedelta(minutes=5))
+    EvaluationRun.objects.filter(pk=run.pk).update(status=RunStatus.GENERATING)
+    assert jobs_watchdog(stale_after=60)["failed"] == [Job.objects.get(run=run).pk]
+    run.refresh_from_db()
+    assert run.status == RunStatus.FAILED and "stopped answering" in run.error and not run.has_key
+    # an ended run holding a key (a crash between its end and the key's removal): the sweep empties it
+    EvaluationRun.objects.filter(pk=run.pk).update(api_key_encrypted=b"leftover")
+    runs_settle()
+    run.refresh_from_db()
+    assert not run.has_key
