@@ -414,6 +414,7 @@ def model_detail(request: HttpRequest, key: str) -> HttpResponse:
                     "run_card": e.run_card,
                     "source": e.source,
                     "verified": e.verified,
+                    "run_here": e.run_here,
                     "scaled_pass_rate": _r2(e.scaled_pass_rate),
                     "pass_rate": _r2(e.pass_rate),
                     "ci95": [_r2(e.ci_low), _r2(e.ci_high)],

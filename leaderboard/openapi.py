@@ -114,7 +114,8 @@ SCHEMAS: dict[str, Any] = {
     "Evaluation": _obj({
         "id": INTEGER, "release": STRING, "release_name": STRING, "release_hash": STRING, "with_paper": BOOLEAN,
         "samples": INTEGER, "decoding": {"type": "object"}, "prompt_version": STRING, "harness_version": STRING,
-        "source": STRING, "verified": BOOLEAN, "scaled_pass_rate": RATE, "pass_rate": RATE, "ci95": CI,
+        "source": STRING, "verified": BOOLEAN, "run_here": BOOLEAN, "scaled_pass_rate": RATE, "pass_rate": RATE,
+        "ci95": CI,
         "scaled_std": RATE, "pass_std": RATE, "coverage": RATE,
         "categories": {"type": "object", "additionalProperties": INTEGER},
         "per_paper": {"type": "object", "additionalProperties": {"type": "object"}},

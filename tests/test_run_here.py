@@ -359,6 +359,11 @@ def test_run_here_drill(settings, tmp_path, user, held_out):
         assert [r["run_here"] for r in rows] == [True]
         assert "run here" in Client().get("/leaderboard/?release=demo-run&run_here=1").content.decode()
         assert rows[0]["ranked"] is True  # (on a held-out release too: what the Hub ran itself is ranked)
+        # the model's page and API say which of its results were run here
+        model_page = Client().get(f"/models/{evaluation.model.key}/?release=demo-run").content.decode()
+        assert "run here" in model_page
+        model_api = Client().get(f"/api/v1/models/{evaluation.model.key}?release=demo-run").json()
+        assert [e["run_here"] for e in model_api["evaluations"]] == [True]
         if held_out:
             _held_out_served_to_staff_only(release, owner_view)
 
