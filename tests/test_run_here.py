@@ -500,3 +500,51 @@ def test_a_run_given_up_by_the_watchdog_fails_and_forgets_its_key(settings, user
     runs_settle()
     run.refresh_from_db()
     assert not run.has_key
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_endpoint_echoing_the_key_in_its_refusal_leaves_it_in_no_error(settings, user, tmp_path, caplog):
+    """A 401 whose message holds the key: the run fails saying why, with the key blanked everywhere."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from submissions.runs import generation_job_run
+
+    class Echo(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            body = json.dumps({"error": {"message": f"Incorrect API key provided: {self.headers['Authorization']}",
+                                         "type": "invalid_request_error"}}).encode()
+            self.send_response(401)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Echo)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    settings.RCB_GENERATION_SECRET = SECRET
+    settings.RCB_GENERATION_ALLOWED_HOSTS = ["127.0.0.1"]
+    settings.RCB_GENERATION_DIR = tmp_path
+    settings.RCB_HEARTBEAT_SECONDS = 0.5
+    try:
+        release = demo_release_create(slug="demo-echo")
+        run = evaluation_run_create(user=user, release=release, model_name="M", model="m", api_key=KEY,
+                                    base_url=f"http://127.0.0.1:{server.server_address[1]}/v1")
+        job = Job.objects.get(run=run)
+        with pytest.raises(RunRefused) as refused:
+            generation_job_run(job_id=job.pk, rq_job_id=job.rq_job_id)
+        assert KEY not in str(refused.value) and "[api key]" in str(refused.value)
+    finally:
+        server.shutdown()
+    run.refresh_from_db()
+    job.refresh_from_db()
+    assert run.status == RunStatus.FAILED and "HTTP 401" in run.error and "[api key]" in run.error
+    assert not run.has_key and job.status == "failed"
+    assert not any(tmp_path.iterdir())  # the working files (the engine's card names the refusal) went with the run
+    for text in (run.error, job.error, json.dumps(job.history), json.dumps(run.run_card), caplog.text,
+                 _database_dump()):
+        assert KEY not in text
