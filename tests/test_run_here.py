@@ -200,6 +200,12 @@ def _database_dump() -> str:
     return "\n".join(out)
 
 
+def django_user_model_create_admin():
+    from django.contrib.auth.models import User
+
+    return User.objects.create_superuser("root", "root@example.org", "pw-root-1")
+
+
 def _held_out_served_to_staff_only(release, owner_view: Client) -> None:
     """Tasks, a snippet's reference and masked file, the paper's code: 404 (absent) to all but staff."""
     from django.contrib.auth.models import User
@@ -385,6 +391,12 @@ def test_run_here_drill(settings, tmp_path, user, held_out):
         for text in texts:
             assert KEY not in text
         assert "run here" in texts[0] and "run here" in texts[1]
+        admin = Client()
+        admin.force_login(django_user_model_create_admin())
+        for path in (f"/admin/submissions/evaluationrun/{run_id}/change/", "/admin/submissions/evaluationrun/",
+                     f"/admin/scoring/job/{job.pk}/change/"):
+            page = admin.get(path)
+            assert page.status_code == 200 and KEY not in page.content.decode()
         assert not (gen_dir / f"run-{run_id}").exists()  # the working file went with the hand-over
     finally:
         for proc in procs:
