@@ -439,8 +439,10 @@ def _todo_lines(masked: str, name: str) -> list[int]:
 def snippet_page(request: HttpRequest, paper_id: str) -> HttpResponse:
     """One snippet: reference code, the masked file the model saw, every model's verdict, and with
     ?model= a drill-down into that model's completion (diff against the reference) and test output.
-    A held-out release's snippets are staff's only (their reference and masked file are the task)."""
-    release = _release(request, content=True)
+    A held-out release's snippets are staff's only (their reference and masked file are the task),
+    but for the owner of an evaluation, who sees its completions and test output there, without them."""
+    release = _release(request)
+    code_shown = release_info.release_content_visible(release=release, viewer=request.user)
     name = (request.GET.get("name") or "").strip()
     file = (request.GET.get("file") or "").strip() or None
     model_key = (request.GET.get("model") or "").strip()
@@ -455,9 +457,19 @@ def snippet_page(request: HttpRequest, paper_id: str) -> HttpResponse:
     if len(found) != 1:
         raise Http404(f"No snippet {name!r} in paper {paper_id!r} of {release.name}.")
     snippet = found[0]
-    masked = paper_files.snippet_masked_view(release=release, paper_id=paper_id, snippet=snippet.name, file=snippet.file or None)
-    drill = None
     evaluation_id = (request.GET.get("evaluation") or "").strip()
+    if not code_shown:  # held out: only an owner's look at their own evaluation (never the reference)
+        try:
+            own = details.evaluation_visible(evaluation_id=int(evaluation_id), user=request.user) \
+                if evaluation_id.isdigit() else None
+        except Evaluation.DoesNotExist:
+            own = None
+        if own is None or own.release_id != release.id:
+            raise Http404(f"Release {release.name} is held out: its snippets are not public.")
+        model_key = ""
+    masked = paper_files.snippet_masked_view(release=release, paper_id=paper_id, snippet=snippet.name,
+                                             file=snippet.file or None) if code_shown else ""
+    drill = None
     if model_key or evaluation_id:
         try:
             # ?evaluation= names one evaluation: a public one, or the visitor's own private submission's
@@ -482,7 +494,7 @@ def snippet_page(request: HttpRequest, paper_id: str) -> HttpResponse:
             samples.append({
                 **r,
                 "inserted": inserted,
-                "diff_rows": diff_rows(snippet.code, inserted),
+                "diff_rows": diff_rows(snippet.code, inserted) if code_shown else None,
                 "completion_html": highlight_code(inserted, filename=snippet.file) if inserted else "",
                 "raw_differs": inserted.strip() != (r["completion"] or "").strip(),
             })
@@ -490,7 +502,7 @@ def snippet_page(request: HttpRequest, paper_id: str) -> HttpResponse:
     context = {
         "paper": snippet.paper,
         "snippet": snippet,
-        "code_html": highlight_code(snippet.code, filename=snippet.file) if snippet.code else "",
+        "code_html": highlight_code(snippet.code, filename=snippet.file) if snippet.code and code_shown else "",
         "masked_html": highlight_code(masked, filename=snippet.file, marked=_todo_lines(masked, snippet.name)) if masked else "",
         "results": pager.rows,
         "pager": pager,
@@ -499,5 +511,6 @@ def snippet_page(request: HttpRequest, paper_id: str) -> HttpResponse:
         "card": details.evaluation_card(drill.evaluation) if drill is not None else None,
         "with_paper": with_paper,
         "notices": notices,
+        "held_out": not code_shown,
     }
     return _page(request, "leaderboard/snippet.html", context, nav="per_paper", release=release)

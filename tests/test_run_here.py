@@ -206,8 +206,9 @@ def django_user_model_create_admin():
     return User.objects.create_superuser("root", "root@example.org", "pw-root-1")
 
 
-def _held_out_served_to_staff_only(release, owner_view: Client) -> None:
-    """Tasks, a snippet's reference and masked file, the paper's code: 404 (absent) to all but staff."""
+def _held_out_served_to_staff_only(release, owner_view: Client, evaluation_id: int) -> None:
+    """Tasks, a snippet's reference and masked file, the paper's code: 404 (absent) to all but staff;
+    the owner of an evaluation sees its completions and test output on the snippet's page, without them."""
     from django.contrib.auth.models import User
 
     from leaderboard.models import Snippet
@@ -225,6 +226,12 @@ def _held_out_served_to_staff_only(release, owner_view: Client) -> None:
         assert viewer.get(snippet_page).status_code == 404
         page = viewer.get(paper_page)
         assert page.status_code == 200 and b"Reference code" not in page.content and b"held out" in page.content
+    own = f"{snippet_page}&evaluation={evaluation_id}"
+    page = owner_view.get(own)
+    assert page.status_code == 200 and b'id="held-out-note"' in page.content
+    assert b"Masked file" not in page.content and b"Reference code" not in page.content
+    assert b"Test output" in page.content and b"against the reference" not in page.content
+    assert Client().get(own).status_code == 404 and other.get(own).status_code == 404
     assert Client().get("/api/v1/releases").json()["releases"][0]["held_out"] is True
     assert staff.get(tasks).status_code == 200
     assert staff.get(snippet_page).status_code == 200
@@ -371,7 +378,7 @@ def test_run_here_drill(settings, tmp_path, user, held_out):
         model_api = Client().get(f"/api/v1/models/{evaluation.model.key}?release=demo-run").json()
         assert [e["run_here"] for e in model_api["evaluations"]] == [True]
         if held_out:
-            _held_out_served_to_staff_only(release, owner_view)
+            _held_out_served_to_staff_only(release, owner_view, evaluation.pk)
 
         # the key, nowhere: database, Redis, logs, pages, API answers, run card, results
         assert KEY not in _database_dump()
