@@ -183,14 +183,15 @@ class _ReleaseIndex:
 def _quota_used(user: Any) -> int:
     """Uploads and evaluations run here in the last 24 hours (a run's scoring is the run: counted once)."""
     since = _now() - dt.timedelta(days=1)
+    not_charged = [Status.FAILED, Status.CANCELLED, Status.WAITING]
     runs = EvaluationRun.objects.filter(user=user, created_at__gte=since).exclude(
-        status__in=[RunStatus.FAILED, RunStatus.CANCELLED]).count()
+        status__in=[RunStatus.FAILED, RunStatus.CANCELLED]).exclude(submission__status__in=not_charged).count()
     return runs + (
         PredictionSubmission.objects.filter(user=user, created_at__gte=since, run__isnull=True)
         # re-scoring onto a new release is ours, not theirs (a subquery: a negated JSON key lookup
         # would also drop every row whose succession has no "mode", i.e. all uploads)
         .exclude(evaluation__in=Evaluation.objects.filter(succession__mode="rescored").values("pk"))
-        .exclude(status__in=[Status.FAILED, Status.CANCELLED, Status.WAITING])
+        .exclude(status__in=not_charged)
         .count()
     )
 
