@@ -108,13 +108,25 @@ def _start(page, url: str, *, server: ChatServer, name: str) -> str:
 
 
 def test_start_progress_cancel_then_result_with_badge(stack, browser, live_server, django_user_model):
-    from submissions.models import EvaluationRun
-
     release, server, worker_log = stack
-    django_user_model.objects.create_user("evaluator", email="e@example.org", password="a-long-Passphrase-42")
-    SHOTS.mkdir(parents=True, exist_ok=True)
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
+    try:
+        _flow(page, release, server, worker_log, live_server, django_user_model)
+    except Exception as exc:  # what the page and the worker said, for a failure seen once in a loaded run
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / "run-here-failure.png"), full_page=True)
+        raise AssertionError(f"{exc}\n--- page {page.url}\n{page.inner_text('body')[:2000]}\n--- worker\n"
+                             f"{worker_log.read_text(errors='replace')[-3000:]}") from exc
+    finally:
+        context.close()
+
+
+def _flow(page, release, server, worker_log, live_server, django_user_model) -> None:
+    from submissions.models import EvaluationRun
+
+    django_user_model.objects.create_user("evaluator", email="e@example.org", password="a-long-Passphrase-42")
+    SHOTS.mkdir(parents=True, exist_ok=True)
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.goto(f"{live_server.url}/accounts/login/")
@@ -168,4 +180,3 @@ def test_start_progress_cancel_then_result_with_badge(stack, browser, live_serve
         assert KEY not in page.content()
     assert KEY not in worker_log.read_text(errors="replace")
     assert not errors, errors
-    context.close()
