@@ -19,8 +19,8 @@ from .runner import HARNESS_VERSION, Task, TestRun, answer_code, reference_code,
 from .sandbox.base import Limits, Sandbox, SandboxUnavailable, get_sandbox
 from .scoring import summarize
 from .generate import add_generate_parser, add_run_parser, generate_command, run_command
-from .submit import add_submit_parser, cmd_submit
 from .inspect_log import add_inspect_log_parser, cmd_inspect_log
+from .submit import add_run_here_parser, add_submit_parser, cmd_run_here, cmd_submit
 from .tamper import review_flags
 from .env_command import add_env_parser, cmd_env, parse_env_pythons
 from .pset_args import _load, _papers_arg
@@ -88,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--summary", action="store_true", help="one line: the scaled and plain pass rates")
 
     add_submit_parser(sub)
+    add_run_here_parser(sub)
     add_env_parser(sub)
     add_generate_parser(sub)
     add_run_parser(sub)
@@ -394,7 +395,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 COMMANDS = {"validate": cmd_validate, "tasks": cmd_tasks, "score": cmd_score, "report": cmd_report, "submit": cmd_submit,
-            "env": cmd_env, "generate": cmd_generate, "run": cmd_run, "inspect-log": cmd_inspect_log}
+            "env": cmd_env, "generate": cmd_generate, "run": cmd_run, "inspect-log": cmd_inspect_log,
+            "run-here": cmd_run_here}
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:

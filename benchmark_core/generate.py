@@ -29,11 +29,13 @@ from .masking import PROMPT_VERSION, task_record
 from .problemset import ProblemSet
 
 __all__ = [
-    "GenerateError", "GenerateOptions", "GenerateOutcome", "GenTask", "card_path", "generate",
-    "problemset_hash", "tasks_from_problemset", "tasks_from_site", "predictions_read", "card_public", "card_parse", "RunCardError",
+    "GenerateError", "GenerateOptions", "GenerateOutcome", "GenTask", "Progress", "STOPPED", "card_path", "generate",
+    "problemset_hash", "task_from_row", "tasks_from_problemset", "tasks_from_site", "predictions_read", "card_public", "card_parse", "RunCardError",
 ]
 
 CARD_VERSION = 1
+#: the outcome's ``fatal`` when the caller's ``stop()`` ended the run
+STOPPED = "stopped on request"
 USER_AGENT = f"benchmark_core-generate/{__version__}"
 MAX_RETRY_AFTER = 600.0  # a server asking for more than ten minutes is waited on for ten
 _CARD_EVERY = 2.0  # seconds between card rewrites during a run
@@ -74,6 +76,8 @@ class GenerateOptions:
     max_retries: int = 8
     backoff_base: float = 1.0
     backoff_cap: float = 60.0
+    # a site calling users' endpoints turns redirects off: a redirect could lead to its own network
+    follow_redirects: bool = True
 
     def decoding(self) -> dict[str, Any]:
         """Decoding settings as sent (unset ones are the server's defaults and say so)."""
@@ -92,7 +96,7 @@ class GenerateOutcome:
 # --------------------------------------------------------------------------- tasks
 def tasks_from_problemset(pset: ProblemSet, *, with_paper: bool) -> list[GenTask]:
     """The tasks of a problem set, prompts exactly as the ``tasks`` command writes them."""
-    return [_task_from_row(task_record(paper, snip, with_paper=with_paper)) for paper, snip in pset.snippets]
+    return [task_from_row(task_record(paper, snip, with_paper=with_paper)) for paper, snip in pset.snippets]
 
 
 def problemset_hash(pset: ProblemSet) -> str:
@@ -100,7 +104,7 @@ def problemset_hash(pset: ProblemSet) -> str:
     return release_hash((p.id, folder_hash(p.folder)) for p in pset.papers)
 
 
-def _task_from_row(row: dict) -> GenTask:
+def task_from_row(row: dict) -> GenTask:
     return GenTask(row["paper"], row.get("file") or "", row["snippet"], row["prompt"],
                    row.get("prompt_version") or PROMPT_VERSION)
 
@@ -119,7 +123,7 @@ def tasks_from_site(*, url: str, release: str, with_paper: bool, papers: list[st
             continue
         try:
             row = json.loads(line)
-            task = _task_from_row(row)
+            task = task_from_row(row)
         except (ValueError, KeyError, TypeError) as exc:
             raise GenerateError(f"{endpoint}: line {number} is not a task ({exc})") from None
         if papers is None or task.paper in papers:
@@ -445,8 +449,10 @@ class _Run:
     """One invocation: a queue of (task, samples) jobs worked by a bounded pool of coroutines."""
 
     def __init__(self, *, tasks: list[GenTask], options: GenerateOptions, output: Path, source: dict,
-                 rows: list[dict], runs: list[dict], progress: Progress, log: Callable[[str], None]):
+                 rows: list[dict], runs: list[dict], progress: Progress, log: Callable[[str], None],
+                 stop: Callable[[], bool] = lambda: False, on_answer: Callable[[Progress], None] | None = None):
         self.tasks, self.options, self.output, self.source = tasks, options, output, source
+        self.stop, self.on_answer = stop, on_answer
         self.rows, self.previous_runs = rows, runs
         self.progress, self.log = progress, log
         self.errors: dict[str, int] = {}
@@ -512,6 +518,8 @@ class _Run:
         while True:
             if self.fatal:
                 raise _Fatal(self.fatal)
+            if self.stop():  # asked to stop: no request more (not even a retry)
+                raise _Fatal(STOPPED)
             wait: float | None = None
             try:
                 self.attempts += 1
@@ -600,22 +608,28 @@ class _Run:
                                   + self.progress.tokens_out * (self.options.price_out or 0)) / 1e6
         self.progress.update()
         self.card_save()
+        if self.on_answer is not None:
+            self.on_answer(self.progress)
         rest = samples[len(choices[:n]):]  # asked for separately
         for s in rest:
             queue.put_nowait((task, [s]))
 
     async def main(self, todo: list[tuple[GenTask, list[int]]]) -> None:
-        from openai import AsyncOpenAI
+        from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
         o = self.options
+        http = {} if o.follow_redirects else {"http_client": DefaultAsyncHttpxClient(follow_redirects=False)}
         client = AsyncOpenAI(base_url=o.base_url, api_key=o.api_key, max_retries=0, timeout=o.timeout,
-                             default_headers={"User-Agent": USER_AGENT})
+                             default_headers={"User-Agent": USER_AGENT}, **http)
         queue: asyncio.Queue = asyncio.Queue()
         for job in todo:
             queue.put_nowait(job)
 
         async def worker() -> None:
             while not self.fatal:
+                if self.stop():
+                    self.fatal = STOPPED
+                    return
                 try:
                     task, samples = queue.get_nowait()
                 except asyncio.QueueEmpty:
@@ -636,8 +650,14 @@ class _Run:
 
 def generate(*, tasks: list[GenTask], options: GenerateOptions, output: Path | str, source: dict,
              progress_stream: TextIO | None = None, progress: bool = False,
-             log: Callable[[str], None] = lambda msg: None) -> GenerateOutcome:
-    """Ask the endpoint for every (task, sample) the output lacks; append each answer as it arrives."""
+             log: Callable[[str], None] = lambda msg: None, stop: Callable[[], bool] = lambda: False,
+             on_answer: Callable[[Progress], None] | None = None) -> GenerateOutcome:
+    """Ask the endpoint for every (task, sample) the output lacks; append each answer as it arrives.
+
+    ``stop()`` is asked before every request (retries included): once true, nothing more is sent and
+    the outcome's ``fatal`` is ``STOPPED``. ``on_answer(progress)`` is called after each answer is
+    written (answers, tokens and cost so far).
+    """
     if options.samples < 1:
         raise GenerateError("--samples must be at least 1")
     if options.concurrency < 1:
@@ -650,11 +670,12 @@ def generate(*, tasks: list[GenTask], options: GenerateOptions, output: Path | s
         except BlockingIOError:
             raise GenerateError(f"another generate is writing to {output}; wait for it or use another -o") from None
         return _generate(tasks=tasks, options=options, output=output, fh=fh, source=source,
-                         progress_stream=progress_stream, progress=progress, log=log)
+                         progress_stream=progress_stream, progress=progress, log=log, stop=stop, on_answer=on_answer)
 
 
 def _generate(*, tasks: list[GenTask], options: GenerateOptions, output: Path, fh: TextIO, source: dict,
-              progress_stream: TextIO | None, progress: bool, log: Callable[[str], None]) -> GenerateOutcome:
+              progress_stream: TextIO | None, progress: bool, log: Callable[[str], None],
+              stop: Callable[[], bool], on_answer: Callable[[Progress], None] | None) -> GenerateOutcome:
     rows = predictions_read(output)
     runs: list[dict] = []
     prompt_version = tasks[0].prompt_version if tasks else PROMPT_VERSION
@@ -681,7 +702,7 @@ def _generate(*, tasks: list[GenTask], options: GenerateOptions, output: Path, f
     skipped = len(done & wanted)
     bar = Progress(total=len(wanted), done=skipped, stream=progress_stream, enabled=progress)
     run = _Run(tasks=tasks, options=options, output=output, source=source, rows=rows, runs=runs,
-               progress=bar, log=log)
+               progress=bar, log=log, stop=stop, on_answer=on_answer)
     if not todo:  # nothing to ask for: no request, and the card stays as the runs left it
         if cpath.exists() and rows:
             card = json.loads(cpath.read_text(encoding="utf-8"))

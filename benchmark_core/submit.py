@@ -1,4 +1,5 @@
-"""``python -m benchmark_core submit``: upload predictions to a ResearchCodeBench Hub site.
+"""``python -m benchmark_core submit``: upload predictions to a ResearchCodeBench Hub site; ``run-here``:
+have the site ask a model's endpoint itself (an evaluation "run here") and follow it like ``submit --wait``.
 
 Standard library only (urllib), so it runs wherever the engine runs. Exit codes: 0 accepted
 (with ``--wait``: scored to the end), 1 rejected, failed or cancelled, 2 usage or connection
@@ -16,7 +17,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, TextIO
 
-__all__ = ["add_submit_parser", "cmd_submit", "submission_upload", "submission_status", "submission_action",
+__all__ = ["add_submit_parser", "cmd_submit", "add_run_here_parser", "cmd_run_here", "submission_upload", "submission_status", "submission_action",
            "SubmitError"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_TIMEOUT = 0, 1, 2, 3
@@ -60,10 +61,11 @@ def add_submit_parser(sub: Any) -> None:
     p.add_argument("--timeout", type=float, default=0.0, help="give up waiting after S seconds (default: never)")
 
 
-def _request(url: str, *, token: str, data: bytes | None = None, timeout: float = 300.0) -> dict:
+def _request(url: str, *, token: str, data: bytes | None = None, timeout: float = 300.0,
+             content_type: str = "application/x-ndjson") -> dict:
     headers = {"Authorization": f"Token {token}", "Accept": "application/json", "User-Agent": USER_AGENT}
     if data is not None:
-        headers["Content-Type"] = "application/x-ndjson"
+        headers["Content-Type"] = content_type
     req = urllib.request.Request(url, data=data, headers=headers, method="POST" if data is not None else "GET")
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
@@ -266,3 +268,97 @@ def cmd_submit(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not args.wait:
         return EXIT_OK
     return _wait(payload, token=args.token, poll=args.poll, timeout=args.timeout, out=out, err=err)
+
+
+# --------------------------------------------------------------------------- run-here
+def add_run_here_parser(sub: Any) -> None:
+    p = sub.add_parser("run-here", help="have a ResearchCodeBench Hub site evaluate a model's endpoint itself "
+                                        "(the result carries the 'run here' badge); follows it to its end")
+    p.add_argument("--url", required=True, help="the site, e.g. https://rcb.example.org")
+    p.add_argument("--token", default=os.environ.get("RCB_TOKEN"), help="API token (default: $RCB_TOKEN)")
+    p.add_argument("--model-name", required=True, help="as shown on the leaderboard")
+    p.add_argument("--base-url", required=True, help="the model's OpenAI-compatible endpoint, reachable by the site")
+    p.add_argument("--model", required=True, help="the model as the endpoint knows it")
+    p.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the endpoint's API key "
+                                                        "(sent to the site for this run only; default: none)")
+    p.add_argument("--release", default="", help="release slug (default: the site's default release)")
+    p.add_argument("--samples", type=int, default=1)
+    p.add_argument("--temperature", type=float)
+    p.add_argument("--top-p", type=float)
+    p.add_argument("--max-tokens", type=int)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--without-paper", action="store_true", help="leave the paper text out of the prompts")
+    p.add_argument("--price-in", type=float, metavar="USD", help="USD per million input tokens (for the cost)")
+    p.add_argument("--price-out", type=float, metavar="USD", help="USD per million output tokens")
+    p.add_argument("--max-cost", type=float, metavar="USD", help="stop (and refuse up front) above this cost")
+    p.add_argument("--no-wait", action="store_true", help="print the run's id and status URL, do not follow it")
+    p.add_argument("--poll", type=float, default=3.0, help="seconds between progress checks (default: 3)")
+    p.add_argument("--timeout", type=float, default=0.0, help="give up waiting after S seconds (default: never)")
+
+
+RUN_TERMINAL = ("finished", "failed", "cancelled")
+
+
+def _run_line(payload: dict) -> str:
+    p = payload.get("progress") or {}
+    scoring = p.get("scoring") or {}
+    cost = f", ${p['cost_usd']:.4f}" if p.get("cost_usd") is not None else ""
+    scored = f"; scored {scoring.get('done', 0)}/{scoring.get('total', 0)}" if scoring else ""
+    return (f"{payload.get('status')}: {p.get('answers', 0)}/{p.get('expected', 0)} answers, "
+            f"{p.get('tokens_in', 0)} tokens in / {p.get('tokens_out', 0)} out{cost}{scored}")
+
+
+def cmd_run_here(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if not args.token:
+        print("error: an API token is needed (--token or $RCB_TOKEN)", file=err)
+        return EXIT_USAGE
+    body: dict[str, Any] = {"model_name": args.model_name, "base_url": args.base_url, "model": args.model,
+                            "samples": args.samples, "with_paper": not args.without_paper}
+    if args.api_key_env:
+        if not os.environ.get(args.api_key_env):
+            print(f"error: --api-key-env {args.api_key_env}: that variable is not set", file=err)
+            return EXIT_USAGE
+        body["api_key"] = os.environ[args.api_key_env]
+    for name, value in (("release", args.release), ("temperature", args.temperature), ("top_p", args.top_p),
+                        ("max_tokens", args.max_tokens), ("seed", args.seed), ("price_in", args.price_in),
+                        ("price_out", args.price_out), ("max_cost_usd", args.max_cost)):
+        if value not in (None, ""):
+            body[name] = value
+    try:
+        payload = _request(args.url.rstrip("/") + "/api/v1/runs", token=args.token,
+                           data=json.dumps(body).encode(), content_type="application/json")
+    except SubmitError as exc:
+        print(f"error: {exc}", file=err)
+        return EXIT_FAILED if exc.status is not None else EXIT_USAGE
+    print(f"run {payload['id']} {payload['status']}; status: {payload['status_url']}; page: {payload['url']}",
+          file=out, flush=True)
+    if args.no_wait:
+        return EXIT_OK
+    started, last, failures = time.monotonic(), None, 0
+    while payload.get("status") not in RUN_TERMINAL:
+        if args.timeout and time.monotonic() - started > args.timeout:
+            print(f"still {payload.get('status')} after {args.timeout:.0f}s; stopped waiting", file=err)
+            return EXIT_TIMEOUT
+        time.sleep(args.poll)
+        try:
+            payload = _request(payload["status_url"], token=args.token, timeout=60)
+            failures = 0
+        except SubmitError as exc:
+            if exc.status is not None and exc.status < 500:
+                print(f"error: {exc}", file=err)
+                return EXIT_FAILED
+            failures += 1
+            print(f"warning: {exc} (retrying)", file=err)
+            time.sleep(min(60.0, args.poll * 2**failures))
+            continue
+        line = _run_line(payload)
+        if line != last:
+            print(line, file=out, flush=True)
+            last = line
+    result = payload.get("result") or {}
+    if payload["status"] == "finished" and result.get("scaled_pass_rate") is not None:
+        print(f"finished: scaled pass rate {result['scaled_pass_rate']:.2f} %, pass rate "
+              f"{result['pass_rate']:.2f} % (run here)", file=out)
+        return EXIT_OK
+    print(f"{payload['status']}{': ' + payload['error'] if payload.get('error') else ''}", file=err)
+    return EXIT_OK if payload["status"] == "finished" else EXIT_FAILED

@@ -11,6 +11,7 @@ from django.views.decorators.http import require_POST
 
 from accounts.roles import user_is_reviewer
 from leaderboard.models import Evaluation, Release
+from leaderboard.releases import ReleaseVisibilityError, release_held_out_set
 
 from . import selectors
 from .forms import ContributionForm, ErrataForm, PublishForm, ReleaseNameForm, ReviewForm
@@ -200,6 +201,12 @@ def release_admin_detail(request: HttpRequest, slug: str) -> HttpResponse:
         if done is not None:
             return done
         status = 400
+    elif action in ("held-out", "public"):
+        try:
+            messages.success(request, release_held_out_set(release=release, held_out=action == "held-out"))
+        except ReleaseVisibilityError as exc:
+            messages.error(request, str(exc))
+        return redirect("contributions:release", slug=slug)
     elif request.method == "POST":
         if form.is_valid():
             if form.cleaned_data["make_default"] and default_warning and not form.cleaned_data["accept_fewer"]:

@@ -102,6 +102,7 @@ def _release_json(release: Release) -> dict[str, Any]:
         "status": release.status,
         "content_hash": release.content_hash,
         "date": _iso(release.release_date),
+        "held_out": release.held_out,
     }
 
 
@@ -214,6 +215,7 @@ def _row_json(r: boards.LeaderboardRow, *, previous: Release | None = None) -> d
         "samples": r.samples,
         "baseline": r.baseline or None,
         "verified": r.verified,
+        "run_here": r.run_here,
         "source": r.source,
         "with_paper": r.with_paper,
         "previous_release": previous.slug if previous is not None else None,
@@ -243,6 +245,7 @@ def releases(request: HttpRequest) -> HttpResponse:
             "content_hash": r.content_hash,
             "date": _iso(r.release_date),
             "default": r.is_default,
+            "held_out": r.held_out,
             "papers": r.papers,
             "snippets": r.snippets,
             "models": r.models,
@@ -250,23 +253,24 @@ def releases(request: HttpRequest) -> HttpResponse:
             # what this site can score now; the others with the reason (no code here, a failing environment)
             "scorable_papers": r.scorable_papers,
             "not_scorable": r.not_scorable,
+            # a held-out release's tasks are staff's only: none to download for the public
             "tasks_url": request.build_absolute_uri(reverse("leaderboard:release_tasks", args=[r.slug]))
-            if r.scorable_papers else None,
+            if r.scorable_papers and not r.held_out else None,
             "tasks_parquet_url": request.build_absolute_uri(reverse("leaderboard:release_tasks_parquet", args=[r.slug]))
-            if r.scorable_papers else None,
+            if r.scorable_papers and not r.held_out else None,
         }
         for r in release_info.releases_list()
     ]
     return JsonResponse({"releases": items})
 
 
-_KNOWN_LEADERBOARD_PARAMS = {"release", "view", "cutoff", "from", "to", "open_weights", "organisation", "with_paper", "format"}
+_KNOWN_LEADERBOARD_PARAMS = {"release", "view", "cutoff", "from", "to", "open_weights", "organisation", "with_paper", "run_here", "format"}
 
 
 @api_view
 def leaderboard(request: HttpRequest) -> HttpResponse:
     """The leaderboard of a release: ?release=&view=overall|contamination_safe&cutoff=&from=&to=
-    &open_weights=&organisation=&with_paper=&format=json|csv."""
+    &open_weights=&organisation=&with_paper=&run_here=&format=json|csv."""
     params, messages = leaderboard_params_parse(request.GET)
     unknown = sorted(set(request.GET) - _KNOWN_LEADERBOARD_PARAMS)
     messages += [f"unknown parameter {name!r}" for name in unknown]
@@ -413,6 +417,7 @@ def model_detail(request: HttpRequest, key: str) -> HttpResponse:
                     "run_card": e.run_card,
                     "source": e.source,
                     "verified": e.verified,
+                    "run_here": e.run_here,
                     "scaled_pass_rate": _r2(e.scaled_pass_rate),
                     "pass_rate": _r2(e.pass_rate),
                     "ci95": [_r2(e.ci_low), _r2(e.ci_high)],
@@ -497,7 +502,7 @@ def evaluation_outputs(request: HttpRequest, evaluation_id: int) -> HttpResponse
     """Raw outputs of a public evaluation (the owner's private ones too), one JSON object per line:
     paper, file, snippet, sample, verdict, category, test output and the completion."""
     _json_only(request)
-    ev = details.evaluation_visible(evaluation_id=evaluation_id, user=request.user)
+    ev = details.evaluation_visible(evaluation_id=evaluation_id, user=_viewer(request))  # session or token
     header = {"evaluation": ev.pk, "model": ev.model.key, "release": ev.release.slug,
               "release_hash": ev.release.content_hash, "with_paper": ev.with_paper, "source": ev.source}
     lines = (json.dumps({**header, **row}, ensure_ascii=False) + "\n" for row in details.evaluation_outputs(evaluation=ev))

@@ -44,6 +44,9 @@ class Release(models.Model):
     predecessor = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="successors")
     # public changelog: [{"at", "kind": "retired"|"added"|..., "paper", "snippet", "reason"}]
     changelog = models.JSONField(default=list, blank=True)
+    # held out: its tasks, reference code and paper files are served to staff only, uploads of predictions
+    # are refused, only evaluations run here are scored; made public later by staff, never the other way
+    held_out = models.BooleanField(default=False, help_text="tasks and code served to staff only")
 
     class Meta:
         ordering = ["-published_at", "-created_at"]
@@ -153,6 +156,9 @@ class Evaluation(models.Model):
     # how it came to this release from the predecessor's: {"mode": "rescored"|"carried", "from_evaluation",
     # "from_release", "carried", "not_carried"}; empty for a result scored here first
     succession = models.JSONField(default=dict, blank=True)
+    # the Hub itself asked the model's endpoint for the answers (submissions.runs): set by that path only,
+    # never by an upload, an import or an admin form (not editable)
+    run_here = models.BooleanField(default=False, editable=False, db_index=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     # aggregates, recomputed by aggregates.evaluation_aggregates_refresh when results are written

@@ -68,11 +68,14 @@ SCHEMAS: dict[str, Any] = {
         description="Errors of the submissions API. Nothing was stored when one is returned.",
     ),
     "ReleaseRef": _obj({"name": STRING, "slug": STRING, "status": {"enum": ["draft", "published"]},
-                        "content_hash": STRING, "date": DATE}),
+                        "content_hash": STRING, "date": DATE,
+                        "held_out": BOOLEAN | {"description": "tasks and code staff-only; only runs here scored"}}),
     "ReleaseInfo": _obj({
         "name": STRING, "slug": STRING, "status": {"enum": ["draft", "published"]}, "content_hash": STRING,
         "date": DATE, "default": BOOLEAN, "papers": INTEGER, "snippets": INTEGER, "models": INTEGER,
         "citation": STRING,
+        "held_out": BOOLEAN | {"description": "its tasks, reference code and paper files are served to staff only; "
+                                              "uploads are refused; only evaluations run here are scored"},
     }),
     "Paper": _obj({
         "id": STRING, "title": STRING, "venue": STRING, "arxiv_abs": STRING, "arxiv_date": DATE,
@@ -90,6 +93,8 @@ SCHEMAS: dict[str, Any] = {
         "input_cost": _nullable("number"), "output_cost": _nullable("number"), "samples": INTEGER,
         "baseline": {"enum": ["reference", "empty", None]}, "verified": BOOLEAN, "source": STRING,
         "with_paper": BOOLEAN,
+        "run_here": BOOLEAN | {"description": "the Hub asked the model's endpoint for the answers itself (never an "
+                                              "upload)"},
     }),
     "Leaderboard": _obj({
         "release": _ref("ReleaseRef"), "view": {"enum": ["overall", "contamination_safe"]}, "with_paper": BOOLEAN,
@@ -112,7 +117,8 @@ SCHEMAS: dict[str, Any] = {
     "Evaluation": _obj({
         "id": INTEGER, "release": STRING, "release_name": STRING, "release_hash": STRING, "with_paper": BOOLEAN,
         "samples": INTEGER, "decoding": {"type": "object"}, "prompt_version": STRING, "harness_version": STRING,
-        "source": STRING, "verified": BOOLEAN, "scaled_pass_rate": RATE, "pass_rate": RATE, "ci95": CI,
+        "source": STRING, "verified": BOOLEAN, "run_here": BOOLEAN, "scaled_pass_rate": RATE, "pass_rate": RATE,
+        "ci95": CI,
         "scaled_std": RATE, "pass_std": RATE, "coverage": RATE,
         "categories": {"type": "object", "additionalProperties": INTEGER},
         "per_paper": {"type": "object", "additionalProperties": {"type": "object"}},
@@ -212,6 +218,24 @@ SCHEMAS: dict[str, Any] = {
         "mean_job_seconds": _nullable("number"), "recent_jobs": INTEGER, "running_jobs": INTEGER,
         "queued_jobs": INTEGER,
     }),
+    "Run": _obj({
+        "id": INTEGER,
+        "status": {"enum": ["queued", "generating", "scoring", "finished", "failed", "cancelled"]},
+        "error": STRING, "model_name": STRING, "model": STRING,
+        "endpoint_host": STRING | {"description": "host[:port] of the endpoint (never its path or credentials)"},
+        "release": STRING, "decoding": {"type": "object"}, "samples": INTEGER, "with_paper": BOOLEAN,
+        "max_cost_usd": _nullable("number"),
+        "progress": _obj({"answers": INTEGER, "expected": INTEGER, "percent": RATE, "tokens_in": INTEGER,
+                          "tokens_out": INTEGER, "cost_usd": _nullable("number"),
+                          "scoring": {"type": ["object", "null"], "description": "done, total, percent"}}),
+        "submission": _nullable("integer", description="the submission scoring its answers, once there"),
+        "run_card": {"type": "object"},
+        "result": {"type": ["object", "null"],
+                   "description": "scaled_pass_rate, pass_rate, snippets_total, snippets_covered, run_here, evaluation"},
+        "created_at": {"type": "string", "format": "date-time"},
+        "finished_at": {"type": ["string", "null"], "format": "date-time"},
+        "active": BOOLEAN, "status_url": STRING, "url": STRING,
+    }, {"outcome": STRING}),
     "OpenAPI": {"type": "object", "required": ["openapi", "paths"]},
 }
 
@@ -300,6 +324,7 @@ PATHS: dict[str, Any] = {
          _query("open_weights", "only open-weights models (1) or only closed ones (0)", YES_NO),
          _query("organisation", "only this organisation's models"),
          _query("with_paper", "1 (default): prompts with the paper; 0: the ablation without it", YES_NO),
+         _query("run_here", "only results the Hub ran itself (1) or only the others (0)", YES_NO),
          FORMAT],
         "leaderboard"),
     "/heatmap": _read("Model x paper scaled pass rates",
@@ -392,6 +417,39 @@ PATHS: dict[str, Any] = {
                       "404": _error("no such submission or action", "SubmissionError"),
                       "409": _error("cannot be published (or cancelled) now", "SubmissionError")},
     }},
+    "/runs": {"post": {
+        "operationId": "run_create", "tags": ["runs"], "security": TOKEN,
+        "summary": "Start an evaluation run here: the Hub asks the model's OpenAI-compatible endpoint itself",
+        "description": "The endpoint must be http(s) and not resolve to the site's own network (loopback, private, "
+                       "link-local, metadata addresses) unless the operator allowed its host. The API key is used "
+                       "for this run only, kept encrypted until the answers are in, then deleted; it is never "
+                       "returned. Refused up front when snippets x samples or their tokens or cost could exceed "
+                       "the site's caps. Counts against the daily quota (not when cancelled or failed).",
+        "requestBody": {"required": True, "content": {JSON: {"schema": _obj(
+            {"model_name": STRING, "base_url": STRING, "model": STRING},
+            {"release": STRING, "api_key": STRING, "temperature": _nullable("number"), "top_p": _nullable("number"),
+             "max_tokens": _nullable("integer"), "seed": _nullable("integer"), "samples": INTEGER,
+             "with_paper": BOOLEAN, "max_cost_usd": _nullable("number"), "price_in": _nullable("number"),
+             "price_out": _nullable("number")})}}},
+        "responses": {"201": _json("Run", "stored and queued"), "400": _error("refused: the message says why"),
+                      "401": UNAUTHORIZED, "413": _error("the body is too large"),
+                      "429": _error("the daily quota, or the runs at a time, are used up")},
+    }},
+    "/runs/{id}": {"get": {
+        "operationId": "run", "tags": ["runs"], "security": TOKEN,
+        "summary": "One evaluation run: status, answers, tokens, cost, scoring progress, result",
+        "parameters": [_path("id", "the run's id", INTEGER)],
+        "responses": {"200": _json("Run", "the run"), "401": UNAUTHORIZED,
+                      "404": _error("no such run (or not yours)")},
+    }},
+    "/runs/{id}/cancel": {"post": {
+        "operationId": "run_cancel", "tags": ["runs"], "security": TOKEN,
+        "summary": "Cancel an evaluation run: nothing more is requested, its key is deleted, no quota is used",
+        "parameters": [_path("id", "the run's id", INTEGER)],
+        "responses": {"200": _json("Run", "cancelled (outcome)"), "401": UNAUTHORIZED,
+                      "403": _error("not the owner"), "404": _error("no such run (or not yours)"),
+                      "409": _error("the run has ended")},
+    }},
     "/queue": {"get": {
         "operationId": "queue", "tags": ["submissions"],
         "summary": "Submissions waiting and running, in queue order, with estimated waits (others' anonymous)",
@@ -423,7 +481,8 @@ _DOCUMENT: dict[str, Any] = {
                                       "description": "'Token <token>' (or 'Bearer <token>')"}},
     },
     "tags": [{"name": "read", "description": "leaderboards, papers, models"},
-             {"name": "submissions", "description": "uploads and their scoring"}],
+             {"name": "submissions", "description": "uploads and their scoring"},
+             {"name": "runs", "description": "evaluations the Hub runs itself against a model's endpoint"}],
 }
 
 

@@ -38,6 +38,7 @@ class LeaderboardParams:
     open_weights: bool | None = None
     organisation: str | None = None
     with_paper: bool = True
+    run_here: bool | None = None  # 1: only results the Hub ran itself; 0: only the others
 
     def as_kwargs(self) -> dict[str, Any]:
         return asdict(self)
@@ -63,7 +64,7 @@ def leaderboard_params_parse(query: Mapping[str, str]) -> tuple[LeaderboardParam
     named in a message (pages show the default view with the messages; the API answers 400).
 
     Keys: view (overall|contamination_safe), cutoff, from, to (YYYY-MM-DD, or YYYY-MM meaning the
-    month's last day), open_weights (1/0/true/false), organisation, with_paper (1/0).
+    month's last day), open_weights (1/0/true/false), organisation, with_paper (1/0), run_here (1/0).
     """
     messages: list[str] = []
     kwargs: dict[str, Any] = {}
@@ -84,7 +85,7 @@ def leaderboard_params_parse(query: Mapping[str, str]) -> tuple[LeaderboardParam
         messages.append("'from' is after 'to'")
         kwargs.pop("date_from")
         kwargs.pop("date_to")
-    for name in ("open_weights", "with_paper"):
+    for name in ("open_weights", "with_paper", "run_here"):
         raw = (query.get(name) or "").strip()
         if not raw:
             continue

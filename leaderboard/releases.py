@@ -10,10 +10,15 @@ from django.utils.text import slugify
 
 from benchmark_core.hashing import release_hash
 
-from .aggregates import release_memo_forget
+from .aggregates import release_memo_forget, release_touch
 from .models import Release
 
-__all__ = ["release_content_hash", "release_set_default", "release_slug_unique"]
+__all__ = ["release_content_hash", "release_set_default", "release_slug_unique", "release_held_out_set",
+           "ReleaseVisibilityError"]
+
+
+class ReleaseVisibilityError(ValueError):
+    """A change of a release's visibility that is not allowed (what was public stays public)."""
 
 
 def release_set_default(*, release: Release) -> None:
@@ -38,3 +43,28 @@ def release_slug_unique(name: str, *, exclude: Release | None = None) -> str:
 def release_content_hash(*, release: Release) -> str:
     """The release's content hash from its papers' stored folder hashes (benchmark_core.hashing)."""
     return release_hash((rp.paper.paper_id, rp.content_hash) for rp in release.release_papers.select_related("paper"))
+
+
+def release_held_out_set(*, release: Release, held_out: bool, force: bool = False) -> str:
+    """Hold a release out, or make a held-out release public; returns what changes, in words.
+
+    Holding out is for a release whose tasks were never served: a draft. A published one only with
+    ``force`` (what was downloaded before cannot be taken back). Opening a held-out release makes its
+    tasks download, its reference code, masked files and paper files public, and lets uploads in.
+    """
+    if release.held_out == held_out:
+        return f"release {release.name} is already {'held out' if held_out else 'public'}; nothing changed"
+    if held_out and release.frozen and not force:
+        raise ReleaseVisibilityError(
+            f"release {release.name} is published: its tasks and code may have been served already, so holding it "
+            "out now hides nothing that was fetched (use --force if it was never announced)")
+    Release.objects.filter(pk=release.pk).update(held_out=held_out)
+    release.held_out = held_out
+    release_touch(release_id=release.pk)  # its pages show, or stop showing, the code
+    release_memo_forget()
+    if held_out:
+        return (f"release {release.name} is held out: its tasks download, reference code, masked files and paper "
+                "files are served to staff only; uploads of predictions are refused; only evaluations run here are "
+                "scored and shown")
+    return (f"release {release.name} is public: its tasks download, reference code, masked files and paper files are "
+            "served to everyone, and predictions may be uploaded to it")

@@ -35,12 +35,15 @@ HEADLINE_MODELS = 12
 
 
 # --------------------------------------------------------------------------- helpers
-def _release(request: HttpRequest, slug: str | None = None) -> Release:
+def _release(request: HttpRequest, slug: str | None = None, *, content: bool = False) -> Release:
     """The release named in the URL or ?release=, else the default one; 404 when unknown (a draft
-    is unknown to all but staff)."""
+    is unknown to all but staff; with ``content``, a held-out release too: its tasks and code)."""
     slug = slug or (request.GET.get("release") or "").strip() or None
     try:
-        return release_info.release_get(slug=slug, viewer=request.user)
+        release = release_info.release_get(slug=slug, viewer=request.user, content=content)
+        if content and not release_info.release_content_visible(release=release, viewer=request.user):
+            raise Release.DoesNotExist("held out")  # (the default release, when it is held out)
+        return release
     except Release.DoesNotExist:
         if slug:
             raise Http404(f"No release {slug!r}.") from None
@@ -197,7 +200,7 @@ def leaderboard(request: HttpRequest, slug: str | None = None) -> HttpResponse:
     sort = _sort_spec(request, notices)
     table = boards.leaderboard_rows(
         release=release, view="overall", open_weights=params.open_weights, organisation=params.organisation,
-        with_paper=params.with_paper,
+        with_paper=params.with_paper, run_here=params.run_here,
     )
     if _wants_csv(request):
         return _csv(f"leaderboard-{release.slug}.csv", lb_csv.leaderboard_table_csv(table.rows))
@@ -266,10 +269,11 @@ def contamination(request: HttpRequest) -> HttpResponse:
     # data version, so moving the slider back and forth stays fast and a new result still shows
     table = caching.cached(
         ("page:window", release.id, release.data_version, params.cutoff, date_from, date_to,
-         params.open_weights, params.organisation, params.with_paper),
+         params.open_weights, params.organisation, params.with_paper, params.run_here),
         lambda: boards.leaderboard_rows(
             release=release, view="contamination_safe", cutoff=params.cutoff, date_from=date_from, date_to=date_to,
             open_weights=params.open_weights, organisation=params.organisation, with_paper=params.with_paper,
+            run_here=params.run_here,
         ),
         timeout=600,
     )
@@ -379,8 +383,9 @@ def release_detail(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _release_with_tasks(request: HttpRequest, slug: str) -> Release:
-    """The release, when some paper of it has its code here (else a 404: no task to download)."""
-    release = _release(request, slug)
+    """The release, when some paper of it has its code here (else a 404: no task to download; a
+    held-out release's tasks are staff's only)."""
+    release = _release(request, slug, content=True)
     if not ReleasePaper.objects.filter(release=release).exclude(folder="").exists():
         raise Http404(f"Release {release.name} has no paper with its code on this site: no task to download.")
     return release
@@ -446,8 +451,9 @@ def paper_page(request: HttpRequest, paper_id: str) -> HttpResponse:
         if request.GET.get("table") == "snippets":
             return _csv(f"snippets-{paper_id}-{release.slug}.csv", lb_csv.paper_snippets_csv(detail.snippets))
         return _csv(f"paper-{paper_id}-{release.slug}.csv", lb_csv.leaderboard_table_csv(board.rows))
+    code_shown = release_info.release_content_visible(release=release, viewer=request.user)
     nodes = [
-        {"node": n, "code_html": highlight_code(n.code, filename=n.file) if n.code else ""}
+        {"node": n, "code_html": highlight_code(n.code, filename=n.file) if n.code and code_shown else ""}
         for n in detail.snippets
     ]
     context = {
@@ -459,6 +465,7 @@ def paper_page(request: HttpRequest, paper_id: str) -> HttpResponse:
         "board_pager": _table_page(request, board.rows, anchor="paper-leaderboard"),
         "notices": [] if release.is_default or request.GET.get("release") else [
             f"{paper_id} is not in the default release: shown from {release.name}, the latest release that has it."],
+        "held_out": not code_shown,
     }
     return _page(request, "leaderboard/paper.html", context, nav="per_paper", release=release)
 
@@ -483,8 +490,11 @@ def _todo_lines(masked: str, name: str) -> list[int]:
 
 def snippet_page(request: HttpRequest, paper_id: str) -> HttpResponse:
     """One snippet: reference code, the masked file the model saw, every model's verdict, and with
-    ?model= a drill-down into that model's completion (diff against the reference) and test output."""
+    ?model= a drill-down into that model's completion (diff against the reference) and test output.
+    A held-out release's snippets are staff's only (their reference and masked file are the task),
+    but for the owner of an evaluation, who sees its completions and test output there, without them."""
     release = _paper_release(request, paper_id)
+    code_shown = release_info.release_content_visible(release=release, viewer=request.user)
     name = (request.GET.get("name") or "").strip()
     file = (request.GET.get("file") or "").strip() or None
     model_key = (request.GET.get("model") or "").strip()
@@ -499,9 +509,19 @@ def snippet_page(request: HttpRequest, paper_id: str) -> HttpResponse:
     if len(found) != 1:
         raise Http404(f"No snippet {name!r} in paper {paper_id!r} of {release.name}.")
     snippet = found[0]
-    masked = paper_files.snippet_masked_view(release=release, paper_id=paper_id, snippet=snippet.name, file=snippet.file or None)
-    drill = None
     evaluation_id = (request.GET.get("evaluation") or "").strip()
+    if not code_shown:  # held out: only an owner's look at their own evaluation (never the reference)
+        try:
+            own = details.evaluation_visible(evaluation_id=int(evaluation_id), user=request.user) \
+                if evaluation_id.isdigit() else None
+        except Evaluation.DoesNotExist:
+            own = None
+        if own is None or own.release_id != release.id:
+            raise Http404(f"Release {release.name} is held out: its snippets are not public.")
+        model_key = ""
+    masked = paper_files.snippet_masked_view(release=release, paper_id=paper_id, snippet=snippet.name,
+                                             file=snippet.file or None) if code_shown else ""
+    drill = None
     if model_key or evaluation_id:
         try:
             # ?evaluation= names one evaluation: a public one, or the visitor's own private submission's
@@ -526,7 +546,7 @@ def snippet_page(request: HttpRequest, paper_id: str) -> HttpResponse:
             samples.append({
                 **r,
                 "inserted": inserted,
-                "diff_rows": diff_rows(snippet.code, inserted),
+                "diff_rows": diff_rows(snippet.code, inserted) if code_shown else None,
                 "completion_html": highlight_code(inserted, filename=snippet.file) if inserted else "",
                 "raw_differs": inserted.strip() != (r["completion"] or "").strip(),
             })
@@ -534,7 +554,7 @@ def snippet_page(request: HttpRequest, paper_id: str) -> HttpResponse:
     context = {
         "paper": snippet.paper,
         "snippet": snippet,
-        "code_html": highlight_code(snippet.code, filename=snippet.file) if snippet.code else "",
+        "code_html": highlight_code(snippet.code, filename=snippet.file) if snippet.code and code_shown else "",
         "masked_html": highlight_code(masked, filename=snippet.file, marked=_todo_lines(masked, snippet.name)) if masked else "",
         "results": pager.rows,
         "imported_rows": any(r["imported"] for r in pager.rows),
@@ -546,5 +566,6 @@ def snippet_page(request: HttpRequest, paper_id: str) -> HttpResponse:
         "card": details.evaluation_card(drill.evaluation) if drill is not None else None,
         "with_paper": with_paper,
         "notices": notices,
+        "held_out": not code_shown,
     }
     return _page(request, "leaderboard/snippet.html", context, nav="per_paper", release=release)

@@ -200,7 +200,7 @@ REDIS_URL = os.environ.get("REDIS_URL") or (
 )
 RQ_QUEUES = {
     name: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": int(os.environ.get("RCB_JOB_TIMEOUT", "3600"))}
-    for name in ("default", "scoring", "contributions")
+    for name in ("default", "scoring", "contributions", "generation")
 }
 # `manage.py rqworker` makes this worker: scoring jobs run in the worker process itself, which keeps
 # warm sandboxes between them (scoring.sandbox.job_sandbox); other queues' jobs get a forked work horse
@@ -279,6 +279,27 @@ RCB_SANDBOX_POOL_MEMORY_MB = int(os.environ.get("RCB_SANDBOX_POOL_MEMORY_MB", "4
 # workers and kept over restarts (a passing outcome only: a failing one is run again by every job)
 RCB_REFERENCE_CACHE = Path(os.environ.get("RCB_REFERENCE_CACHE") or VAR_DIR / "cache" / "references.sqlite3")
 RCB_SITE_URL = os.environ.get("RCB_SITE_URL", "http://localhost:8000")  # for links in e-mails
+# Evaluations run here (submissions/runs.py): the `generation` queue asks a model's endpoint for the answers.
+# RCB_GENERATION_SECRET: the Fernet key (32 url-safe base64 bytes; `python -c "from cryptography.fernet import
+# Fernet; print(Fernet.generate_key().decode())"`) that encrypts the API keys users give for a run; without it
+# runs with an API key are refused (runs against keyless endpoints still work).
+RCB_GENERATION_SECRET = os.environ.get("RCB_GENERATION_SECRET", "")
+# endpoints whose host resolves to a loopback, private, link-local or metadata address are refused unless
+# named here (host names or addresses, comma-separated; CIDR networks too), e.g. a local vLLM
+RCB_GENERATION_ALLOWED_HOSTS = [h.strip().lower() for h in os.environ.get("RCB_GENERATION_ALLOWED_HOSTS", "").split(",")
+                                if h.strip()]
+RCB_GENERATION_DIR = Path(os.environ.get("RCB_GENERATION_DIR") or VAR_DIR / "generation")
+RCB_GENERATION_CONCURRENCY = int(os.environ.get("RCB_GENERATION_CONCURRENCY", "4"))
+RCB_GENERATION_REQUEST_TIMEOUT = float(os.environ.get("RCB_GENERATION_REQUEST_TIMEOUT", "600"))
+RCB_GENERATION_MAX_RETRIES = int(os.environ.get("RCB_GENERATION_MAX_RETRIES", "8"))
+RCB_GENERATION_JOB_TIMEOUT = int(os.environ.get("RCB_GENERATION_JOB_TIMEOUT", str(6 * 3600)))
+# per evaluation run: caps on requests (snippets x samples), tokens (requests x max_tokens, plus the prompts)
+# and cost; a run that could exceed one is refused up front
+RCB_RUN_MAX_REQUESTS = int(os.environ.get("RCB_RUN_MAX_REQUESTS", "5000"))
+RCB_RUN_MAX_TOKENS = int(os.environ.get("RCB_RUN_MAX_TOKENS", "50000000"))
+RCB_RUN_MAX_COST_USD = float(os.environ.get("RCB_RUN_MAX_COST_USD", "50"))
+RCB_RUN_DEFAULT_MAX_TOKENS = int(os.environ.get("RCB_RUN_DEFAULT_MAX_TOKENS", "4096"))
+RCB_RUNS_ACTIVE_PER_USER = int(os.environ.get("RCB_RUNS_ACTIVE_PER_USER", "2"))
 LOGIN_REDIRECT_URL = "/accounts/profile/"
 LOGOUT_REDIRECT_URL = "/"
 # uploads above this go to a temporary file instead of memory; the submission limit is checked on its own

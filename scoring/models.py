@@ -1,7 +1,7 @@
 """The one job model: every unit of work a worker does is a ``Job`` row, whatever its kind.
 
-A submission's paper, a contribution's checks, a release baseline on one paper (and a re-scoring,
-which is a submission) are tracked the same way: the row says what is to be done, its status,
+A submission's paper, a contribution's checks, a release baseline on one paper, the requests of an
+evaluation run here (and a re-scoring, which is a submission) are tracked the same way: the row says what is to be done, its status,
 attempt, heartbeat and the RQ id of its current attempt; Redis only carries that pointer, so
 whatever Redis loses is rebuilt from the rows (``scoring.jobs.jobs_reconcile``). The machinery
 (attempts, heartbeat, watchdog, re-enqueue) is ``scoring.jobs``; what a job does is its kind's.
@@ -29,6 +29,7 @@ class JobKind(models.TextChoices):
     SUBMISSION_PAPER = "submission_paper", "submission paper"
     CONTRIBUTION_CHECK = "contribution_check", "contribution checks"
     RELEASE_BASELINE = "release_baseline", "release baseline"
+    GENERATION = "generation", "generation (run here)"
 
 
 class Job(models.Model):
@@ -44,6 +45,8 @@ class Job(models.Model):
     revision = models.PositiveIntegerField(null=True, blank=True, help_text="the contribution's revision checked")
     evaluation = models.ForeignKey("leaderboard.Evaluation", on_delete=models.CASCADE, null=True, blank=True,
                                    related_name="baseline_jobs")
+    run = models.ForeignKey("submissions.EvaluationRun", on_delete=models.CASCADE, null=True, blank=True,
+                            related_name="jobs", help_text="the evaluation run here whose answers it asks for")
     paper = models.ForeignKey("leaderboard.Paper", on_delete=models.PROTECT, null=True, blank=True, related_name="+")
     release_paper = models.ForeignKey("leaderboard.ReleasePaper", on_delete=models.PROTECT, null=True, blank=True,
                                       related_name="+")
@@ -69,11 +72,14 @@ class Job(models.Model):
                                     condition=Q(kind="contribution_check")),
             models.UniqueConstraint(fields=["evaluation", "paper"], name="one_job_per_baseline_paper",
                                     condition=Q(kind="release_baseline")),
+            models.UniqueConstraint(fields=["run"], name="one_job_per_generation_run", condition=Q(kind="generation")),
         ]
 
     def __str__(self) -> str:
         if self.kind == JobKind.CONTRIBUTION_CHECK:
             what = f"contribution {self.contribution_id} r{self.revision}"
+        elif self.kind == JobKind.GENERATION:
+            what = f"generation of run {self.run_id}"
         elif self.kind == JobKind.RELEASE_BASELINE:
             what = f"baseline evaluation {self.evaluation_id} / {self.paper_id}"
         else:

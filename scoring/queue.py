@@ -18,12 +18,14 @@ from rq.job import Job
 from rq.worker import WorkerStatus
 
 __all__ = [
-    "SCORING", "CONTRIBUTIONS", "URLS_MODULE", "HOME_URL_NAME", "queue_get", "job_push", "rq_job_state",
+    "SCORING", "CONTRIBUTIONS", "GENERATION", "URLS_MODULE", "HOME_URL_NAME", "queue_get", "job_push", "rq_job_state",
     "rq_job_cancel", "queued_rq_ids", "ScoringWorker",
 ]
 
 SCORING = "scoring"
 CONTRIBUTIONS = "contributions"
+#: the queue of evaluations run here: requests to models' endpoints (submissions.runs)
+GENERATION = "generation"
 #: the operators' queue pages (django-rq's dashboard), mounted by rcbsite.urls
 URLS_MODULE = "django_rq.urls"
 HOME_URL_NAME = "django_rq:home"

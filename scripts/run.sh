@@ -90,7 +90,7 @@ fi
 LOG_DIR="$RCB_VAR_DIR/log"
 # the RQ workers, supervised (manage.py workers): one that ends (Redis away while it ran a job,
 # killed) is started again after a short pause, and the site goes on
-"$PY" manage.py workers --count "$RCB_WORKERS" scoring contributions default >>"$LOG_DIR/worker.log" 2>&1 &
+"$PY" manage.py workers --count "$RCB_WORKERS" scoring contributions generation default >>"$LOG_DIR/worker.log" 2>&1 &
 CHILDREN+=($!)
 # the watchdog: re-enqueues jobs of dead workers and whatever Redis lost (the database is the truth)
 "$PY" manage.py reconcile --every 30 >>"$LOG_DIR/reconcile.log" 2>&1 &

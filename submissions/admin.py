@@ -5,7 +5,7 @@ from django.contrib import admin, messages
 from . import services
 from scoring.models import Job
 
-from .models import PredictionSubmission
+from .models import EvaluationRun, PredictionSubmission
 
 
 class PaperJobInline(admin.TabularInline):
@@ -93,3 +93,27 @@ class PredictionSubmissionAdmin(admin.ModelAdmin):
     @admin.display(description="identical to reference")
     def identical_share(self, obj):
         return f"{(obj.flags or {}).get('identical_share', 0):.1f} %"
+
+
+@admin.register(EvaluationRun)
+class EvaluationRunAdmin(admin.ModelAdmin):
+    """Evaluations run here, read-only (the key is never shown: only whether one is still held)."""
+
+    list_display = ("pk", "model_name", "user", "release", "status", "answers", "expected", "cost_usd", "created_at")
+    list_filter = ("status", "release")
+    search_fields = ("model_name", "user__username", "model_id")
+    fields = ("user", "release", "submission", "model_name", "base_url", "model_id", "temperature", "top_p",
+              "max_tokens", "seed", "samples", "with_paper", "price_in", "price_out", "max_cost_usd", "holds_key",
+              "status", "expected", "answers", "tokens_in", "tokens_out", "cost_usd", "run_card", "error",
+              "created_at", "finished_at")
+    readonly_fields = fields
+
+    @admin.display(boolean=True, description="key held")
+    def holds_key(self, run: EvaluationRun) -> bool:
+        return run.has_key
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False

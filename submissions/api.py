@@ -8,6 +8,7 @@ metadata in the query string (``model_name``, ``release``, ``organisation``, ``o
 from __future__ import annotations
 
 import io
+import json
 import re
 from typing import Any
 
@@ -32,7 +33,7 @@ from .forms import SubmissionMetaForm
 from .models import PredictionSubmission, Status
 
 __all__ = ["submissions_endpoint", "submission_endpoint", "submission_publish_endpoint", "queue_endpoint",
-           "submission_payload"]
+           "submission_payload", "runs_endpoint", "run_endpoint", "run_cancel_endpoint", "run_payload"]
 
 _CHUNK = 1 << 20
 _TRUE = ("1", "true", "yes", "on")
@@ -284,7 +285,8 @@ def submissions_endpoint(request: HttpRequest) -> JsonResponse:
         return _error(400, exc.message, fields=exc.fields)
     releases = selectors.releases_open()
     slug = str(source.get("release", "")).strip()
-    # no slug: the site's default release, as the CLI's --release says, never another one silently
+    # no slug: the site's default release, as the CLI's --release says, never another one silently; a
+    # held-out release named is found, so that the upload is refused saying why (services.HeldOut)
     release = selectors.release_published_get(slug=slug) if slug else _default_release()
     slugs = ", ".join(releases.values_list("slug", flat=True)) or "none"
     if release is None:
@@ -313,17 +315,24 @@ def submissions_endpoint(request: HttpRequest) -> JsonResponse:
     return JsonResponse(payload, status=201 if created else 200)
 
 
-def _submission_for(request: HttpRequest, pk: int, *, session_ok: bool) -> tuple[Any, JsonResponse | None]:
-    """(submission, None) when the caller (its API token, or its session if ``session_ok``) may see it,
-    else (None, the error answer): 401 without credentials, 404 for someone else's."""
+def _owned_for(request: HttpRequest, *, session_ok: bool, load: Any, can_view: Any, missing: str,
+               ) -> tuple[Any, JsonResponse | None]:
+    """(object, None) when the caller (its API token, or its session if ``session_ok``) may see what
+    ``load()`` gives, else (None, the error answer): 401 without credentials, 404 for someone else's."""
     user = api_token_user(request) or (request.user if session_ok and request.user.is_authenticated else None)
     if user is None:
         return None, _error(401, "send a valid API token: 'Authorization: Token <token>'")
     request.user = user
-    submission = selectors.submission_get(pk=pk)
-    if submission is None or not selectors.submission_can_view(submission=submission, user=user):
-        return None, _error(404, "no such submission")
-    return submission, None
+    found = load()
+    if found is None or not can_view(found, user):
+        return None, _error(404, missing)
+    return found, None
+
+
+def _submission_for(request: HttpRequest, pk: int, *, session_ok: bool) -> tuple[Any, JsonResponse | None]:
+    return _owned_for(request, session_ok=session_ok, load=lambda: selectors.submission_get(pk=pk),
+                      can_view=lambda s, user: selectors.submission_can_view(submission=s, user=user),
+                      missing="no such submission")
 
 
 def submission_endpoint(request: HttpRequest, pk: int) -> JsonResponse:
@@ -380,4 +389,104 @@ def submission_publish_endpoint(request: HttpRequest, pk: int, action: str) -> J
         return _error(409, exc.message)
     payload = submission_payload(request, submission)
     payload["outcome"] = outcome
+    return JsonResponse(payload)
+
+
+# --------------------------------------------------------------------------------------------
+# Evaluations run here: POST /api/v1/runs, GET /api/v1/runs/<id>, POST /api/v1/runs/<id>/cancel
+
+_RUN_FIELDS = ("release", "model_name", "base_url", "model", "api_key", "temperature", "top_p", "max_tokens", "seed",
+               "samples", "with_paper", "max_cost_usd", "price_in", "price_out")
+
+
+def run_payload(request: HttpRequest, run: Any) -> dict:
+    payload = selectors.run_overview(run=run)
+    payload["status_url"] = request.build_absolute_uri(reverse("submissions:api_run", args=[run.pk]))
+    payload["url"] = request.build_absolute_uri(reverse("submissions:run_detail", args=[run.pk]))
+    return payload
+
+
+@csrf_exempt  # token authentication only: no cookie is trusted for writes here
+def runs_endpoint(request: HttpRequest) -> JsonResponse:
+    """POST /api/v1/runs (JSON): start an evaluation run here."""
+    from .runs import RunRefused, evaluation_run_create  # noqa: PLC0415
+
+    if request.method != "POST":
+        return _error(405, "POST a JSON object here to start an evaluation; GET /api/v1/runs/<id> for one")
+    user = api_token_user(request)
+    if user is None:
+        return _error(401, "send a valid API token: 'Authorization: Token <token>' (create one on your profile page)")
+    request.user = user
+    body, size = _read_body(request, settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+    if size > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+        return _error(413, "the request body is too large")
+    try:
+        data = json.loads(body or b"{}")
+    except (ValueError, UnicodeDecodeError):
+        return _error(400, "the body must be a JSON object")
+    if not isinstance(data, dict):
+        return _error(400, "the body must be a JSON object")
+    unknown = sorted(set(data) - set(_RUN_FIELDS))
+    if unknown:
+        return _error(400, f"unknown field(s): {', '.join(str(u)[:40] for u in unknown[:10])}",
+                      known=list(_RUN_FIELDS))
+    for name in ("release", "model_name", "base_url", "model", "api_key"):
+        if data.get(name) is not None and not isinstance(data.get(name), str):
+            return _error(400, f"'{name}' must be a string")
+    with_paper = data.get("with_paper", True)
+    if not isinstance(with_paper, bool):
+        return _error(400, "'with_paper' must be true or false")
+    releases = selectors.releases_open(runs=True)
+    slug = (data.get("release") or "").strip()
+    release = releases.filter(slug=slug).first() if slug else releases.first()
+    if release is None:
+        slugs = ", ".join(releases.values_list("slug", flat=True)) or "none"
+        return _error(400, f"no such published release (known: {slugs})")
+    try:
+        run = evaluation_run_create(
+            user=user, release=release, model_name=data.get("model_name") or "", base_url=data.get("base_url") or "",
+            model=data.get("model") or "", api_key=data.get("api_key") or "", temperature=data.get("temperature"),
+            top_p=data.get("top_p"), max_tokens=data.get("max_tokens"), seed=data.get("seed"),
+            samples=data.get("samples", 1), with_paper=with_paper, max_cost_usd=data.get("max_cost_usd"),
+            price_in=data.get("price_in"), price_out=data.get("price_out"),
+        )
+    except RunRefused as exc:
+        return _error(exc.http_status, exc.message)
+    except services.SubmissionError as exc:  # the daily quota
+        return _error(exc.http_status, exc.message)
+    return JsonResponse(run_payload(request, run), status=201)
+
+
+def _run_for(request: HttpRequest, pk: int, *, session_ok: bool) -> tuple[Any, JsonResponse | None]:
+    return _owned_for(request, session_ok=session_ok, load=lambda: selectors.run_get(pk=pk),
+                      can_view=lambda run, user: selectors.run_can_view(run=run, user=user),
+                      missing="no such evaluation run")
+
+
+def run_endpoint(request: HttpRequest, pk: int) -> JsonResponse:
+    if request.method != "GET":
+        return _error(405, "GET only")
+    run, refused = _run_for(request, pk, session_ok=True)
+    if refused is not None:
+        return refused
+    return JsonResponse(run_payload(request, run))
+
+
+@csrf_exempt  # token authentication only, as for uploads
+def run_cancel_endpoint(request: HttpRequest, pk: int) -> JsonResponse:
+    from .runs import evaluation_run_cancel  # noqa: PLC0415
+
+    if request.method != "POST":
+        return _error(405, "POST to cancel this evaluation")
+    run, refused = _run_for(request, pk, session_ok=False)
+    if refused is not None:
+        return refused
+    try:
+        cancelled = evaluation_run_cancel(run=run, user=request.user)
+    except PermissionError as exc:
+        return _error(403, str(exc))
+    if not cancelled:
+        return _error(409, f"this evaluation has ended ({selectors.run_status(run=run)}); nothing to cancel")
+    payload = run_payload(request, selectors.run_get(pk=pk))
+    payload["outcome"] = "cancelled"
     return JsonResponse(payload)

@@ -12,7 +12,7 @@ from benchmark_core.generate import CARD_MAX_BYTES, RunCardError, card_parse
 
 from .selectors import releases_open
 
-__all__ = ["SubmissionMetaForm", "SubmissionForm"]
+__all__ = ["SubmissionMetaForm", "SubmissionForm", "RunForm"]
 
 
 class SubmissionMetaForm(forms.Form):
@@ -68,3 +68,30 @@ class SubmissionForm(SubmissionMetaForm):
         recorded = (self.cleaned_data.get("run_card") or {}).get("decoding") or {}
         card = {k: v for k, v in recorded.items() if k in ("temperature", "top_p", "max_tokens")}
         return {**card, **super().decoding()}
+
+
+class RunForm(forms.Form):
+    """An evaluation run here: the model's endpoint, its decoding, the release (``submissions.runs`` checks the rest)."""
+
+    release = forms.ModelChoiceField(queryset=releases_open(runs=True), empty_label=None)
+    model_name = forms.CharField(max_length=200, label="Model name", help_text="as it should appear on the leaderboard")
+    base_url = forms.CharField(max_length=500, label="Endpoint (base URL)",
+                               help_text="an OpenAI-compatible API, e.g. https://api.example.com/v1")
+    model = forms.CharField(max_length=200, label="Model id", help_text="the model as the endpoint knows it")
+    api_key = forms.CharField(max_length=1000, required=False, label="API key (optional)",
+                              widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+                              help_text="used for this evaluation only, kept encrypted until its answers are in, "
+                                        "then deleted; never shown again")
+    temperature = forms.FloatField(required=False, min_value=0, max_value=2)
+    top_p = forms.FloatField(required=False, min_value=0, max_value=1)
+    max_tokens = forms.IntegerField(required=False, min_value=1, max_value=1_000_000)
+    seed = forms.IntegerField(required=False)
+    samples = forms.IntegerField(initial=1, min_value=1, max_value=20)
+    without_paper = forms.BooleanField(required=False, label="Prompts without the paper text (ablation)")
+    price_in = forms.FloatField(required=False, min_value=0, label="USD per million input tokens (for the cost)")
+    price_out = forms.FloatField(required=False, min_value=0, label="USD per million output tokens")
+    max_cost_usd = forms.FloatField(required=False, min_value=0, label="Cost cap (USD)")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["release"].queryset = releases_open(runs=True)  # evaluated per request, not at import

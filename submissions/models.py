@@ -81,3 +81,65 @@ class SubmissionPrediction(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["submission", "snippet", "sample"], name="one_prediction_per_snippet_sample")
         ]
+
+
+class RunStatus(models.TextChoices):
+    """Where an evaluation run here stands (the API's contract: these six words)."""
+
+    QUEUED = "queued", "queued"
+    GENERATING = "generating", "generating"
+    SCORING = "scoring", "scoring"
+    FINISHED = "finished", "finished"
+    FAILED = "failed", "failed"
+    CANCELLED = "cancelled", "cancelled"
+
+
+RUN_ACTIVE = (RunStatus.QUEUED, RunStatus.GENERATING)
+
+
+class EvaluationRun(models.Model):
+    """An evaluation the Hub runs itself: it asks the model's endpoint for every answer (the
+    ``generation`` kind of job), then scores them as a submission of ``user`` (``submission``).
+
+    The API key, when one was given, is only ever here encrypted (``api_key_encrypted``, Fernet with
+    ``RCB_GENERATION_SECRET``), and emptied when the generation ends in any way.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="evaluation_runs")
+    release = models.ForeignKey("leaderboard.Release", on_delete=models.PROTECT, related_name="evaluation_runs")
+    submission = models.OneToOneField(PredictionSubmission, on_delete=models.SET_NULL, null=True, blank=True,
+                                      related_name="run")
+    model_name = models.CharField(max_length=200)
+    base_url = models.CharField(max_length=500)
+    model_id = models.CharField(max_length=200, help_text="the model as the endpoint knows it")
+    temperature = models.FloatField(null=True, blank=True)
+    top_p = models.FloatField(null=True, blank=True)
+    max_tokens = models.PositiveIntegerField()
+    seed = models.BigIntegerField(null=True, blank=True)
+    samples = models.PositiveIntegerField(default=1)
+    with_paper = models.BooleanField(default=True)
+    price_in = models.FloatField(null=True, blank=True, help_text="USD per million input tokens")
+    price_out = models.FloatField(null=True, blank=True, help_text="USD per million output tokens")
+    max_cost_usd = models.FloatField(null=True, blank=True)
+    api_key_encrypted = models.BinaryField(blank=True, default=b"", editable=False)
+    # where it stands
+    status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True)
+    expected = models.PositiveIntegerField(default=0, help_text="answers asked for: snippets x samples")
+    answers = models.PositiveIntegerField(default=0)
+    tokens_in = models.PositiveBigIntegerField(default=0)
+    tokens_out = models.PositiveBigIntegerField(default=0)
+    cost_usd = models.FloatField(null=True, blank=True)
+    run_card = models.JSONField(default=dict, blank=True, help_text="benchmark_core.generate.card_public of the run")
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"run #{self.pk} {self.model_name} ({self.status})"
+
+    @property
+    def has_key(self) -> bool:
+        return bool(self.api_key_encrypted)

@@ -33,6 +33,11 @@ __all__ = [
     "submission_quota",
     "releases_open",
     "environments_overview",
+    "run_get",
+    "run_can_view",
+    "runs_of_user",
+    "run_status",
+    "run_overview",
 ]
 
 def submission_can_view(*, submission: PredictionSubmission, user: Any) -> bool:
@@ -290,22 +295,21 @@ ATTACH_CODE_COMMAND = "python manage.py import_pset FOLDER"
 def release_closed_reason(*, release: Release) -> str:
     """Why a published release takes no submissions on this site ("" when it takes them:
     releases_open); drafts are not asked about (they are staff-only until published)."""
-    if releases_open().filter(pk=release.pk).exists():
-        return ""
+    if releases_open(runs=True).filter(pk=release.pk).exists():
+        return ""  # (a held-out one is open to runs here only: the upload is refused saying so)
     return (f"release {release.name} takes no submissions on this site until the code of its papers is attached "
             f"(its published figures are shown, but nothing can be scored here): an operator attaches it with "
             f"`{ATTACH_CODE_COMMAND}` (the release's problem set, or a folder with some of its papers)")
 
 
-def releases_open() -> QuerySet[Release]:
+def releases_open(*, runs: bool = False) -> QuerySet[Release]:
     """Releases one can submit to: published, with the code of at least one paper here (published
     figures alone cannot score anything; papers without code are listed as not scorable); the
-    default first."""
-    return (
-        Release.objects.filter(status=Release.PUBLISHED, release_papers__folder__gt="")
-        .distinct()
-        .order_by("-is_default", "-published_at")
-    )
+    default first. Held-out releases take evaluations run here only (``runs``), never uploads."""
+    releases = Release.objects.filter(status=Release.PUBLISHED, release_papers__folder__gt="")
+    if not runs:
+        releases = releases.filter(held_out=False)
+    return releases.distinct().order_by("-is_default", "-published_at")
 
 
 def environments_overview() -> list[dict[str, Any]]:
@@ -324,3 +328,75 @@ def environments_overview() -> list[dict[str, Any]]:
                      "seconds": rp.reference_seconds, "checked_at": rp.environment_checked_at,
                      "waiting": waiting.get(rp.pk, 0)})
     return rows
+
+
+# --------------------------------------------------------------------------------------------
+# Evaluations run here (submissions.runs)
+
+_RUN_FROM_SUBMISSION = {Status.FINISHED: "finished", Status.FAILED: "failed", Status.CANCELLED: "cancelled"}
+
+
+def run_get(*, pk: int) -> "EvaluationRun | None":
+    from .models import EvaluationRun  # noqa: PLC0415
+
+    return EvaluationRun.objects.select_related("release", "user", "submission", "submission__evaluation").filter(
+        pk=pk).first()
+
+
+def run_can_view(*, run: Any, user: Any) -> bool:
+    return bool(user.is_authenticated and (run.user_id == user.pk or user.is_staff))
+
+
+def runs_of_user(*, user: Any) -> QuerySet:
+    from .models import EvaluationRun  # noqa: PLC0415
+
+    return EvaluationRun.objects.filter(user=user).select_related("release", "submission")
+
+
+def run_status(*, run: Any) -> str:
+    """queued, generating, scoring, finished, failed or cancelled: once scoring, its submission's word."""
+    if run.status == "scoring" and run.submission is not None:
+        return _RUN_FROM_SUBMISSION.get(run.submission.status, "scoring")
+    return run.status
+
+
+def run_overview(*, run: Any) -> dict:
+    """What the run's page and the API show of it (never its key, its endpoint's path or its card's secrets)."""
+    import urllib.parse  # noqa: PLC0415
+
+    status = run_status(run=run)
+    submission = run.submission
+    scoring = submission_progress(submission=submission) if submission is not None else None
+    evaluation = submission.evaluation if submission is not None else None
+    result = None
+    if evaluation is not None and evaluation.computed_at and status in ("finished", "failed"):
+        result = {"scaled_pass_rate": evaluation.scaled_pass_rate, "pass_rate": evaluation.pass_rate,
+                  "snippets_total": evaluation.snippets_total, "snippets_covered": evaluation.snippets_covered,
+                  "run_here": evaluation.run_here, "evaluation": evaluation.pk}
+    return {
+        "id": run.pk,
+        "status": status,
+        "error": run.error or (submission.failure_reason if submission is not None else ""),
+        "model_name": run.model_name,
+        "model": run.model_id,
+        "endpoint_host": urllib.parse.urlsplit(run.base_url).netloc.rsplit("@", 1)[-1],
+        "release": run.release.slug,
+        "decoding": {"temperature": run.temperature, "top_p": run.top_p, "max_tokens": run.max_tokens,
+                     "seed": run.seed},
+        "samples": run.samples,
+        "with_paper": run.with_paper,
+        "max_cost_usd": run.max_cost_usd,
+        "progress": {
+            "answers": run.answers, "expected": run.expected,
+            "percent": round(100.0 * run.answers / run.expected, 1) if run.expected else 0.0,
+            "tokens_in": run.tokens_in, "tokens_out": run.tokens_out, "cost_usd": run.cost_usd,
+            "scoring": ({"done": scoring["done"], "total": scoring["total"], "percent": scoring["percent"]}
+                        if scoring is not None else None),
+        },
+        "submission": submission.pk if submission is not None else None,
+        "run_card": run.run_card,
+        "result": result,
+        "created_at": run.created_at.isoformat(),
+        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+        "active": status in ("queued", "generating", "scoring"),
+    }

@@ -48,7 +48,7 @@ from scoring.sandbox import PUBLIC, SandboxRefused, job_sandbox, reference_store
 from leaderboard.aggregates import evaluation_aggregates_refresh, release_touch
 
 from .flags import CompletionInput, submission_flags_compute
-from .models import ACTIVE_STATUSES, PredictionSubmission, Status, SubmissionPrediction
+from .models import ACTIVE_STATUSES, EvaluationRun, PredictionSubmission, RunStatus, Status, SubmissionPrediction
 
 __all__ = [
     "SubmissionError",
@@ -59,6 +59,8 @@ __all__ = [
     "FileTooLarge",
     "SandboxRefused",
     "max_upload_bytes",
+    "quota_check",
+    "HeldOut",
     "prediction_submission_create",
     "scoring_job_run",
     "scoring_jobs_create",
@@ -95,6 +97,12 @@ class FileTooLarge(SubmissionError):
 
 class QuotaExceeded(SubmissionError):
     http_status = 429
+
+
+class HeldOut(SubmissionError):
+    """Predictions uploaded to a held-out release: only evaluations run here are scored there."""
+
+    http_status = 403
 
 
 class PartialCoverage(SubmissionError):
@@ -198,22 +206,28 @@ def _paper_files_loader(release: Release) -> Callable[[str], CorePaper | None]:
 
 
 def _quota_used(user: Any) -> int:
+    """Uploads and evaluations run here in the last 24 hours (a run's scoring is the run: counted once)."""
     since = _now() - dt.timedelta(days=1)
-    return (
-        PredictionSubmission.objects.filter(user=user, created_at__gte=since)
+    not_charged = [Status.FAILED, Status.CANCELLED, Status.WAITING]
+    runs = EvaluationRun.objects.filter(user=user, created_at__gte=since).exclude(
+        status__in=[RunStatus.FAILED, RunStatus.CANCELLED]).exclude(submission__status__in=not_charged).count()
+    return runs + (
+        PredictionSubmission.objects.filter(user=user, created_at__gte=since, run__isnull=True)
         # re-scoring onto a new release is ours, not theirs (a subquery: a negated JSON key lookup
         # would also drop every row whose succession has no "mode", i.e. all uploads)
         .exclude(evaluation__in=Evaluation.objects.filter(succession__mode="rescored").values("pk"))
-        .exclude(status__in=[Status.FAILED, Status.CANCELLED, Status.WAITING])
+        .exclude(status__in=not_charged)
         .count()
     )
 
 
-def _quota_check(user: Any) -> None:
+def quota_check(user: Any) -> None:
+    """Refuse a new upload or run past the daily quota (staff are exempt); call it under the user's row lock."""
     quota = settings.RCB_SUBMISSIONS_PER_DAY
     if not user.is_staff and _quota_used(user) >= quota:
         raise QuotaExceeded(
-            f"you have {quota} submissions in the last 24 hours, the daily quota; failed and cancelled ones do not count"
+            f"you have {quota} submissions (uploads and evaluations run here) in the last 24 hours, the daily quota; "
+            "failed and cancelled ones do not count"
         )
 
 
@@ -231,9 +245,15 @@ def _metadata_check(*, texts: dict[str, str], limits: dict[str, int], decoding: 
 
 
 def _upload_check(*, release: Release, data: bytes, model_name: str, organisation: str, knowledge_cutoff: str,
-                  link: str, notes: str, file_name: str, decoding: dict) -> tuple[str, dt.date | None]:
+                  link: str, notes: str, file_name: str, decoding: dict, run_here: bool = False,
+                  ) -> tuple[str, dt.date | None]:
     """The upload's size, metadata and release, checked before its lines are read: the model name as
-    stored and the knowledge cutoff's last day. Raises SubmissionError (FileTooLarge)."""
+    stored and the knowledge cutoff's last day. Raises SubmissionError (FileTooLarge, HeldOut)."""
+    if release.held_out and not run_here:
+        raise HeldOut(
+            f"release {release.name} is held out: its tasks are not public, so predictions cannot be uploaded to it; "
+            "only evaluations run here (the Hub asks the model's endpoint itself) are scored on it"
+        )
     limit = max_upload_bytes()
     if len(data) > limit:
         raise FileTooLarge(
@@ -285,7 +305,8 @@ def _predictions_read(*, release: Release, data: bytes, allow_partial: bool) -> 
 
 def _model_evaluation_create(*, user: Any, release: Release, model_name: str, organisation: str, open_weights: bool,
                              knowledge_cutoff: str, cutoff_date: dt.date | None, link: str, with_paper: bool,
-                             samples: int, decoding: dict, run_card: dict) -> tuple[LLMModel, Evaluation]:
+                             samples: int, decoding: dict, run_card: dict, run_here: bool = False,
+                             ) -> tuple[LLMModel, Evaluation]:
     """The uploader's model (one per user and name, its details updated) and the submission's private evaluation."""
     model, _ = LLMModel.objects.update_or_create(
         key=f"u{user.pk}-{slugify(model_name)[:150] or 'model'}",
@@ -311,6 +332,7 @@ def _model_evaluation_create(*, user: Any, release: Release, model_name: str, or
         # already reduced to what the site keeps (benchmark_core.generate.card_public)
         run_card=run_card,
         cost_per_snippet=run_card.get("cost_per_snippet_usd"),
+        run_here=run_here,
     )
     return model, evaluation
 
@@ -346,25 +368,32 @@ def prediction_submission_create(
     allow_partial: bool = False,
     publish: bool = False,
     run_card: dict | None = None,
+    run_here: bool = False,
 ) -> tuple[PredictionSubmission, bool]:
     """Validate and store an upload, and enqueue one scoring job per paper once it is committed.
 
     Returns (submission, created); an identical earlier upload of the same user to the same
     release is returned as it is (created False). Raises SubmissionError, nothing stored; a file
     that leaves snippets without a prediction raises PartialCoverage unless ``allow_partial``.
-    With ``publish`` the evaluation is published as soon as scoring finishes.
+    With ``publish`` the evaluation is published as soon as scoring finishes. ``run_here`` is for
+    ``submissions.runs`` only (the answers of an evaluation the Hub ran itself, already counted in the
+    quota): its evaluation carries the run-here badge, and it is never an earlier upload's duplicate.
     """
     model_name, cutoff_date = _upload_check(
         release=release, data=data, model_name=model_name, organisation=organisation,
         knowledge_cutoff=knowledge_cutoff, link=link, notes=notes, file_name=file_name, decoding=decoding or {},
+        run_here=run_here,
     )
     content_hash = hashlib.sha256(data).hexdigest()
-    existing = PredictionSubmission.objects.filter(user=user, release=release, content_hash=content_hash).first()
+    earlier = PredictionSubmission.objects.none() if run_here else PredictionSubmission.objects.filter(
+        user=user, release=release, content_hash=content_hash, run__isnull=True)
+    existing = earlier.first()
     if existing is not None:
         return existing, False
 
     snippet_rows, predictions = _predictions_read(release=release, data=data, allow_partial=allow_partial)
-    _quota_check(user)  # early, so an upload over quota is not flagged for nothing; again under the lock below
+    if not run_here:
+        quota_check(user)  # early, so an upload over quota is not flagged for nothing; again under the lock below
 
     by_key = {(r["paper__paper_id"], r["file"], r["name"]): r for r in snippet_rows}
     sample_ids = sorted({p.sample for p in predictions})
@@ -376,14 +405,15 @@ def prediction_submission_create(
         # the user's row lock serialises this user's uploads (SQLite: the IMMEDIATE transaction
         # does), so the count below and the insert cannot interleave with a concurrent upload
         User.objects.select_for_update().filter(pk=user.pk).first()
-        existing = PredictionSubmission.objects.filter(user=user, release=release, content_hash=content_hash).first()
+        existing = earlier.first()
         if existing is not None:
             return existing, False
-        _quota_check(user)
+        if not run_here:
+            quota_check(user)
         model, evaluation = _model_evaluation_create(
             user=user, release=release, model_name=model_name, organisation=organisation, open_weights=open_weights,
             knowledge_cutoff=knowledge_cutoff, cutoff_date=cutoff_date, link=link, with_paper=with_paper,
-            samples=len(sample_ids), decoding=decoding or {}, run_card=run_card or {},
+            samples=len(sample_ids), decoding=decoding or {}, run_card=run_card or {}, run_here=run_here,
         )
         submission = PredictionSubmission.objects.create(
             user=user,

@@ -15,12 +15,12 @@ from leaderboard.selectors.evaluations import evaluation_flags_pending
 
 from . import selectors, services
 from .flags import FLAG_KINDS
-from .forms import SubmissionForm
+from .forms import RunForm, SubmissionForm
 from .models import ACTIVE_STATUSES, Status
 
 __all__ = [
     "submission_create", "submission_list", "submission_detail", "submission_action", "review_queue",
-    "evaluation_flags_clear", "environments_page",
+    "evaluation_flags_clear", "environments_page", "run_create", "run_detail", "run_cancel",
 ]
 
 RESULTS_SHOWN = 2000  # a page with more rows gets slow; the API has them all
@@ -109,6 +109,7 @@ def submission_list(request: HttpRequest) -> HttpResponse:
         request,
         "submissions/list.html",
         {"nav": "submit", "submissions": selectors.submissions_of_user(user=request.user),
+         "runs": [selectors.run_overview(run=run) for run in selectors.runs_of_user(user=request.user)[:50]],
          "quota": selectors.submission_quota(user=request.user)},
     )
 
@@ -267,3 +268,69 @@ def environments_page(request: HttpRequest) -> HttpResponse:
     return render(request, "submissions/environments.html", {
         "nav": "submit", "rows": rows, "broken": sum(1 for r in rows if r["ok"] is False),
     })
+
+
+# --------------------------------------------------------------------------------------------
+# Evaluations run here
+
+
+@login_required
+def run_create(request: HttpRequest) -> HttpResponse:
+    from .runs import RunRefused, evaluation_run_create  # noqa: PLC0415
+
+    context = {"nav": "submit", "quota": selectors.submission_quota(user=request.user)}
+    if request.method != "POST":
+        return render(request, "submissions/run_create.html", {**context, "form": RunForm()})
+    form = RunForm(request.POST)
+    error, status = None, 400
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            run = evaluation_run_create(
+                user=request.user, release=data["release"], model_name=data["model_name"], base_url=data["base_url"],
+                model=data["model"], api_key=data["api_key"], temperature=data["temperature"], top_p=data["top_p"],
+                max_tokens=data["max_tokens"], seed=data["seed"], samples=data["samples"] or 1,
+                with_paper=not data["without_paper"], max_cost_usd=data["max_cost_usd"], price_in=data["price_in"],
+                price_out=data["price_out"],
+            )
+        except (RunRefused, services.SubmissionError) as exc:
+            error, status = exc.message, exc.http_status
+        else:
+            messages.success(request, f"Evaluation #{run.pk} is queued: the Hub asks {run.model_id} for its answers.")
+            return redirect("submissions:run_detail", pk=run.pk)
+    return render(request, "submissions/run_create.html", {**context, "form": form, "error": error}, status=status)
+
+
+def _run_visible(request: HttpRequest, pk: int):
+    run = selectors.run_get(pk=pk)
+    if run is None or not selectors.run_can_view(run=run, user=request.user):
+        raise Http404("no such evaluation")
+    return run
+
+
+@login_required
+def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    run = _run_visible(request, pk)
+    overview = selectors.run_overview(run=run)
+    return render(request, "submissions/run_detail.html", {
+        "nav": "submit", "run": run, "overview": overview, "release": run.release,
+        "api_url": reverse("submissions:api_run", args=[run.pk]),
+    })
+
+
+@login_required
+@require_POST
+def run_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    from .runs import evaluation_run_cancel  # noqa: PLC0415
+
+    run = _run_visible(request, pk)
+    try:
+        cancelled = evaluation_run_cancel(run=run, user=request.user)
+    except PermissionError as exc:
+        raise PermissionDenied(str(exc)) from None
+    if cancelled:
+        messages.success(request, f"Evaluation #{run.pk} is cancelled: nothing more is asked of the endpoint, and it "
+                                  "does not count against your quota.")
+    else:
+        messages.warning(request, f"Nothing to do: the evaluation is {selectors.run_status(run=run)}.")
+    return redirect("submissions:run_detail", pk=run.pk)

@@ -37,7 +37,7 @@ def test_compose_workers_are_the_supervised_workers_of_run_sh():
     assert [a if a != "$RCB_WORKERS" else "${RCB_WORKERS:-2}" for a in run_sh] == command[3:]
     options = WorkersCommand().create_parser("manage.py", "workers").parse_args(
         [a.replace("${RCB_WORKERS:-2}", "2") for a in command[3:]])
-    assert options.count == 2 and options.queues == ["scoring", "contributions", "default"]
+    assert options.count == 2 and options.queues == ["scoring", "contributions", "generation", "default"]
     # nothing runs a bare, unsupervised RQ worker
     assert not [name for name, s in services.items() if "rqworker" in " ".join(map(str, s.get("command") or []))]
     worker = services["worker"]

@@ -80,6 +80,7 @@ class LeaderboardRow:
     # the model's figure in the release this one succeeds (None: not there, or no predecessor)
     previous_scaled_pass_rate: float | None = None
     succession: str = ""  # "rescored" / "carried" from the predecessor, "" when scored here first
+    run_here: bool = False  # the Hub asked the model's endpoint itself (submissions.runs)
     cost_per_snippet: float | None = None  # USD, measured by the run card of the evaluation
     # when the table ranks on the scorable subset of a release: the figures over the whole release
     full_scaled_pass_rate: float | None = None
@@ -307,7 +308,7 @@ _NO_FIGURES = {"scaled_pass_rate": None, "pass_rate": None, "ci_low": None, "ci_
 
 def _board_rows(
     evaluations: list[Evaluation], *, scorability: Scorability, figures: Mapping[int, dict], tiers: Mapping[str, int],
-    open_weights: bool | None, organisation: str | None,
+    open_weights: bool | None, organisation: str | None, run_here: bool | None = None,
 ) -> list[LeaderboardRow]:
     """The rows the filters keep (open weights, organisation), unsorted; tiers only on ranked rows,
     and on a scorable subset each row's whole-release figures beside (``full_*``)."""
@@ -318,12 +319,15 @@ def _board_rows(
             continue
         if organisation and m.organisation.lower() != organisation.lower():
             continue
+        if run_here is not None and ev.run_here != run_here:
+            continue
         reason = scorable_unranked_reason(ev, scorability=scorability)
         no_verdict = (scorability.partial and not m.baseline
                       and evaluation_missing_on(ev, scorability.paper_snippets) >= scorability.snippets)
         # no verdict on the subset is no figure on it, not 0 %
         row_figures = {**figures.get(ev.id, {}), **(_NO_FIGURES if no_verdict else {})}
         rows.append(_row(ev, tier=None if reason else tiers.get(m.key), unranked_reason=reason, figures=row_figures))
+        rows[-1].run_here = ev.run_here
         if scorability.partial:
             rows[-1].full_scaled_pass_rate, rows[-1].full_pass_rate = ev.scaled_pass_rate, ev.pass_rate
             rows[-1].no_verdict = no_verdict
@@ -351,13 +355,14 @@ def leaderboard_rows(
     open_weights: bool | None = None,
     organisation: str | None = None,
     with_paper: bool = True,
+    run_here: bool | None = None,
 ) -> LeaderboardTable:
     """The leaderboard of a release: one row per model (its latest public evaluation), best first.
 
     view "overall": stored figures and stored significance tiers over all papers.
     view "contamination_safe": only papers first committed after ``cutoff`` (default: the latest
     knowledge cutoff among ranked models) and inside [date_from, date_to]; figures, intervals and
-    tiers come from the stored per-paper totals. Filters (open_weights, organisation) hide rows
+    tiers come from the stored per-paper totals. Filters (open_weights, organisation, run_here) hide rows
     but do not change tiers. Rows that are baselines or miss snippets are shown but not ranked.
     When only part of the release can be scored on this site (papers without their code, or whose
     environment fails: release_scorability), both views keep to the scorable papers: a model,
@@ -396,7 +401,7 @@ def leaderboard_rows(
                                           cutoff=cutoff, date_from=date_from, date_to=date_to)
         figures, tiers = _subset_figures(evaluations, ranked_evs, papers, release_papers)
     rows = _board_rows(evaluations, scorability=scorability, figures=figures, tiers=tiers,
-                       open_weights=open_weights, organisation=organisation)
+                       open_weights=open_weights, organisation=organisation, run_here=run_here)
     _rows_history(rows, evaluations, release=release, with_paper=with_paper, overall=overall)
     return LeaderboardTable(
         previous_release=release.predecessor if release.predecessor_id else None,

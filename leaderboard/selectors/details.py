@@ -64,6 +64,7 @@ class EvaluationCard:
     run_date: dt.date | None = None  # the day of the run the results come from (imported ones)
     succession: dict = field(default_factory=dict)  # how it came from the previous release
     run_card: dict = field(default_factory=dict)  # what `generate` recorded (benchmark_core.generate.card_public)
+    run_here: bool = False  # the Hub asked the model's endpoint itself (submissions.runs)
 
 
 @dataclass
@@ -120,6 +121,7 @@ def evaluation_card(ev: Evaluation) -> EvaluationCard:
         harness_version=ev.harness_version,
         source=ev.source,
         verified=ev.verified,
+        run_here=ev.run_here,
         scaled_pass_rate=ev.scaled_pass_rate,
         pass_rate=ev.pass_rate,
         ci_low=ev.scaled_ci_low,
@@ -310,7 +312,8 @@ def evaluation_visible(*, evaluation_id: int, user: Any = None) -> Evaluation:
     """A public, not hidden evaluation of a published release, or one of ``user``'s own (staff: any).
     Raises Evaluation.DoesNotExist."""
     ev = Evaluation.objects.select_related("model", "release").defer(*HEAVY).get(pk=evaluation_id)
-    if ev.is_public and not ev.hidden and ev.release.frozen:
+    # a held-out release's completions are close to its hidden reference: their owner's and staff's only
+    if ev.is_public and not ev.hidden and ev.release.frozen and not ev.release.held_out:
         return ev
     owner = getattr(getattr(ev, "submission", None), "user_id", None)
     if user is not None and user.is_authenticated and (user.is_staff or (owner is not None and owner == user.pk)):

@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 from typing import Iterable, Mapping
 
+from django.db.models import Q
+
 from ..models import Evaluation, Release
 
 __all__ = [
@@ -40,8 +42,11 @@ HEAVY = ("per_paper", "categories", "pass_at_k", "decoding", "run_card", "model_
 def public_evaluations(release: Release, *, with_paper: bool | None = True, light: bool = False,
                        keep: tuple[str, ...] = ()):
     """Public, not hidden evaluations of a release with their models. ``light`` leaves out the heavy
-    JSON fields (and paper_totals, unless named in ``keep``): do not read them from such rows."""
+    JSON fields (and paper_totals, unless named in ``keep``): do not read them from such rows. A held-out
+    release shows only evaluations run here (and its baselines)."""
     qs = Evaluation.objects.filter(release=release, is_public=True, hidden=False).select_related("model")
+    if release.held_out:  # only what the Hub ran itself is scored there (and the baselines)
+        qs = qs.filter(Q(run_here=True) | ~Q(model__baseline=""))
     if with_paper is not None:
         qs = qs.filter(with_paper=with_paper)
     if light:

@@ -28,6 +28,7 @@ __all__ = [
     "release_get_recent",
     "release_memo_clear",
     "release_visible",
+    "release_content_visible",
     "release_paper",
     "release_scorability",
     "release_succession",
@@ -52,6 +53,7 @@ class ReleaseInfo:
     citation: str
     scorable_papers: int = 0  # papers this site can score now (release_scorability)
     not_scorable: list[dict[str, str]] = field(default_factory=list)  # [{"paper", "reason"}]
+    held_out: bool = False  # tasks and code staff-only; only evaluations run here are scored
 
 
 @dataclass(frozen=True)
@@ -80,21 +82,31 @@ def release_visible(*, release: Release, viewer: Any = None) -> bool:
     return release.frozen or _is_staff(viewer)
 
 
+def release_content_visible(*, release: Release, viewer: Any = None) -> bool:
+    """A release's tasks, reference code, masked files and paper files: everyone's, but a held-out
+    release's are staff's only (``viewer`` looked at for held-out releases only)."""
+    return not release.held_out or _is_staff(viewer)
+
+
 def _is_staff(viewer: Any) -> bool:
     return bool(viewer is not None and viewer.is_authenticated and viewer.is_staff)
 
 
-def release_get(*, slug: str | None = None, viewer: Any = None) -> Release:
+def release_get(*, slug: str | None = None, viewer: Any = None, content: bool = False) -> Release:
     """The release with this slug (or display name); with None the default published one (else the
     newest published; for staff, when none is published, the default or newest draft).
 
     The one door from a request to a release: a draft is staff-only, to anyone else it does not
-    exist. Raises Release.DoesNotExist.
+    exist. With ``content`` the caller serves the release's tasks, reference code or paper files:
+    a held-out release's are staff-only, to anyone else they do not exist. Raises
+    Release.DoesNotExist.
     """
     if slug:
         release = Release.objects.filter(slug=slug).first() or Release.objects.filter(name=slug).first()
         if release is None or not release_visible(release=release, viewer=viewer):
             raise Release.DoesNotExist(f"no release {slug!r}")
+        if content and not release_content_visible(release=release, viewer=viewer):
+            raise Release.DoesNotExist(f"release {slug!r} is held out: its tasks and code are not public")
         return release
     published = Release.objects.filter(status=Release.PUBLISHED)
     release = (
@@ -238,6 +250,7 @@ def releases_list(*, include_drafts: bool = False) -> list[ReleaseInfo]:
             citation=release_citation(r),
             scorable_papers=len(scorability[r.id].scorable) if r.id in scorability else 0,
             not_scorable=scorability[r.id].not_scorable if r.id in scorability else [],
+            held_out=r.held_out,
         )
         for r in releases
     ]
