@@ -21,6 +21,7 @@ import atexit
 import logging
 import os
 import shutil
+import signal
 import threading
 import time
 import uuid
@@ -56,10 +57,12 @@ class RunCgroups:
         """(host folder, folder inside the sandbox) pairs to bind read-write."""
         return [(str(path), f"{INSIDE_ROOT}/{name}") for name, path in self.dirs.items()]
 
-    def remove(self) -> None:
-        """Remove the runs' folders, then the sandbox's (its processes are gone by then)."""
+    def remove(self, *, at_exit: bool = False) -> None:
+        """Remove the runs' folders, then the sandbox's. What is still in them is this sandbox's
+        own (its runner, a run left behind) and is killed first; ``at_exit`` (the interpreter is
+        ending: no logging) makes one quick attempt."""
         for path in [*self.dirs.values(), *([self.cpu] if self.cpu else [])]:
-            _remove_tree(path)
+            _remove_tree(path, rounds=10 if at_exit else 50, quiet=at_exit)
 
     def cpu_prefix(self) -> list[str]:
         """A prefix for the sandbox's command line that starts it in the cpu cgroup (every process
@@ -69,9 +72,9 @@ class RunCgroups:
         return ["/bin/sh", "-c", '{ echo $$ > "$0"; } 2>/dev/null; exec "$@"', str(self.cpu / "cgroup.procs")]
 
 
-def _remove_tree(path: Path) -> None:
-    # a cgroup folder is removed with rmdir, children first; a dying process may hold one a moment
-    for _ in range(50):
+def _remove_tree(path: Path, *, rounds: int = 50, quiet: bool = False) -> None:
+    # a cgroup folder is removed with rmdir, children first, once no process is in it
+    for n in range(rounds):
         try:
             children = [p for p in path.iterdir() if p.is_dir()]
         except FileNotFoundError:
@@ -79,15 +82,31 @@ def _remove_tree(path: Path) -> None:
         except OSError:
             children = []
         for child in children:
-            _remove_tree(child)
+            _remove_tree(child, rounds=rounds, quiet=quiet)
         try:
             path.rmdir()
             return
         except FileNotFoundError:
             return
         except OSError:
+            if n >= 2:
+                _kill_members(path)
             time.sleep(0.05)
-    log.warning("cgroup folder %s could not be removed (processes still in it?)", path)
+    if not quiet:
+        log.warning("cgroup folder %s could not be removed (processes still in it?)", path)
+
+
+def _kill_members(path: Path) -> None:
+    """SIGKILL the processes still in a sandbox's cgroup folder (only that sandbox's own are there)."""
+    try:
+        pids = [int(p) for p in (path / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def _mounts() -> list[tuple[str, str, set[str]]]:
@@ -214,7 +233,7 @@ def run_cgroups_create(*, memory_mb: int | None = None, pids: int | None = None,
     None, said once per reason, when this host cannot make one."""
     made = _create(memory_mb=memory_mb, pids=pids, cpu_shares=cpu_shares)
     if isinstance(made, RunCgroups):
-        atexit.register(made.remove)  # a sandbox never closed leaves no folder behind either
+        atexit.register(made.remove, at_exit=True)  # a sandbox never closed leaves no folder behind either
         return made
     with _warn_lock:
         if made not in _warned:
