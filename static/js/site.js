@@ -60,7 +60,7 @@
 
   // a block that scrolls sideways (code, wide tables, outputs) takes keyboard focus, so arrow keys can
   // scroll it (WCAG 2.1.1); checked again when the window's width changes what overflows
-  var SCROLLERS = "main pre, main .highlight, main .table-wrap, main .chart-scroll";
+  var SCROLLERS = "main pre, main .highlight, main .table-wrap, main .chart-scroll, main .math-display";
   function scrollersFocusable() {
     Array.prototype.forEach.call(document.querySelectorAll(SCROLLERS), function (box) {
       var scrolls = box.scrollWidth > box.clientWidth + 1 || box.scrollHeight > box.clientHeight + 1;
