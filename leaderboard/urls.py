@@ -22,4 +22,6 @@ urlpatterns = [
     path("models/<path:key>/", cached(views.model_page), name="model"),
     path("papers/<str:paper_id>/", cached(views.paper_page), name="paper"),
     path("papers/<str:paper_id>/snippet/", cached(views.snippet_page), name="snippet"),
+    # the API's reference (the JSON API itself is under /api/v1/, leaderboard/api_urls.py)
+    path("api/", cached(views.api_reference), name="api_reference"),
 ]

@@ -351,6 +351,11 @@ def ablation(request: HttpRequest) -> HttpResponse:
                  release=release)
 
 
+def api_reference(request: HttpRequest) -> HttpResponse:
+    """The read and submissions API's reference, drawn in the browser from the OpenAPI document."""
+    return _page(request, "leaderboard/api_reference.html", {"spec_url": reverse("leaderboard_api:openapi")}, nav="api")
+
+
 def releases(request: HttpRequest) -> HttpResponse:
     items = release_info.releases_list()
     if _wants_csv(request):

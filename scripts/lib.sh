@@ -33,7 +33,7 @@ ensure_node_modules() {
   local stamp="$ROOT/node_modules/.installed-$(sha256sum "$ROOT/package-lock.json" | cut -c1-16)"
   if [ ! -f "$stamp" ]; then
     log "installing npm packages from package-lock.json"
-    (cd "$ROOT" && npm ci --no-audit --no-fund --silent)
+    (cd "$ROOT" && npm ci --no-audit --no-fund --ignore-scripts --silent)
     touch "$stamp"
   fi
 }

@@ -42,7 +42,7 @@ def public_pages(demo) -> list[str]:
         "/leaderboard/papers/?release=v1-0-published", "/releases/v1-0-published/leaderboard/",
         f"/models/{model}/", f"/papers/{paper}/", snippet, f"{snippet}&model={model}#drilldown",
         "/papers/Diff-Transformer/?release=v1-0-published", "/models/GPT_4_1/?release=v1-0-published",
-        "/accounts/login/", "/accounts/signup/", "/models/no-such-model/",
+        "/accounts/login/", "/accounts/signup/", "/models/no-such-model/", "/api/",
     ]
 
 
@@ -75,6 +75,8 @@ def _violations(page, url: str) -> list[dict]:
     for i in range(page.locator("div.chart").count()):
         chart_id = page.locator("div.chart").nth(i).get_attribute("id")
         page.wait_for_selector(f"#{chart_id}[data-rendered='1'] .main-svg", timeout=20000)
+    if page.locator("#api-reference").count():
+        page.wait_for_selector("#api-reference[data-rendered='1'] .opblock", timeout=20000)
     page.add_script_tag(path=str(AXE))
     return page.evaluate(RUN_AXE)
 
