@@ -18,6 +18,8 @@ urlpatterns = [
     # a download of files read at request time (not a page): not in the page cache
     path("releases/<slug:slug>/tasks.jsonl", views.release_tasks, name="release_tasks"),
     path("releases/<slug:slug>/leaderboard/", cached(views.leaderboard), name="release_leaderboard"),
+    path("models/", cached(views.model_search), name="model_search"),
+    path("compare/", cached(views.models_compare), name="compare"),
     # model keys may contain dots and slashes (provider/name); the trailing slash ends them
     path("models/<path:key>/", cached(views.model_page), name="model"),
     path("papers/<str:paper_id>/", cached(views.paper_page), name="paper"),

@@ -28,7 +28,7 @@ from . import charts
 from . import csv as lb_csv
 from .models import IMPORTED_FAILURE, IMPORTED_NOTE, Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet
 from .query import PageNotFound, TablePage, leaderboard_params_parse, parse_bool, table_page
-from .selectors import boards, caching, details, paper_files, release_info
+from .selectors import boards, caching, compare, details, paper_files, release_info
 from .templatetags.leaderboard_tags import diff_rows, highlight_code, render_markdown
 
 HEADLINE_MODELS = 12
@@ -349,6 +349,27 @@ def ablation(request: HttpRequest) -> HttpResponse:
     )
     return _page(request, "leaderboard/ablation.html", {"rows": shown, "pager": pager, "chart": chart}, nav="ablation",
                  release=release)
+
+
+def model_search(request: HttpRequest) -> HttpResponse:
+    """Models found by part of their name (the header's search box)."""
+    query = (request.GET.get("q") or "").strip()[:200]
+    hits = compare.models_search(query=query)
+    return _page(request, "leaderboard/model_search.html", {"query": query, "hits": hits}, nav="models")
+
+
+def models_compare(request: HttpRequest) -> HttpResponse:
+    """Two or more models of a release side by side: figures, per paper, per snippet, significance."""
+    release = _release(request)
+    keys = [k for value in request.GET.getlist("models") for k in value.split(",") if k.strip()]
+    keys = [k.strip() for k in keys]
+    comparison = compare.models_compare(release=release, keys=keys) if keys else None
+    board = boards.leaderboard_rows(release=release)
+    choices = [(r.model_key, r.name) for r in board.rows]
+    chosen = comparison and [m["key"] for m in comparison.models]
+    return _page(request, "leaderboard/compare.html", {
+        "comparison": comparison, "choices": choices, "chosen": chosen or keys, "max": compare.COMPARE_MAX,
+    }, nav="compare", release=release)
 
 
 def api_reference(request: HttpRequest) -> HttpResponse:

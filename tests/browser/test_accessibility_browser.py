@@ -43,6 +43,7 @@ def public_pages(demo) -> list[str]:
         f"/models/{model}/", f"/papers/{paper}/", snippet, f"{snippet}&model={model}#drilldown",
         "/papers/Diff-Transformer/?release=v1-0-published", "/models/GPT_4_1/?release=v1-0-published",
         "/accounts/login/", "/accounts/signup/", "/models/no-such-model/", "/api/",
+        "/models/?q=model", f"/compare/?models={model}&models={demo.models[2].key}",
     ]
 
 
