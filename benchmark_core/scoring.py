@@ -246,6 +246,18 @@ def mcnemar_exact(only_a: int, only_b: int) -> float:
     return min(1.0, 2.0 * tail)
 
 
+def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
+    """Indices of the (cost, score) points no other point beats: none is at most as costly and
+    scores at least as high with one of the two strictly better. Cheapest first."""
+    order = sorted(range(len(points)), key=lambda i: (points[i][0], -points[i][1]))
+    front, best = [], -math.inf
+    for i in order:
+        if points[i][1] > best:
+            front.append(i)
+            best = points[i][1]
+    return front
+
+
 def _tiers_from(rates, keys: list[str], points: Mapping[str, float], ranked: Iterable[str]) -> dict[str, int]:
     """A model shares its tier leader's tier unless the paired difference's lower bound is above 0."""
     import numpy as np

@@ -335,6 +335,18 @@ def errors(request: HttpRequest) -> HttpResponse:
     return _page(request, "leaderboard/errors.html", context, nav="errors", release=release)
 
 
+def cost(request: HttpRequest) -> HttpResponse:
+    """Cost per snippet against scaled pass rate, with the Pareto front."""
+    release = _release(request)
+    points, without = boards.cost_vs_score(release=release)
+    chart = charts.cost_score_figure(
+        names=[p.name for p in points], costs=[p.cost for p in points], scores=[p.scaled_pass_rate for p in points],
+        measured=[p.measured for p in points], front=[p.on_front for p in points],
+    ) if points else None
+    context = {"points": points, "without": without, "chart": chart, "tokens": boards.LISTED_TOKENS}
+    return _page(request, "leaderboard/cost.html", context, nav="cost", release=release)
+
+
 def ablation(request: HttpRequest) -> HttpResponse:
     release = _release(request)
     rows = boards.paper_ablation(release=release)
