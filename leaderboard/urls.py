@@ -1,7 +1,7 @@
 """Page routes of the leaderboard (the JSON API lives in leaderboard/api_urls.py)."""
 from django.urls import path
 
-from . import views
+from . import feeds, views
 from .page_cache import public_page as cached  # public pages: shared cache + conditional GET
 
 app_name = "leaderboard"
@@ -25,6 +25,9 @@ urlpatterns = [
     path("models/<path:key>/", cached(views.model_page), name="model"),
     path("papers/<str:paper_id>/", cached(views.paper_page), name="paper"),
     path("papers/<str:paper_id>/snippet/", cached(views.snippet_page), name="snippet"),
+    # Atom feeds: the page cache keeps them under the releases' data versions, like the pages
+    path("feeds/results.atom", cached(feeds.results_feed), name="feed_results"),
+    path("feeds/releases.atom", cached(feeds.releases_feed), name="feed_releases"),
     # the API's reference (the JSON API itself is under /api/v1/, leaderboard/api_urls.py)
     path("api/", cached(views.api_reference), name="api_reference"),
 ]
