@@ -12,6 +12,7 @@ urlpatterns = [
     path("leaderboard/papers/", cached(views.per_paper), name="per_paper"),
     path("leaderboard/contamination-safe/", cached(views.contamination), name="contamination"),
     path("leaderboard/errors/", cached(views.errors), name="errors"),
+    path("leaderboard/hardest-snippets/", cached(views.hardest_snippets), name="hardest"),
     path("leaderboard/cost/", cached(views.cost), name="cost"),
     path("leaderboard/paper-ablation/", cached(views.ablation), name="ablation"),
     path("releases/", cached(views.releases), name="releases"),

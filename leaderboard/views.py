@@ -28,7 +28,7 @@ from . import charts
 from . import csv as lb_csv
 from .models import IMPORTED_FAILURE, IMPORTED_NOTE, Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet
 from .query import PageNotFound, TablePage, leaderboard_params_parse, parse_bool, table_page
-from .selectors import boards, caching, compare, details, paper_files, release_info
+from .selectors import boards, caching, compare, details, hardest, paper_files, release_info
 from .templatetags.leaderboard_tags import diff_rows, highlight_code, render_markdown
 
 HEADLINE_MODELS = 12
@@ -345,6 +345,15 @@ def cost(request: HttpRequest) -> HttpResponse:
     ) if points else None
     context = {"points": points, "without": without, "chart": chart, "tokens": boards.LISTED_TOKENS}
     return _page(request, "leaderboard/cost.html", context, nav="cost", release=release)
+
+
+def hardest_snippets(request: HttpRequest) -> HttpResponse:
+    """Snippets by how many models pass them, hardest first, each linked to its page."""
+    release = _release(request)
+    data = hardest.hardest_snippets(release=release)
+    pager = _table_page(request, data.snippets, anchor="hardest-table")
+    context = {"data": data, "rows": pager.rows, "pager": pager, "named_up_to": hardest.NAMED_UP_TO}
+    return _page(request, "leaderboard/hardest.html", context, nav="hardest", release=release)
 
 
 def ablation(request: HttpRequest) -> HttpResponse:

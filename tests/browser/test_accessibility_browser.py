@@ -37,7 +37,7 @@ def public_pages(demo) -> list[str]:
     snippet = f"/papers/{paper}/snippet/?file=scale.py&name=scale+input"
     return [
         "/", "/leaderboard/", "/leaderboard/papers/", "/leaderboard/contamination-safe/",
-        "/leaderboard/errors/", "/leaderboard/paper-ablation/", "/leaderboard/cost/", "/releases/", "/releases/v-test/",
+        "/leaderboard/errors/", "/leaderboard/paper-ablation/", "/leaderboard/cost/", "/leaderboard/hardest-snippets/", "/releases/", "/releases/v-test/",
         "/releases/v1-0-published/", "/leaderboard/?release=v1-0-published",
         "/leaderboard/papers/?release=v1-0-published", "/releases/v1-0-published/leaderboard/",
         f"/models/{model}/", f"/papers/{paper}/", snippet, f"{snippet}&model={model}#drilldown",
