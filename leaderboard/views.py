@@ -274,10 +274,6 @@ def contamination(request: HttpRequest) -> HttpResponse:
         timeout=600,
     )
     per_model = boards.contamination_per_model(release=release, with_paper=params.with_paper)
-    if date_from is None and date_to is None and params.cutoff is None and table.cutoff is not None:
-        # the default window (after the latest cutoff) shown as the equivalent "from" date, so the
-        # form, the slider and a bookmarked URL all describe the same window
-        date_from = table.cutoff + dt.timedelta(days=1)
     if _wants_csv(request):
         if request.GET.get("table") == "per_model":
             return _csv(f"contamination-per-model-{release.slug}.csv", lb_csv.contamination_csv(per_model))
@@ -285,8 +281,18 @@ def contamination(request: HttpRequest) -> HttpResponse:
     window = set(table.papers)
     dated = [(p, d) for p, d in table.paper_dates.items() if d is not None]
     undated = [p for p, d in table.paper_dates.items() if d is None]
-    snippet_counts = dict(ReleasePaper.objects.filter(release=release).values_list("paper__paper_id", "snippet_count"))
-    papers_json = [{"id": p, "first_commit_date": d.isoformat(), "snippets": snippet_counts.get(p, 0)} for p, d in dated]
+    sizes = {p: (n, w) for p, n, w in ReleasePaper.objects.filter(release=release)
+             .values_list("paper__paper_id", "snippet_count", "total_weight")}
+    # the papers a window can count (dated, scorable here): the slider counts exactly what the server would
+    not_scorable = {n["paper"] for n in table.not_scorable}
+    papers_json = [{"id": p, "first_commit_date": d.isoformat(), "snippets": sizes.get(p, (0, 0))[0],
+                    "weight": sizes.get(p, (0, 0))[1]} for p, d in dated if p not in not_scorable]
+    # the window as one "from" date: a cutoff (the default one: the latest among ranked models) is the
+    # day after it, and with a "from" date too the later one starts the window; so the form, the
+    # slider, the cards and a bookmarked URL all describe the same window
+    if table.cutoff is not None:
+        after_cutoff = table.cutoff + dt.timedelta(days=1)
+        date_from = max(date_from, after_cutoff) if date_from else after_cutoff
     timeline = (
         charts.papers_timeline_figure(
             papers=[p for p, _ in dated], dates=[d.isoformat() for _, d in dated], inside=[p in window for p, _ in dated]
