@@ -95,6 +95,13 @@ def test_desktop_pages_fit_and_read_well(live_server, browser, published):
             fits = page.evaluate("""() => { const t = document.querySelector('#leaderboard');
                 return t.scrollWidth - t.parentElement.clientWidth; }""")
             problems.check(fits <= 0, f"the leaderboard is {fits}px too wide")
+            # a successor release's rows carry two more figures in the rate's cell (the markup of
+            # leaderboard_table.html for a predecessor and a scorable subset): the table still fits
+            fits = page.evaluate("""() => { const t = document.querySelector('#leaderboard');
+                for (const td of t.querySelectorAll('tbody td:nth-child(4)')) td.insertAdjacentHTML('beforeend',
+                  ' <span class="ci js-previous">was 12.34 %</span> <span class="ci js-full">whole release 12.34 %</span>');
+                return t.scrollWidth - t.parentElement.clientWidth; }""")
+            problems.check(fits <= 0, f"with a successor's figures the leaderboard is {fits}px too wide")
             cutoffs = page.locator("#leaderboard tbody td.cutoff").all_inner_texts()
             problems.check("2024-07" in cutoffs and "2024-7" not in cutoffs, cutoffs)
             # numeric columns: heading and cells right-aligned, figures in tabular digits
