@@ -42,12 +42,13 @@ def public_pages(demo) -> list[str]:
         "/leaderboard/papers/?release=v1-0-published", "/releases/v1-0-published/leaderboard/",
         f"/models/{model}/", f"/papers/{paper}/", snippet, f"{snippet}&model={model}#drilldown",
         "/papers/Diff-Transformer/?release=v1-0-published", "/models/GPT_4_1/?release=v1-0-published",
-        "/accounts/login/", "/accounts/signup/", "/models/no-such-model/", "/api/",
+        "/accounts/login/", "/accounts/signup/", "/models/no-such-model/", "/api/", "/queue/",
         "/models/?q=model", f"/compare/?models={model}&models={demo.models[2].key}",
     ]
 
 
-SIGNED_IN_PAGES = ["/submit/", "/contribute/", "/review/submissions/", "/contribute/review/", "/submissions/"]
+SIGNED_IN_PAGES = ["/submit/", "/contribute/", "/contribute/mine/", "/review/submissions/", "/contribute/review/", "/submissions/",
+                   "/accounts/profile/"]
 
 
 @pytest.fixture
