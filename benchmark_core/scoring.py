@@ -235,6 +235,29 @@ def paired_bootstrap(
     return _point(a, papers) - _point(b, papers), lo, hi
 
 
+def mcnemar_exact(only_a: int, only_b: int) -> float:
+    """Two-sided exact McNemar p-value over paired verdicts: ``only_a`` items passed by a alone,
+    ``only_b`` by b alone (the concordant ones carry no information)."""
+    n = only_a + only_b
+    if n == 0:
+        return 1.0
+    k = min(only_a, only_b)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2.0 ** n
+    return min(1.0, 2.0 * tail)
+
+
+def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
+    """Indices of the (cost, score) points no other point beats: none is at most as costly and
+    scores at least as high with one of the two strictly better. Cheapest first."""
+    order = sorted(range(len(points)), key=lambda i: (points[i][0], -points[i][1]))
+    front, best = [], -math.inf
+    for i in order:
+        if points[i][1] > best:
+            front.append(i)
+            best = points[i][1]
+    return front
+
+
 def _tiers_from(rates, keys: list[str], points: Mapping[str, float], ranked: Iterable[str]) -> dict[str, int]:
     """A model shares its tier leader's tier unless the paired difference's lower bound is above 0."""
     import numpy as np

@@ -150,7 +150,7 @@ def contribution_review_view(request: HttpRequest, pk: int) -> HttpResponse:
 
 @staff_member_required
 def releases_admin(request: HttpRequest) -> HttpResponse:
-    return render(request, "contributions/releases.html", {"releases": selectors.releases_for_staff(), "nav": "releases"})
+    return render(request, "contributions/releases.html", {"releases": selectors.releases_for_staff(), "nav": "staff"})
 
 
 def _release_rename(request: HttpRequest, release: Release, form: ReleaseNameForm) -> HttpResponse | None:
@@ -226,6 +226,6 @@ def release_admin_detail(request: HttpRequest, slug: str) -> HttpResponse:
     baselines = Evaluation.objects.filter(release=release, source=Evaluation.BASELINE).select_related("model")
     return render(request, "contributions/release.html", {
         "r": release, "papers": selectors.release_papers(release=release), "form": form, "baselines": baselines,
-        "scoring": any(not ev.complete for ev in baselines), "nav": "releases",
+        "scoring": any(not ev.complete for ev in baselines), "nav": "staff",
         "name_form": name_form, "errata_form": errata_form, "default_warning": default_warning,
     }, status=status)

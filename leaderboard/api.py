@@ -28,7 +28,7 @@ from . import csv as lb_csv
 from . import page_cache
 from .models import Evaluation, LLMModel, Paper, Release, Snippet
 from .query import leaderboard_params_parse
-from .selectors import boards, caching, details, release_info
+from .selectors import boards, caching, compare, details, release_info
 
 __all__ = [
     "bad_request",
@@ -232,6 +232,15 @@ def _row_json(r: boards.LeaderboardRow, *, previous: Release | None = None) -> d
 def ping(request: HttpRequest) -> HttpResponse:
     """A trivial endpoint: the baseline of bench/web_load."""
     return JsonResponse({"ok": True})
+
+
+@api_view
+def model_search(request: HttpRequest) -> HttpResponse:
+    """Models found by part of their name (compare.models_search)."""
+    _json_only(request)
+    hits = compare.models_search(query=request.GET.get("q", "")[:200])
+    return JsonResponse({"models": [{"model": h.key, "name": h.name, "organisation": h.organisation,
+                                     "releases": h.releases} for h in hits]})
 
 
 @api_view

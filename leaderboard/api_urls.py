@@ -17,5 +17,6 @@ urlpatterns = [
     path("papers/<str:paper_id>", api.paper_detail, name="paper"),
     path("papers/<str:paper_id>/leaderboard", api.paper_leaderboard, name="paper_leaderboard"),
     path("evaluations/<int:evaluation_id>/outputs.jsonl", api.evaluation_outputs, name="evaluation_outputs"),
+    path("models", api.model_search, name="model_search"),
     path("models/<path:key>", api.model_detail, name="model"),
 ]

@@ -19,6 +19,7 @@ __all__ = [
     "error_stack_figure",
     "ablation_figure",
     "papers_timeline_figure",
+    "cost_score_figure",
     "CATEGORY_COLORS",
 ]
 
@@ -158,4 +159,39 @@ def papers_timeline_figure(*, papers: Sequence[str], dates: Sequence[str], insid
         layout=_layout(height=110, xaxis={"type": "date", "gridcolor": "#e2e8f0"},
                        yaxis={"visible": False, "range": [-1, 1]}, margin={"l": 20, "r": 20, "t": 10, "b": 30}),
     )
+    return _spec(fig)
+
+
+def cost_score_figure(
+    *, names: Sequence[str], costs: Sequence[float], scores: Sequence[float], measured: Sequence[bool],
+    front: Sequence[bool],
+) -> dict[str, Any]:
+    """Cost per snippet (log scale) against scaled pass rate; the Pareto front joined by a line."""
+    def points(keep):
+        idx = [i for i in range(len(names)) if keep(i)]
+        return [costs[i] for i in idx], [scores[i] for i in idx], [names[i] for i in idx]
+
+    traces = []
+    for label, symbol, keep in (("measured (run card)", "circle", lambda i: measured[i]),
+                                ("list price, estimated", "diamond-open", lambda i: not measured[i])):
+        x, y, text = points(keep)
+        if x:
+            traces.append(go.Scatter(
+                x=x, y=y, text=text, mode="markers", name=label,
+                marker={"size": 10, "symbol": symbol, "color": ACCENT, "line": {"width": 1.5, "color": ACCENT}},
+                hovertemplate="%{text}<br>$%{x:.4g} per snippet<br>%{y:.2f} %<extra></extra>",
+            ))
+    x, y, text = points(lambda i: front[i])
+    traces.append(go.Scatter(
+        x=x, y=y, text=text, mode="lines+markers+text", name="Pareto front", textposition="top center",
+        line={"color": PALETTE[3], "width": 1.5, "shape": "hv"}, marker={"size": 6, "color": PALETTE[3]},
+        textfont={"size": 10, "color": "#334155"}, hoverinfo="skip",
+    ))
+    fig = go.Figure(traces, layout=_layout(
+        height=460,
+        xaxis={"title": "USD per snippet (log scale)", "type": "log", "gridcolor": "#e2e8f0"},
+        yaxis={"title": "Scaled pass rate (%)", "rangemode": "tozero", "gridcolor": "#e2e8f0", "automargin": True},
+        margin={"l": 10, "r": 30, "t": 30, "b": 40},
+        legend={"orientation": "h", "y": -0.2},
+    ))
     return _spec(fig)

@@ -124,6 +124,10 @@ SCHEMAS: dict[str, Any] = {
         "per_paper": {"type": "object", "additionalProperties": {"type": "object"}},
         "pass_at_k": {"type": "object"},
     }),
+    "ModelSearch": _obj({"models": _array(_obj({
+        "model": STRING, "name": STRING, "organisation": STRING,
+        "releases": _array(_obj({"slug": STRING, "name": STRING})),
+    }))}),
     "Model": _obj({
         "model": STRING, "name": STRING, "organisation": STRING, "open_weights": BOOLEAN, "knowledge_cutoff": STRING,
         "knowledge_cutoff_date": DATE, "input_cost": _nullable("number"), "output_cost": _nullable("number"),
@@ -351,6 +355,10 @@ PATHS: dict[str, Any] = {
         {"200": _table("PaperLeaderboard", "the rows", BOARD_COLUMNS), "400": BAD,
          "404": _error("unknown release or paper")},
         [_path("paper_id", "the paper's folder name"), RELEASE, FORMAT], "paper_leaderboard"),
+    "/models": _read(
+        "Models whose name, key or organisation contains q, with the published releases holding their public results",
+        {"200": _json("ModelSearch", "at most 50 models, by name"), "400": BAD},
+        [_query("q", "part of a model's name, key or organisation (empty: no model)"), JSON_ONLY], "model_search"),
     "/models/{key}": _read(
         "A model and its public evaluations, each with its reproducibility card",
         {"200": _json("Model", "the model"), "400": BAD,

@@ -28,7 +28,7 @@ from . import charts
 from . import csv as lb_csv
 from .models import IMPORTED_FAILURE, IMPORTED_NOTE, Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet
 from .query import PageNotFound, TablePage, leaderboard_params_parse, parse_bool, table_page
-from .selectors import boards, caching, details, paper_files, release_info
+from .selectors import boards, caching, compare, details, hardest, paper_files, release_info
 from .templatetags.leaderboard_tags import diff_rows, highlight_code, render_markdown
 
 HEADLINE_MODELS = 12
@@ -278,10 +278,6 @@ def contamination(request: HttpRequest) -> HttpResponse:
         timeout=600,
     )
     per_model = boards.contamination_per_model(release=release, with_paper=params.with_paper)
-    if date_from is None and date_to is None and params.cutoff is None and table.cutoff is not None:
-        # the default window (after the latest cutoff) shown as the equivalent "from" date, so the
-        # form, the slider and a bookmarked URL all describe the same window
-        date_from = table.cutoff + dt.timedelta(days=1)
     if _wants_csv(request):
         if request.GET.get("table") == "per_model":
             return _csv(f"contamination-per-model-{release.slug}.csv", lb_csv.contamination_csv(per_model))
@@ -289,8 +285,18 @@ def contamination(request: HttpRequest) -> HttpResponse:
     window = set(table.papers)
     dated = [(p, d) for p, d in table.paper_dates.items() if d is not None]
     undated = [p for p, d in table.paper_dates.items() if d is None]
-    snippet_counts = dict(ReleasePaper.objects.filter(release=release).values_list("paper__paper_id", "snippet_count"))
-    papers_json = [{"id": p, "first_commit_date": d.isoformat(), "snippets": snippet_counts.get(p, 0)} for p, d in dated]
+    sizes = {p: (n, w) for p, n, w in ReleasePaper.objects.filter(release=release)
+             .values_list("paper__paper_id", "snippet_count", "total_weight")}
+    # the papers a window can count (dated, scorable here): the slider counts exactly what the server would
+    not_scorable = {n["paper"] for n in table.not_scorable}
+    papers_json = [{"id": p, "first_commit_date": d.isoformat(), "snippets": sizes.get(p, (0, 0))[0],
+                    "weight": sizes.get(p, (0, 0))[1]} for p, d in dated if p not in not_scorable]
+    # the window as one "from" date: a cutoff (the default one: the latest among ranked models) is the
+    # day after it, and with a "from" date too the later one starts the window; so the form, the
+    # slider, the cards and a bookmarked URL all describe the same window
+    if table.cutoff is not None:
+        after_cutoff = table.cutoff + dt.timedelta(days=1)
+        date_from = max(date_from, after_cutoff) if date_from else after_cutoff
     timeline = (
         charts.papers_timeline_figure(
             papers=[p for p, _ in dated], dates=[d.isoformat() for _, d in dated], inside=[p in window for p, _ in dated]
@@ -339,6 +345,27 @@ def errors(request: HttpRequest) -> HttpResponse:
     return _page(request, "leaderboard/errors.html", context, nav="errors", release=release)
 
 
+def cost(request: HttpRequest) -> HttpResponse:
+    """Cost per snippet against scaled pass rate, with the Pareto front."""
+    release = _release(request)
+    points, without = boards.cost_vs_score(release=release)
+    chart = charts.cost_score_figure(
+        names=[p.name for p in points], costs=[p.cost for p in points], scores=[p.scaled_pass_rate for p in points],
+        measured=[p.measured for p in points], front=[p.on_front for p in points],
+    ) if points else None
+    context = {"points": points, "without": without, "chart": chart, "tokens": boards.LISTED_TOKENS}
+    return _page(request, "leaderboard/cost.html", context, nav="cost", release=release)
+
+
+def hardest_snippets(request: HttpRequest) -> HttpResponse:
+    """Snippets by how many models pass them, hardest first, each linked to its page."""
+    release = _release(request)
+    data = hardest.hardest_snippets(release=release)
+    pager = _table_page(request, data.snippets, anchor="hardest-table")
+    context = {"data": data, "rows": pager.rows, "pager": pager, "named_up_to": hardest.NAMED_UP_TO}
+    return _page(request, "leaderboard/hardest.html", context, nav="hardest", release=release)
+
+
 def ablation(request: HttpRequest) -> HttpResponse:
     release = _release(request)
     rows = boards.paper_ablation(release=release)
@@ -353,6 +380,32 @@ def ablation(request: HttpRequest) -> HttpResponse:
     )
     return _page(request, "leaderboard/ablation.html", {"rows": shown, "pager": pager, "chart": chart}, nav="ablation",
                  release=release)
+
+
+def model_search(request: HttpRequest) -> HttpResponse:
+    """Models found by part of their name (the header's search box)."""
+    query = (request.GET.get("q") or "").strip()[:200]
+    hits = compare.models_search(query=query)
+    return _page(request, "leaderboard/model_search.html", {"query": query, "hits": hits}, nav="models")
+
+
+def models_compare(request: HttpRequest) -> HttpResponse:
+    """Two or more models of a release side by side: figures, per paper, per snippet, significance."""
+    release = _release(request)
+    keys = [k for value in request.GET.getlist("models") for k in value.split(",") if k.strip()]
+    keys = [k.strip() for k in keys]
+    comparison = compare.models_compare(release=release, keys=keys) if keys else None
+    board = boards.leaderboard_rows(release=release)
+    choices = [(r.model_key, r.name) for r in board.rows]
+    chosen = comparison and [m["key"] for m in comparison.models]
+    return _page(request, "leaderboard/compare.html", {
+        "comparison": comparison, "choices": choices, "chosen": chosen or keys, "max": compare.COMPARE_MAX,
+    }, nav="compare", release=release)
+
+
+def api_reference(request: HttpRequest) -> HttpResponse:
+    """The read and submissions API's reference, drawn in the browser from the OpenAPI document."""
+    return _page(request, "leaderboard/api_reference.html", {"spec_url": reverse("leaderboard_api:openapi")}, nav="api")
 
 
 def releases(request: HttpRequest) -> HttpResponse:

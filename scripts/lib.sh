@@ -9,7 +9,7 @@ log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
 # Debian packages the project needs; installed only when missing and we may (root or sudo).
 SYSTEM_PACKAGES=(python3-venv redis-server bubblewrap)
-TEST_SYSTEM_PACKAGES=(chromium wrk)
+TEST_SYSTEM_PACKAGES=(chromium wrk npm)
 
 apt_install() {
   local missing=()
@@ -25,6 +25,17 @@ apt_install() {
   log "installing Debian packages: ${missing[*]}"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# JavaScript the tests take from npm (package.json, pinned by package-lock.json: axe-core), into
+# node_modules/; reinstalled when the lock file changes.
+ensure_node_modules() {
+  local stamp="$ROOT/node_modules/.installed-$(sha256sum "$ROOT/package-lock.json" | cut -c1-16)"
+  if [ ! -f "$stamp" ]; then
+    log "installing npm packages from package-lock.json"
+    (cd "$ROOT" && npm ci --no-audit --no-fund --ignore-scripts --silent)
+    touch "$stamp"
+  fi
 }
 
 ensure_venv() {

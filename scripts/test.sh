@@ -4,6 +4,7 @@ source "$(dirname "$0")/lib.sh"
 cd "$ROOT"
 apt_install "${SYSTEM_PACKAGES[@]}" "${TEST_SYSTEM_PACKAGES[@]}"
 ensure_venv requirements-dev.txt
+ensure_node_modules
 ensure_test_envs
 # the docker backend's tests need an engine and the sandbox images; without them they skip
 # loudly (and fail under CI=true)

@@ -44,7 +44,8 @@ def test_every_page_shows_the_release_asked_for_and_the_header_follows_it(client
     footer = html.split('class="site-footer"', 1)[1]
     assert "showing release" in footer and ">Other release</a>" in footer
     assert header_links(html)["Leaderboard"] == reverse("leaderboard:leaderboard") + "?release=other"
-    assert '<option value="other" selected>' in footer
+    header = html.split('class="site-header"', 1)[1].split("</header>", 1)[0]
+    assert '<option value="other" selected>' in header  # the switcher is in the header
     # without the parameter: the default release
     html = client.get(reverse(page)).content.decode()
     assert f">{default.name}</a>" in html.split('class="site-footer"', 1)[1]
@@ -57,7 +58,7 @@ def test_home_of_another_release_and_an_unknown_one(client, two_releases):
     assert client.get("/?release=nope").status_code == 404
 
 
-def test_footer_switch_submits_to_a_page_that_honours_it(client, two_releases):
+def test_release_switch_submits_to_a_page_that_honours_it(client, two_releases):
     html = client.get("/").content.decode()
     form = html.split('class="inline-release"', 1)[0].rsplit("<form", 1)[1]
     action = re.search(r'action="([^"]*)"', form).group(1)
@@ -91,7 +92,7 @@ def test_staff_menu_lists_the_pages_each_role_may_open(client, two_releases):
     menu = staff_menu(client.get(reverse("leaderboard:leaderboard")).content.decode())
     for name in ("contributions:queue", "contributions:releases", "submissions:environments", "admin:index"):
         assert reverse(name) in menu, name
-    for label in ("Paper review queue", "Releases", "Environments", "Admin"):
+    for label in ("Paper review queue", "Release drafts and publishing", "Environments", "Admin"):
         assert f">{label}</a>" in menu
     # every link opens for staff
     for href in re.findall(r'href="([^"]+)"', menu):

@@ -16,7 +16,7 @@ register = template.Library()
 STAFF_PAGES = [
     ("Paper review queue", "contributions:queue", "reviewer"),
     ("Submission review", "submissions:review_queue", "reviewer"),
-    ("Releases", "contributions:releases", "staff"),
+    ("Release drafts and publishing", "contributions:releases", "staff"),
     ("Environments", "submissions:environments", "staff"),
     ("Job queues", queue.HOME_URL_NAME, "staff"),
     ("Admin", "admin:index", "staff"),

@@ -38,7 +38,10 @@ __all__ = [
     "LeaderboardRow",
     "LeaderboardTable",
     "PaperLeaderboard",
+    "CostPoint",
+    "LISTED_TOKENS",
     "contamination_per_model",
+    "cost_vs_score",
     "error_categories",
     "heatmap",
     "leaderboard_rows",
@@ -570,3 +573,42 @@ def contamination_per_model(*, release: Release, with_paper: bool = True) -> lis
             )
         )
     return sorted(rows, key=lambda r: (r.scaled_pass_rate is None, -(r.scaled_pass_rate or 0.0), r.name.lower()))
+
+
+#: tokens per snippet at which a list price (USD per million tokens) becomes a cost per snippet: a
+#: prompt with the paper's text and the masked file, and one answer; said on the page beside the chart
+LISTED_TOKENS = {"input": 20_000, "output": 1_000}
+
+
+@dataclass
+class CostPoint:
+    model_key: str
+    name: str
+    scaled_pass_rate: float
+    cost: float  # USD per snippet
+    measured: bool  # from the run card; else from the list price at LISTED_TOKENS
+    on_front: bool  # on the Pareto front: no model is at most as costly and scores at least as high
+    ranked: bool
+
+
+def cost_vs_score(*, release: Release) -> tuple[list[CostPoint], list[str]]:
+    """Each model of the release's overall board with a known cost: its cost per snippet (measured,
+    else estimated from its list price) against its scaled pass rate, the Pareto front marked; and
+    the names of models left out for lack of a cost. Reads the board (leaderboard_rows)."""
+    points, without = [], []
+    for r in leaderboard_rows(release=release).board:
+        if r.baseline or r.scaled_pass_rate is None:
+            continue
+        if r.cost_per_snippet is not None:
+            cost, measured = r.cost_per_snippet, True
+        elif r.input_cost is not None or r.output_cost is not None:
+            cost = ((r.input_cost or 0.0) * LISTED_TOKENS["input"] + (r.output_cost or 0.0) * LISTED_TOKENS["output"]) / 1e6
+            measured = False
+        else:
+            without.append(r.name)
+            continue
+        points.append(CostPoint(model_key=r.model_key, name=r.name, scaled_pass_rate=r.scaled_pass_rate, cost=cost,
+                                measured=measured, on_front=False, ranked=r.ranked))
+    for i in scoring.pareto_front([(p.cost, p.scaled_pass_rate) for p in points]):
+        points[i].on_front = True
+    return sorted(points, key=lambda p: (p.cost, -p.scaled_pass_rate)), without

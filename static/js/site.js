@@ -58,6 +58,26 @@
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", scrollToTodo);
   else scrollToTodo();
 
+  // a block that scrolls sideways (code, wide tables, outputs) takes keyboard focus, so arrow keys can
+  // scroll it (WCAG 2.1.1); checked again when the window's width changes what overflows
+  var SCROLLERS = "main pre, main .highlight, main .table-wrap, main .chart-scroll, main .math-display";
+  function scrollersFocusable() {
+    Array.prototype.forEach.call(document.querySelectorAll(SCROLLERS), function (box) {
+      var scrolls = box.scrollWidth > box.clientWidth + 1 || box.scrollHeight > box.clientHeight + 1;
+      if (scrolls && !box.hasAttribute("tabindex")) {
+        box.setAttribute("tabindex", "0");
+        box.setAttribute("data-scroll-focus", "1");
+      } else if (!scrolls && box.getAttribute("data-scroll-focus") === "1") {
+        box.removeAttribute("tabindex");
+        box.removeAttribute("data-scroll-focus");
+      }
+    });
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", scrollersFocusable);
+  else scrollersFocusable();
+  window.addEventListener("load", scrollersFocusable);
+  window.addEventListener("resize", scrollersFocusable);
+
   // the phone menu: one button folds the main navigation (CSS hides it on narrow screens under .js)
   function menuToggle() {
     var button = document.querySelector("button.nav-toggle");

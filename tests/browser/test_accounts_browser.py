@@ -34,7 +34,7 @@ def test_sign_in_returns_to_the_release_page_and_the_token_page_is_post_redirect
     page.click("text=Log in")
     page.fill("input[name=username]", "lena")
     page.fill("input[name=password]", "pw-lena-123456!")
-    page.click("form button[type=submit]")
+    page.click("main form button[type=submit]")
     page.wait_for_load_state("networkidle")
     assert page.url == start and "Other release" in page.inner_text("main")
 

@@ -166,30 +166,44 @@ def _count(page) -> int:
 
 
 def test_move_the_contamination_window(live_server, browser, site):
+    """Arrow keys move the window without a reload and keep the focus; Enter applies it; the cards,
+    the live line and the date inputs always say the same window."""
     tab = Tab(browser)
-    page = tab.open(live_server.url + "/leaderboard/contamination-safe/?from=2024-01-01&to=2025-12-31")
+    url = live_server.url + "/leaderboard/contamination-safe/?from=2024-01-01&to=2025-12-31"
+    page = tab.open(url)
+    dates = sorted(p.first_commit_date.isoformat() for p in site.papers)
     assert _count(page) == len(site.papers)
     start = page.locator(".range-slider input[data-role='from']")
     assert start.is_visible()
-    live = page.locator("#window-live")
-    before = live.inner_text()
     start.focus()
+    page.keyboard.press("ArrowRight")  # moves the thumb: no reload
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowLeft")
+    assert page.url == url
+    assert page.evaluate("document.activeElement.getAttribute('data-role')") == "from"
+    assert page.locator("input[name=from]").input_value() == dates[1]
+    assert _count(page) == len(site.papers) - 1  # the cards follow the window live
+    assert page.locator("#window-from-text").inner_text() == dates[1]
+    live = page.locator("#window-live").inner_text()
+    assert f"{len(site.papers) - 1} papers" in live and dates[1] in live and "Not applied yet" in live
+
     with page.expect_navigation():
-        page.keyboard.press("ArrowRight")  # input updates the live count, change submits the form
+        page.keyboard.press("Enter")  # applies the window
     page.wait_for_load_state("networkidle")
-    assert "from=" in page.url
+    assert f"from={dates[1]}" in page.url
     assert _count(page) == len(site.papers) - 1
-    assert page.locator("#window-live").inner_text() != before
+    assert page.evaluate("document.activeElement.getAttribute('data-role')") == "from"  # focus kept
+    assert page.locator("#window-from-text").inner_text() == dates[1]
+    assert "Not applied yet" not in page.locator("#window-live").inner_text()
     assert page.locator("#few-papers-warning").is_visible()  # fewer than 5 papers remain
     page.wait_for_selector("#window-chart[data-rendered='1'] .main-svg", timeout=15000)
     tab.shot("contamination-moved")
 
-    end = page.locator(".range-slider input[data-role='to']")
-    end.focus()
-    with page.expect_navigation():
-        page.keyboard.press("ArrowLeft")
-    page.wait_for_load_state("networkidle")
-    assert _count(page) == len(site.papers) - 2
+    # a window with no paper says so, in the cards and the live line alike
+    page.fill("input[name=from]", "2099-01-01")
+    assert _count(page) == 0
+    assert page.locator("#window-live").inner_text().startswith("No paper")
+    assert page.locator("#window-snippet-count").inner_text() == "0"
     assert _csp_errors(tab.errors) == [] and tab.violations() == []
 
 

@@ -95,6 +95,13 @@ def test_desktop_pages_fit_and_read_well(live_server, browser, published):
             fits = page.evaluate("""() => { const t = document.querySelector('#leaderboard');
                 return t.scrollWidth - t.parentElement.clientWidth; }""")
             problems.check(fits <= 0, f"the leaderboard is {fits}px too wide")
+            # a successor release's rows carry two more figures in the rate's cell (the markup of
+            # leaderboard_table.html for a predecessor and a scorable subset): the table still fits
+            fits = page.evaluate("""() => { const t = document.querySelector('#leaderboard');
+                for (const td of t.querySelectorAll('tbody td:nth-child(4)')) td.insertAdjacentHTML('beforeend',
+                  ' <span class="ci js-previous">was 12.34 %</span> <span class="ci js-full">whole release 12.34 %</span>');
+                return t.scrollWidth - t.parentElement.clientWidth; }""")
+            problems.check(fits <= 0, f"with a successor's figures the leaderboard is {fits}px too wide")
             cutoffs = page.locator("#leaderboard tbody td.cutoff").all_inner_texts()
             problems.check("2024-07" in cutoffs and "2024-7" not in cutoffs, cutoffs)
             # numeric columns: heading and cells right-aligned, figures in tabular digits
@@ -172,3 +179,45 @@ def test_contribute_form_looks_like_the_submit_form(live_server, browser, publis
                     radius: s.borderTopLeftRadius, padding: s.paddingLeft, label: !!field.querySelector('label')}; }""", form)
     assert looks["contribute"] == looks["submit"], looks
     assert looks["submit"]["field"] == "flex column" and looks["submit"]["label"]
+
+
+LONG_MATH = ("Display math: $$\\mathcal{L}(\\theta) = -\\frac{1}{N}\\sum_{i=1}^{N} \\alpha_t (1 - p_{t,i})^{\\gamma}"
+             " \\log p_{t,i} + \\lambda \\lVert \\theta \\rVert_2^2 + \\beta \\sum_{j=1}^{M} w_j x_j^2 + \\kappa \\int_0^1 f(x)\\,dx$$")
+
+
+def test_no_page_is_wider_than_a_phone(live_server, browser, published, tmp_path):
+    """At 375 px nothing pushes a page sideways: code blocks and display formulas scroll in place."""
+    from tests.factories import make_demo
+
+    demo = make_demo(n_models=3, slug="v-math", pset_dir=tmp_path / "pset", summary=LONG_MATH)
+    paper = demo.papers[0].paper_id
+    problems = Problems()
+    for path in ["/releases/v1-0-published/", f"/papers/{paper}/?release=v-math", "/leaderboard/papers/?release=v1-0-published",
+                 "/releases/v-math/", f"/papers/{paper}/snippet/?release=v-math&file=scale.py&name=scale+input"]:
+        page = _open(browser, live_server.url + path, {"width": 375, "height": 812}, mobile=True)
+        width = page.evaluate("document.scrollingElement.scrollWidth")
+        problems.check(width <= 375, f"{path}: the page is {width} px wide at 375 px")
+        if "papers/?" in path:
+            hint = page.locator("#heatmap-scroll-hint")
+            problems.check(hint.is_visible() and "20 papers" in hint.inner_text(), f"{path}: no hint to scroll the heatmap")
+        if path.startswith(f"/papers/{paper}/?"):
+            problems.check(page.locator(".math-display math").count() == 1, f"{path}: the display formula is missing")
+        page.context.close()
+    problems.done()
+
+
+def test_header_has_one_current_item_and_the_release_switcher(live_server, browser, published, tmp_path):
+    from tests.factories import make_demo
+
+    make_demo(n_models=3, slug="v-two", pset_dir=tmp_path / "pset")
+    page = _open(browser, live_server.url + "/leaderboard/papers/?release=v1-0-published", DESKTOP)
+    header = page.locator("header.site-header")
+    assert header.locator("[aria-current='page']").count() == 1
+    assert header.locator("a", has_text="Releases").count() == 1
+    switch = header.locator("select#release-switch")
+    assert switch.is_visible()
+    switch.select_option("v-two")
+    header.locator(".inline-release button[type=submit]").click()
+    page.wait_for_load_state("networkidle")
+    assert "release=v-two" in page.url and "/leaderboard/papers/" in page.url
+    assert page.locator("footer select").count() == 0

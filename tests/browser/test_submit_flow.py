@@ -70,7 +70,7 @@ def test_sign_up_token_cli_submit_progress_publish_leaderboard(stack, browser, l
     page.fill("#id_email", "newcomer@example.org")
     page.fill("#id_password1", "a-long-Passphrase-42")
     page.fill("#id_password2", "a-long-Passphrase-42")
-    page.click("button[type=submit]")
+    page.click("main button[type=submit]")
     page.wait_for_url("**/accounts/profile/")
 
     # create a token
