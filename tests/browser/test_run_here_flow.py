@@ -132,7 +132,7 @@ def _flow(page, release, server, worker_log, live_server, django_user_model) -> 
     page.goto(f"{live_server.url}/accounts/login/")
     page.fill("#id_username", "evaluator")
     page.fill("#id_password", "a-long-Passphrase-42")
-    page.click("button[type=submit]")
+    page.click("main form button[type=submit]")  # (the header has a search form of its own)
     page.wait_for_url("**/accounts/profile/")
 
     # start a run from the form; its page shows the answers coming in (it refreshes itself)
