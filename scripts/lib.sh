@@ -9,7 +9,10 @@ log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
 # Debian packages the project needs; installed only when missing and we may (root or sudo).
 SYSTEM_PACKAGES=(python3-venv redis-server bubblewrap)
-TEST_SYSTEM_PACKAGES=(chromium wrk npm)
+TEST_SYSTEM_PACKAGES=(chromium wrk)
+# npm for the accessibility test's axe-core: Debian's package only where no npm is installed (a
+# machine with NodeSource's nodejs has npm already, and Debian's npm conflicts with that nodejs)
+command -v npm >/dev/null || TEST_SYSTEM_PACKAGES+=(npm)
 
 apt_install() {
   local missing=()
