@@ -38,9 +38,6 @@ pytestmark = [
                        reason="needs bubblewrap and redis-server"),
 ]
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--no-first-run"]
 SHOTS = ROOT / "test-artifacts" / "screenshots"
 SECRET = Fernet.generate_key().decode()
 KEY = "sk-browser-RUNHERE-9876543210"
@@ -75,21 +72,6 @@ def stack(settings, tmp_path):
         process_group_kill(worker, signal.SIGKILL)
         server.stop()
         redis.stop()
-
-
-@pytest.fixture
-def browser():
-    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    from playwright.sync_api import sync_playwright
-
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing (apt-get install -y chromium)")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def _start(page, url: str, *, server: ChatServer, name: str) -> str:
