@@ -104,92 +104,86 @@ def parse_annotations(text: str, path: str) -> FileAnnotations:
         match = TAG_RE.match(line)
         if match:
             tags.append((idx, bool(match["close"]), match["name"], match["indent"]))
-    closes = _later_closes(tags)
-    opens_at: dict[str, list[int]] = {}
-    for lineno, is_close, name, _ in tags:
-        if not is_close:
-            opens_at.setdefault(name, []).append(lineno)
-
-    def closes_after(name: str, lineno: int) -> bool:
-        return any(c > lineno for c in closes.get(name, ()))
-
-    def opens_after(name: str, lineno: int) -> bool:
-        return any(o > lineno for o in opens_at.get(name, ()))
-
-    problems: list[Problem] = []
-    stack: list[_Open] = []
-    spans: list[tuple[_Open, int]] = []  # (open, close line) of well-formed pairs
-    seen_names: dict[str, int] = {}
-
+    pairing = _Pairing(path, tags)
     for lineno, is_close, name, indent in tags:
         if not name.strip():
-            problems.append(Problem(path, lineno, "tag has an empty name"))
-            continue
-        if not is_close:
-            if name in seen_names:
-                problems.append(
-                    Problem(path, lineno, f'duplicate snippet name "{name}" (first opened at line {seen_names[name]})')
-                )
-            else:
-                seen_names[name] = lineno
-            stack.append(_Open(name, lineno, indent))
-            continue
-        # closing tag
-        if not stack or all(o.name != name for o in stack):
-            if not stack or opens_after(name, lineno):
-                problems.append(Problem(path, lineno, f'closing tag "{name}" has no matching opening tag'))
-                continue
-            top = stack[-1]
-            problems.append(
-                Problem(
-                    path,
-                    lineno,
-                    f'closing tag "{name}" does not match the innermost open tag "{top.name}" (line {top.line})',
-                )
-            )
-            if not closes_after(top.name, lineno):
-                stack.pop()  # most likely a misspelt close of the innermost snippet
-            continue
-        while stack[-1].name != name:
-            inner = stack[-1]
-            if closes_after(inner.name, lineno):
-                problems.append(
-                    Problem(
-                        path,
-                        lineno,
-                        f'tags cross: "{name}" closes while "{inner.name}" (opened at line {inner.line}) is still open',
-                    )
-                )
-                break  # the inner snippet stays open: it closes later
-            problems.append(
-                Problem(
-                    path,
-                    lineno,
-                    f'closing tag "{name}" does not match the innermost open tag "{inner.name}" '
-                    f"(line {inner.line}), which is never closed",
-                )
-            )
-            stack.pop()
-        opened = next(o for o in reversed(stack) if o.name == name)
-        stack.remove(opened)
-        if opened.indent != indent:
-            problems.append(
-                Problem(
-                    path,
-                    lineno,
-                    f'closing tag "{name}" is indented differently from its opening tag (line {opened.line})',
-                )
-            )
-        spans.append((opened, lineno))
-    for leftover in stack:
+            pairing.problem(lineno, "tag has an empty name")
+        elif is_close:
+            pairing.close(lineno, name, indent)
+        else:
+            pairing.open(lineno, name, indent)
+    problems = pairing.problems
+    for leftover in pairing.stack:
         problems.append(Problem(path, leftover.line, f'tag "{leftover.name}" is never closed'))
 
-    snippets = _build_tree(lines, path, spans)
+    snippets = _build_tree(lines, path, pairing.spans)
     for snip in snippets:
         if snip.weight == 0:
             problems.append(Problem(path, snip.start_line, f'snippet "{snip.name}" is empty (no code lines)'))
     problems.sort(key=lambda p: (p.line, p.message))
     return FileAnnotations(path=path, lines=lines, snippets=snippets, problems=problems)
+
+
+class _Pairing:
+    """Opening tags matched with their closing tags, in file order: the well-formed pairs (``spans``),
+    the tags still open (``stack``) and every problem met; a tag that goes wrong is read as the
+    likeliest mistake (a misspelt close, a forgotten one, tags that cross), so the rest still pair."""
+
+    def __init__(self, path: str, tags: list[tuple[int, bool, str, str]]):
+        self.path = path
+        self.closes = _later_closes(tags)
+        self.opens_at: dict[str, list[int]] = {}
+        for lineno, is_close, name, _ in tags:
+            if not is_close:
+                self.opens_at.setdefault(name, []).append(lineno)
+        self.problems: list[Problem] = []
+        self.stack: list[_Open] = []
+        self.spans: list[tuple[_Open, int]] = []  # (open, close line) of well-formed pairs
+        self.seen_names: dict[str, int] = {}
+
+    def closes_after(self, name: str, lineno: int) -> bool:
+        return any(c > lineno for c in self.closes.get(name, ()))
+
+    def opens_after(self, name: str, lineno: int) -> bool:
+        return any(o > lineno for o in self.opens_at.get(name, ()))
+
+    def problem(self, lineno: int, message: str) -> None:
+        self.problems.append(Problem(self.path, lineno, message))
+
+    def open(self, lineno: int, name: str, indent: str) -> None:
+        if name in self.seen_names:
+            self.problem(lineno, f'duplicate snippet name "{name}" (first opened at line {self.seen_names[name]})')
+        else:
+            self.seen_names[name] = lineno
+        self.stack.append(_Open(name, lineno, indent))
+
+    def close(self, lineno: int, name: str, indent: str) -> None:
+        stack = self.stack
+        if not stack or all(o.name != name for o in stack):
+            if not stack or self.opens_after(name, lineno):
+                self.problem(lineno, f'closing tag "{name}" has no matching opening tag')
+                return
+            top = stack[-1]
+            self.problem(lineno, f'closing tag "{name}" does not match the innermost open tag "{top.name}" '
+                                 f"(line {top.line})")
+            if not self.closes_after(top.name, lineno):
+                stack.pop()  # most likely a misspelt close of the innermost snippet
+            return
+        while stack[-1].name != name:
+            inner = stack[-1]
+            if self.closes_after(inner.name, lineno):
+                self.problem(lineno, f'tags cross: "{name}" closes while "{inner.name}" (opened at line '
+                                     f"{inner.line}) is still open")
+                break  # the inner snippet stays open: it closes later
+            self.problem(lineno, f'closing tag "{name}" does not match the innermost open tag "{inner.name}" '
+                                 f"(line {inner.line}), which is never closed")
+            stack.pop()
+        opened = next(o for o in reversed(stack) if o.name == name)
+        stack.remove(opened)
+        if opened.indent != indent:
+            self.problem(lineno, f'closing tag "{name}" is indented differently from its opening tag '
+                                 f"(line {opened.line})")
+        self.spans.append((opened, lineno))
 
 
 def _build_tree(lines: list[str], path: str, spans: list[tuple[_Open, int]]) -> list[Snippet]:

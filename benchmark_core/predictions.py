@@ -130,6 +130,10 @@ def _paper_with_files(papers: dict[str, Any] | None, paper_id: str,
     return paper_files(paper_id) if paper_files is not None else None
 
 
+class _Refused(Exception):
+    """Why one line is left out (its problem, reported with its number)."""
+
+
 def parse_predictions(data: bytes, pset: ProblemSet | None = None, *,
                       paper_files: Callable[[str], Paper | None] | None = None) -> tuple[list[Prediction], list[LineProblem]]:
     """Parse JSON lines; check ids against ``pset`` when given. Returns the valid lines and every problem.
@@ -145,88 +149,94 @@ def parse_predictions(data: bytes, pset: ProblemSet | None = None, *,
         if not raw.strip():
             continue
         try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            problems.append(LineProblem(number, f"not UTF-8 (byte {exc.start}: {raw[exc.start:exc.start + 1]!r})"))
-            continue
-        if text.count("[") + text.count("{") > MAX_DEPTH and _nesting_depth(text) > MAX_DEPTH:
-            problems.append(LineProblem(number, f"JSON nested deeper than {MAX_DEPTH} levels"))
-            continue
-        try:
-            obj = json.loads(text, parse_float=_finite_float, parse_constant=_no_constant)
-        except json.JSONDecodeError as exc:
-            problems.append(LineProblem(number, f"malformed JSON: {exc.msg} (column {exc.colno})"))
-            continue
-        except _BadNumber as exc:
+            obj = _line_object(raw)
+            answer_field, sample = _line_fields(obj)
+            prediction = _line_prediction(obj, answer_field, sample, number, papers, paper_files)
+            key = (prediction.paper, prediction.file, prediction.snippet, sample)
+            if key in seen:
+                raise _Refused(f"duplicate prediction for {prediction.paper}/{prediction.snippet} sample {sample} "
+                               f"(first on line {seen[key]})")
+        except _Refused as exc:
             problems.append(LineProblem(number, str(exc)))
             continue
-        except (ValueError, RecursionError) as exc:  # e.g. an integer longer than Python converts
-            problems.append(LineProblem(number, f"cannot read this JSON: {str(exc).split(';')[0][:200]}"))
-            continue
-        if not isinstance(obj, dict):
-            problems.append(LineProblem(number, "each line must be a JSON object"))
-            continue
-        missing = [k for k in ("paper", "snippet") if k not in obj]
-        given = [k for k in ANSWER_FIELDS if k in obj]
-        if not given:
-            missing.append("completion (or file_content, or patch)")
-        if missing:
-            problems.append(LineProblem(number, f"missing field(s): {', '.join(missing)}"))
-            continue
-        if len(given) > 1:
-            problems.append(LineProblem(number, f"give one of completion, file_content, patch, not {' and '.join(given)}"))
-            continue
-        answer_field = given[0]
-        bad = [k for k in ("paper", "snippet", answer_field) if not isinstance(obj[k], str)]
-        if obj.get("file") is not None and not isinstance(obj.get("file"), str):
-            bad.append("file")
-        if bad:
-            problems.append(LineProblem(number, f"field(s) must be strings: {', '.join(bad)}"))
-            continue
-        text_problems = [
-            why for k in ("paper", "snippet", "file", answer_field)
-            if isinstance(obj.get(k), str) and (why := text_problem(k, obj[k]))
-        ]
-        if text_problems:
-            problems.append(LineProblem(number, "; ".join(text_problems)))
-            continue
-        if answer_field != "completion" and len(obj[answer_field]) > MAX_FILE_CHARS:
-            problems.append(LineProblem(number, f"'{answer_field}' has {len(obj[answer_field])} characters; "
-                                                f"at most {MAX_FILE_CHARS} are read"))
-            continue
-        sample = obj.get("sample", 0)
-        if not isinstance(sample, int) or isinstance(sample, bool) or not 0 <= sample <= MAX_SAMPLE:
-            shown = repr(sample) if len(repr(sample)) <= 40 else repr(sample)[:40] + "..."
-            problems.append(LineProblem(number, f"'sample' must be an integer from 0 to {MAX_SAMPLE}, got {shown}"))
-            continue
-        paper_id, name, file = obj["paper"], obj["snippet"], obj.get("file") or ""
-        completion = obj[answer_field]
-        if papers is not None:
-            paper = papers.get(paper_id)
-            if paper is None:
-                problems.append(LineProblem(number, f"unknown paper {paper_id!r}"))
-                continue
-            try:
-                file = paper.snippet(name, file or None).file
-            except KeyError as exc:
-                problems.append(LineProblem(number, f"unknown snippet: {exc.args[0]}"))
-                continue
-        if answer_field != "completion":
-            source = _paper_with_files(papers, paper_id, paper_files)
-            if source is None:
-                problems.append(LineProblem(number, f"'{answer_field}' answers need the paper's files to be read"))
-                continue
-            try:
-                completion = edited_file_completion(source, name, file, **{answer_field: completion})
-            except (ValueError, KeyError) as exc:
-                problems.append(LineProblem(number, f"{answer_field}: {exc}"))
-                continue
-        key = (paper_id, file, name, sample)
-        if key in seen:
-            problems.append(
-                LineProblem(number, f"duplicate prediction for {paper_id}/{name} sample {sample} (first on line {seen[key]})")
-            )
-            continue
         seen[key] = number
-        predictions.append(Prediction(paper_id, file, name, sample, completion, number))
+        predictions.append(prediction)
     return predictions, problems
+
+
+def _line_object(raw: bytes) -> dict:
+    """The JSON object of one line (_Refused: not UTF-8, nested too deep, not JSON, not an object)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _Refused(f"not UTF-8 (byte {exc.start}: {raw[exc.start:exc.start + 1]!r})") from None
+    if text.count("[") + text.count("{") > MAX_DEPTH and _nesting_depth(text) > MAX_DEPTH:
+        raise _Refused(f"JSON nested deeper than {MAX_DEPTH} levels")
+    try:
+        obj = json.loads(text, parse_float=_finite_float, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise _Refused(f"malformed JSON: {exc.msg} (column {exc.colno})") from None
+    except _BadNumber as exc:
+        raise _Refused(str(exc)) from None
+    except (ValueError, RecursionError) as exc:  # e.g. an integer longer than Python converts
+        raise _Refused(f"cannot read this JSON: {str(exc).split(';')[0][:200]}") from None
+    if not isinstance(obj, dict):
+        raise _Refused("each line must be a JSON object")
+    return obj
+
+
+def _line_fields(obj: dict) -> tuple[str, int]:
+    """The line's answer field and sample, once its fields are there, of their types, storable text
+    and within bounds (_Refused otherwise)."""
+    missing = [k for k in ("paper", "snippet") if k not in obj]
+    given = [k for k in ANSWER_FIELDS if k in obj]
+    if not given:
+        missing.append("completion (or file_content, or patch)")
+    if missing:
+        raise _Refused(f"missing field(s): {', '.join(missing)}")
+    if len(given) > 1:
+        raise _Refused(f"give one of completion, file_content, patch, not {' and '.join(given)}")
+    answer_field = given[0]
+    bad = [k for k in ("paper", "snippet", answer_field) if not isinstance(obj[k], str)]
+    if obj.get("file") is not None and not isinstance(obj.get("file"), str):
+        bad.append("file")
+    if bad:
+        raise _Refused(f"field(s) must be strings: {', '.join(bad)}")
+    text_problems = [
+        why for k in ("paper", "snippet", "file", answer_field)
+        if isinstance(obj.get(k), str) and (why := text_problem(k, obj[k]))
+    ]
+    if text_problems:
+        raise _Refused("; ".join(text_problems))
+    if answer_field != "completion" and len(obj[answer_field]) > MAX_FILE_CHARS:
+        raise _Refused(f"'{answer_field}' has {len(obj[answer_field])} characters; at most {MAX_FILE_CHARS} are read")
+    sample = obj.get("sample", 0)
+    if not isinstance(sample, int) or isinstance(sample, bool) or not 0 <= sample <= MAX_SAMPLE:
+        shown = repr(sample) if len(repr(sample)) <= 40 else repr(sample)[:40] + "..."
+        raise _Refused(f"'sample' must be an integer from 0 to {MAX_SAMPLE}, got {shown}")
+    return answer_field, sample
+
+
+def _line_prediction(obj: dict, answer_field: str, sample: int, number: int, papers: dict[str, Any] | None,
+                     paper_files: Callable[[str], Paper | None] | None) -> Prediction:
+    """The prediction of a well-formed line: its paper and snippet known to ``papers`` (when given), a
+    file or patch answer turned into the snippet's completion (_Refused otherwise)."""
+    paper_id, name, file = obj["paper"], obj["snippet"], obj.get("file") or ""
+    completion = obj[answer_field]
+    if papers is not None:
+        paper = papers.get(paper_id)
+        if paper is None:
+            raise _Refused(f"unknown paper {paper_id!r}")
+        try:
+            file = paper.snippet(name, file or None).file
+        except KeyError as exc:
+            raise _Refused(f"unknown snippet: {exc.args[0]}") from None
+    if answer_field != "completion":
+        source = _paper_with_files(papers, paper_id, paper_files)
+        if source is None:
+            raise _Refused(f"'{answer_field}' answers need the paper's files to be read")
+        try:
+            completion = edited_file_completion(source, name, file, **{answer_field: completion})
+        except (ValueError, KeyError) as exc:
+            raise _Refused(f"{answer_field}: {exc}") from None
+    return Prediction(paper_id, file, name, sample, completion, number)
