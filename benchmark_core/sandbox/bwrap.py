@@ -145,6 +145,38 @@ def bwrap_available() -> str | None:
     return None
 
 
+def _system_binds() -> list[str]:
+    """The host's system folders, read-only (/usr, its /bin-style links or folders, a few /etc files)."""
+    args = ["--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        path = Path("/") / name
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            args += ["--ro-bind", str(path), str(path)]
+    for name in ETC_FILES:
+        args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    return args
+
+
+def _prefix_binds(prefixes: list[str]) -> list[str]:
+    """The interpreter's prefixes (and their real paths), read-only, each once and none under /usr."""
+    bound: list[str] = ["/usr"]
+    args: list[str] = []
+    for prefix in prefixes:
+        real = os.path.realpath(prefix)
+        for p in dict.fromkeys((prefix, real)):
+            if not any(p == b or p.startswith(b + "/") for b in bound) and os.path.isdir(p):
+                # bwrap copies the modes of the host's parents (/root is 0700): open them up,
+                # but leave the sandbox's own world-writable /tmp as it is
+                for parent in reversed(Path(p).parents[:-1]):
+                    if str(parent) != "/tmp":
+                        args += ["--perms", "0755", "--dir", str(parent)]
+                args += ["--ro-bind", p, p]
+                bound.append(p)
+    return args
+
+
 class BwrapSandbox(Sandbox):
     name = "bwrap"
 
@@ -210,41 +242,8 @@ class BwrapSandbox(Sandbox):
         """The bwrap command line that starts the warm runner for ``paper``; with ``parent_root``, the
         warm parent of the papers under that folder (``paper`` first), see ``warm.zygote_serve``."""
         python = self.paper_python(paper)
-        info = self.interpreter_info(python)
-        args = [self.binary, "--die-with-parent", "--new-session"]
-        if self.is_root:
-            # no user namespace: the runner needs real uids to give each run its own
-            args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
-            args += ["--cap-drop", "ALL"]
-            for cap in RUNNER_CAPS:
-                args += ["--cap-add", cap]
-        else:
-            args += ["--unshare-all"]
-        args += ["--ro-bind", "/usr", "/usr"]
-        for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
-            path = Path("/") / name
-            if path.is_symlink():
-                args += ["--symlink", os.readlink(path), str(path)]
-            elif path.is_dir():
-                args += ["--ro-bind", str(path), str(path)]
-        for name in ETC_FILES:
-            args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-        # the interpreter's prefixes are bound after the private /tmp, or a venv that lives under
-        # /tmp (a CI clone, say) would be hidden by it
-        bound: list[str] = ["/usr"]
-        prefix_args: list[str] = []
-        for prefix in info["prefixes"]:
-            real = os.path.realpath(prefix)
-            for p in dict.fromkeys((prefix, real)):
-                if not any(p == b or p.startswith(b + "/") for b in bound) and os.path.isdir(p):
-                    # bwrap copies the modes of the host's parents (/root is 0700): open them up,
-                    # but leave the sandbox's own world-writable /tmp as it is
-                    for parent in reversed(Path(p).parents[:-1]):
-                        if str(parent) != "/tmp":
-                            prefix_args += ["--perms", "0755", "--dir", str(parent)]
-                    prefix_args += ["--ro-bind", p, p]
-                    bound.append(p)
         limits = self.limits
+        args = [self.binary, "--die-with-parent", "--new-session", *self._namespace_args(), *_system_binds()]
         args += [
             "--proc", "/proc",
             "--dev", "/dev",
@@ -254,7 +253,9 @@ class BwrapSandbox(Sandbox):
             "--perms", "1777", "--size", str(limits.tmpfs_mb * 1024 * 1024), "--tmpfs", "/dev/shm",
             # world-writable like a host's /tmp: every run has its own uid
             "--perms", "1777", "--size", str(limits.tmpfs_mb * 1024 * 1024), "--tmpfs", "/tmp",
-            *prefix_args,
+            # the interpreter's prefixes are bound after the private /tmp, or a venv that lives under
+            # /tmp (a CI clone, say) would be hidden by it
+            *_prefix_binds(self.interpreter_info(python)["prefixes"]),
             "--dir", INSIDE,
             "--ro-bind", str(WARM_SCRIPT), f"{INSIDE}/warm.py",
         ]
@@ -278,10 +279,7 @@ class BwrapSandbox(Sandbox):
                 "--first-paper", f"{INSIDE}/papers/all/{rel.as_posix()}", "--work", f"{INSIDE}/runs",
                 "--python", python, *runner_extra,
             ]
-            preload = self.options.get("preload")
-            if preload:
-                args += ["--preload", ",".join(preload)]
-            return args
+            return args + self._preload_args()
         args += [
             "--ro-bind", str(Path(paper.folder).resolve()), f"{INSIDE}/paper",
             "--size", str(limits.tmpfs_mb * 1024 * 1024), "--tmpfs", f"{INSIDE}/runs",
@@ -295,10 +293,22 @@ class BwrapSandbox(Sandbox):
         if paper.fresh_process:
             args += ["--fresh"]
         args += ["--python", python]
-        preload = self.options.get("preload")
-        if preload:
-            args += ["--preload", ",".join(preload)]
+        return args + self._preload_args()
+
+    def _namespace_args(self) -> list[str]:
+        """bwrap's namespaces and capabilities: as root, no user namespace (the runner needs real uids to
+        give each run its own) and the runner's capabilities only; else every namespace."""
+        if not self.is_root:
+            return ["--unshare-all"]
+        args = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+        args += ["--cap-drop", "ALL"]
+        for cap in RUNNER_CAPS:
+            args += ["--cap-add", cap]
         return args
+
+    def _preload_args(self) -> list[str]:
+        preload = self.options.get("preload")
+        return ["--preload", ",".join(preload)] if preload else []
 
     def open(self, paper: PaperSpec) -> SandboxSession:
         """A session of ``paper``: served by its environment's warm parent when it has one (option
