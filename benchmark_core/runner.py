@@ -696,6 +696,17 @@ def _cache_keys(tasks: list[Task], sandbox: Sandbox, timeout: float) -> tuple[li
     return keys, paper_keys
 
 
+@dataclass
+class _Plan:
+    """What ``run_tasks`` has to do: per task its result so far (a cached verdict) and its verdict key,
+    per paper its cache key, and the indices of the tasks left to run."""
+
+    results: list[TestRun | None]
+    keys: list[str | None]
+    paper_keys: dict[str, str]
+    todo: list[int]
+
+
 def run_tasks(
     tasks: list[Task],
     *,
@@ -716,130 +727,172 @@ def run_tasks(
     (``cache`` is one too, and wins). ``progress`` is called with each result as it comes, in the
     calling thread. Once ``stop`` is set no task starts, the runs going on are ended (their sessions
     aborted) and the results not yet reported are left out of the list.
+
+    The steps: ``_tasks_prepare`` (cached verdicts, the tasks left), ``_Scheduler.collect`` (the
+    workers, the stop), ``_Scheduler.dispatch`` (a task to its paper's session), ``_Scheduler.gate``
+    (the paper's health gate), ``_Scheduler.verdict_keep`` (into the cache), ``_environment_faults``.
     """
-    workers = max(1, workers or os.cpu_count() or 1)
-    store = cache if cache is not None else store
-    results: list[TestRun | None] = [None] * len(tasks)
-    keys: list[str | None] = [None] * len(tasks)
-    paper_keys: dict[str, str] = {}
-    todo = list(range(len(tasks)))
-    if cache is not None:
-        keys, paper_keys = _cache_keys(tasks, sandbox, timeout)
-        trusted = {pid for pid, pk in paper_keys.items() if cache.deterministic(pk)}
-        stored = cache.get_many(k for i, k in enumerate(keys) if k and tasks[i].paper.id in trusted)
-        todo = []
-        for i, key in enumerate(keys):
-            if key in stored:
-                run = TestRun(**{**stored[key], "extra": {**stored[key].get("extra", {}), "cached": True}})
-                results[i] = run
+    plan = _tasks_prepare(tasks, sandbox=sandbox, timeout=timeout, cache=cache, progress=progress)
+    scheduler = _Scheduler(tasks, plan, sandbox=sandbox, timeout=timeout, cache=cache,
+                           store=cache if cache is not None else store)
+    scheduler.collect(workers=max(1, workers or os.cpu_count() or 1), progress=progress, stop=stop)
+    return _environment_faults(tasks, plan.results, scheduler.sessions)
+
+
+def _tasks_prepare(tasks: list[Task], *, sandbox: Sandbox, timeout: float, cache: "VerdictCache | None",
+                  progress: Callable[[TestRun], None] | None) -> _Plan:
+    """Step 1: every task is to run; with ``cache``, a verdict it holds for a paper shown deterministic
+    is the task's result at once (reported to ``progress`` now), and the reference runs it recorded
+    in this environment are believed (not made again)."""
+    plan = _Plan(results=[None] * len(tasks), keys=[None] * len(tasks), paper_keys={}, todo=list(range(len(tasks))))
+    if cache is None:
+        return plan
+    plan.keys, plan.paper_keys = _cache_keys(tasks, sandbox, timeout)
+    trusted = {pid for pid, pk in plan.paper_keys.items() if cache.deterministic(pk)}
+    stored = cache.get_many(k for i, k in enumerate(plan.keys) if k and tasks[i].paper.id in trusted)
+    plan.todo = []
+    for i, key in enumerate(plan.keys):
+        if key in stored:
+            run = TestRun(**{**stored[key], "extra": {**stored[key].get("extra", {}), "cached": True}})
+            plan.results[i] = run
+            if progress is not None:
+                progress(run)
+        else:
+            plan.todo.append(i)
+    # a reference run recorded by an earlier scoring in this environment need not be repeated
+    for paper in {task.paper.id: task.paper for task in tasks}.values():
+        detail = cache.paper_detail(plan.paper_keys[paper.id])
+        if detail and "tests_run" in detail and detail.get("passed") is not False:
+            env = environment_id(sandbox, PaperSpec.from_paper(paper))
+            with _REFERENCE_LOCK:
+                _REFERENCE.setdefault((env, _content_hash(paper)), detail)
+    return plan
+
+
+class _Scheduler:
+    """The runs of one ``run_tasks`` call: each task of ``plan.todo`` dispatched to its paper's session
+    (``_Sessions``) by a pool of workers, its verdict collected in task order."""
+
+    def __init__(self, tasks: list[Task], plan: _Plan, *, sandbox: Sandbox, timeout: float,
+                 cache: "VerdictCache | None", store: ReferenceStore | None):
+        self.tasks, self.plan = tasks, plan
+        self.timeout, self.cache, self.store = timeout, cache, store
+        counts: dict[str, int] = defaultdict(int)
+        for i in plan.todo:
+            counts[tasks[i].paper.id] += 1
+        order = list({tasks[i].paper.id: tasks[i].paper for i in plan.todo if tasks[i].code is not None}.values())
+        self.sessions = _Sessions(sandbox, counts, order=order, timeout=timeout, store=store)
+        self.halted = threading.Event()  # set once ``stop`` is, or when the call ends early (an exception)
+
+    def collect(self, *, workers: int, progress: Callable[[TestRun], None] | None,
+                stop: threading.Event | None) -> None:
+        """Step 2: run the tasks left on ``workers`` threads; each verdict into ``plan.results`` and to
+        ``progress`` as it comes. Once ``stop`` is set (or this fails) the runs going on are ended."""
+        finished = threading.Event()
+
+        def watch() -> None:  # ends the runs as soon as ``stop`` is set
+            assert stop is not None
+            while not finished.is_set():
+                if stop.wait(0.05):
+                    self.halt()
+                    return
+
+        executor = ThreadPoolExecutor(max_workers=workers)
+        try:
+            if stop is not None:
+                if stop.is_set():
+                    self.halted.set()
+                threading.Thread(target=watch, daemon=True, name="run-tasks-stop").start()
+            futures = [executor.submit(self.dispatch, i) for i in self.plan.todo]
+            for future in as_completed(futures):
+                index, run = future.result()
+                if run is None or self.halted.is_set():
+                    continue
+                self.plan.results[index] = run
                 if progress is not None:
                     progress(run)
-            else:
-                todo.append(i)
-        # a reference run recorded by an earlier scoring in this environment need not be repeated
-        for paper in {task.paper.id: task.paper for task in tasks}.values():
-            detail = cache.paper_detail(paper_keys[paper.id])
-            if detail and "tests_run" in detail and detail.get("passed") is not False:
-                env = environment_id(sandbox, PaperSpec.from_paper(paper))
-                with _REFERENCE_LOCK:
-                    _REFERENCE.setdefault((env, _content_hash(paper)), detail)
-    counts: dict[str, int] = defaultdict(int)
-    for i in todo:
-        counts[tasks[i].paper.id] += 1
-    order = list({tasks[i].paper.id: tasks[i].paper for i in todo if tasks[i].code is not None}.values())
-    sessions = _Sessions(sandbox, counts, order=order, timeout=timeout, store=store)
-    halted = threading.Event()  # set once ``stop`` is, or when this call ends early (an exception)
+        except BaseException:
+            self.halt()  # a failing progress callback, a job timeout: nothing goes on running behind the caller
+            raise
+        finally:
+            finished.set()
+            executor.shutdown(wait=True, cancel_futures=True)
+            self.sessions.close_all()
 
-    def deterministic(task: Task, session: SandboxSession, paper_timeout: float) -> bool:
-        assert cache is not None
-        pk = paper_keys[task.paper.id]
-        known = cache.deterministic(pk)
-        if known is None:
-            info = reference_run(session, task.paper, timeout=paper_timeout, runs=2, store=cache)
-            known = bool(info["deterministic"])
-            cache.set_deterministic(pk, known, json.dumps(info))
-        return known
+    def halt(self) -> None:
+        if not self.halted.is_set():
+            self.halted.set()
+            self.sessions.close_all(abort=True)
 
-    def work(index: int) -> tuple[int, TestRun | None]:
-        task = tasks[index]
+    def dispatch(self, index: int) -> tuple[int, TestRun | None]:
+        """Step 3 (in a worker): task ``index`` run in its paper's session, behind the paper's health
+        gate; (index, None) when the scoring was halted under it."""
+        task = self.tasks[index]
         try:
-            if halted.is_set():
+            if self.halted.is_set():
                 return index, None
             if task.code is None:
                 return index, missing_run(task)
-            paper_timeout = task.paper.timeout or timeout
-            session = sessions.get(task.paper)
-            # health gate: a paper's completions count only where its reference code passes. While
-            # its reference run goes on, one run may start beside it (a core would wait otherwise);
-            # it is judged against that reference all the same, and dropped if the gate fails
-            early = session is not None and sessions.start_early(task.paper)
-            run = None
-            try:
-                if early:
-                    try:
-                        run = run_task(session, task, timeout=paper_timeout, store=store)
-                    except Exception:  # noqa: BLE001 - the gate says why (or the run is made again after it)
-                        if halted.is_set():
-                            raise
-                problem = sessions.problem(task.paper, session)
-            finally:
-                if early:
-                    sessions.early_done(task.paper)
+            paper_timeout = task.paper.timeout or self.timeout
+            session = self.sessions.get(task.paper)
+            run, problem = self.gate(task, session, paper_timeout)
             if problem is not None:
                 return index, environment_run(task, environment=environment_name(task.paper), reason=problem)
             assert session is not None
             if run is None or run.extra.get("proof_category") == "environment":
                 # (an early run whose reference was lost with its sandbox is made again, as any run
                 # after the gate would be: against the reference made anew)
-                run = run_task(session, task, timeout=paper_timeout, store=store)
-            if cache is not None and keys[index] and deterministic(task, session, paper_timeout):
-                stored = asdict(run)
-                stored["extra"] = dict(run.extra)
-                cache.put(keys[index], stored)
+                run = run_task(session, task, timeout=paper_timeout, store=self.store)
+            self.verdict_keep(index, session, run, paper_timeout)
             return index, run
         except Exception:
-            if halted.is_set():  # its session was aborted under it: no result
+            if self.halted.is_set():  # its session was aborted under it: no result
                 return index, None
             raise
         finally:
-            sessions.done(task.paper.id)
+            self.sessions.done(task.paper.id)
 
-    def halt() -> None:
-        if not halted.is_set():
-            halted.set()
-            sessions.close_all(abort=True)
+    def gate(self, task: Task, session: SandboxSession | None, paper_timeout: float) -> tuple[TestRun | None, str | None]:
+        """Step 4, the health gate: a paper's completions count only where its reference code passes
+        (the problem, else None). While its reference run goes on, one run may start beside it (a core
+        would wait otherwise): that run is returned, judged against the same reference all the same."""
+        early = session is not None and self.sessions.start_early(task.paper)
+        run = None
+        try:
+            if early:
+                try:
+                    run = run_task(session, task, timeout=paper_timeout, store=self.store)  # type: ignore[arg-type]
+                except Exception:  # noqa: BLE001 - the gate says why (or the run is made again after it)
+                    if self.halted.is_set():
+                        raise
+            problem = self.sessions.problem(task.paper, session)
+        finally:
+            if early:
+                self.sessions.early_done(task.paper)
+        return run, problem
 
-    finished = threading.Event()
+    def verdict_keep(self, index: int, session: SandboxSession, run: TestRun, paper_timeout: float) -> None:
+        """Step 5: with a cache, the verdict is stored when its paper is deterministic here (shown once,
+        by its reference run made twice)."""
+        cache, key = self.cache, self.plan.keys[index]
+        if cache is None or not key:
+            return
+        task = self.tasks[index]
+        pk = self.plan.paper_keys[task.paper.id]
+        known = cache.deterministic(pk)
+        if known is None:
+            info = reference_run(session, task.paper, timeout=paper_timeout, runs=2, store=cache)
+            known = bool(info["deterministic"])
+            cache.set_deterministic(pk, known, json.dumps(info))
+        if known:
+            stored = asdict(run)
+            stored["extra"] = dict(run.extra)
+            cache.put(key, stored)
 
-    def watch() -> None:  # ends the runs as soon as ``stop`` is set
-        assert stop is not None
-        while not finished.is_set():
-            if stop.wait(0.05):
-                halt()
-                return
 
-    executor = ThreadPoolExecutor(max_workers=workers)
-    try:
-        if stop is not None:
-            if stop.is_set():
-                halted.set()
-            threading.Thread(target=watch, daemon=True, name="run-tasks-stop").start()
-        futures = [executor.submit(work, i) for i in todo]
-        for future in as_completed(futures):
-            index, run = future.result()
-            if run is None or halted.is_set():
-                continue
-            results[index] = run
-            if progress is not None:
-                progress(run)
-    except BaseException:
-        halt()  # a failing progress callback, a job timeout: nothing goes on running behind the caller
-        raise
-    finally:
-        finished.set()
-        executor.shutdown(wait=True, cancel_futures=True)
-        sessions.close_all()
-    # every run of a paper whose environment failed is an environment error (missing and cached ones too)
+def _environment_faults(tasks: list[Task], results: list[TestRun | None], sessions: _Sessions) -> list[TestRun]:
+    """Step 6: every run of a paper whose environment failed is an environment error (missing and cached
+    ones too); the results in task order, without those never reported (a halted scoring)."""
     broken = {pid: reason for pid, reason in {**sessions.gates, **sessions.problems}.items() if reason}
     for i, run in enumerate(results):
         if run is not None and run.paper in broken and run.category != "environment":
