@@ -22,7 +22,7 @@ import pytest
 from benchmark_core.cli import main as cli_main
 from benchmark_core.problemset import load_problemset
 from benchmark_core.sandbox import Limits, PaperSpec, SandboxUnavailable, get_sandbox
-from benchmark_core.sandbox.docker import PARENT_PIDS, RUNNER_CPUS
+from benchmark_core.sandbox.docker_containers import PARENT_PIDS, RUNNER_CPUS
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "demo"
@@ -132,7 +132,7 @@ def test_container_is_configured_locked_down(sandbox, session):
     assert host["MemorySwap"] == host["Memory"]
     # the runs' processes, the runner's, and (a warm parent serving several papers) their servers'
     assert 0 < host["PidsLimit"] <= sandbox.limits.pids * sandbox.parallel + 64 + PARENT_PIDS
-    # the runs' CPU share plus the runner's control work, in quota and weight (DockerSandbox.box_create)
+    # the runs' CPU share plus the runner's control work, in quota and weight (docker_containers.Boxes.create)
     assert host["NanoCpus"] == int(min(sandbox.engine_cpus, sandbox.cpus + RUNNER_CPUS) * 1e9)
     assert host["CpuShares"] == 1024 * (sandbox.parallel + 1)
     if sandbox.client.info().get("CgroupDriver") == "cgroupfs":
@@ -395,9 +395,9 @@ def test_next_session_takes_a_container_started_in_advance(alone, demo_paper):
     first = alone.open(demo_paper)
     first.close()
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not alone._spares:
+    while time.monotonic() < deadline and not alone.boxes.spares:
         time.sleep(0.1)
-    spare_ids = {box[0].id for box in alone._spares.values()}
+    spare_ids = {box[0].id for box in alone.boxes.spares.values()}
     assert spare_ids, "a spare container is started in the background"
     second = alone.open(demo_paper)
     try:
@@ -437,7 +437,8 @@ def test_a_warm_parent_lives_until_the_sandbox_closes(demo_paper):
 
 
 def test_startup_removes_containers_of_dead_workers(sandbox):
-    from benchmark_core.sandbox.docker import LABEL, containers_cleanup
+    from benchmark_core.sandbox.docker_containers import containers_cleanup
+    from benchmark_core.sandbox.docker_images import LABEL
 
     dead_pid = 2**22 + 12345  # above pid_max: no such process
     stale = sandbox.client.containers.create(
