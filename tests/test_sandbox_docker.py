@@ -237,7 +237,7 @@ def test_root_and_paper_are_read_only_and_tmp_is_bounded(session):
 import errno, json, os
 out = {}
 for path in ('/etc/rcb-probe', '/opt/rcb/bin/rcb-probe', '/usr/lib/python3.11/os.py', '""" + paper + """/rope.py',
-             '/rcb/warm.py', '/rcb/rcb-probe'):
+             '/rcb/warm.py/audit.py', '/rcb/warm.py/sitecustomize.py', '/rcb/rcb-probe'):
     try:
         with open(path, 'a') as fh:
             fh.write('x')
@@ -265,7 +265,8 @@ print(json.dumps(out))
     for path in ("/etc/rcb-probe", "/opt/rcb/bin/rcb-probe"):
         assert seen[path] == "EROFS", (path, seen[path])
     assert seen["/usr/lib/python3.11/os.py"] in ("EROFS", "EACCES")
-    for path in (f"{paper}/rope.py", "/rcb/warm.py", "/rcb/rcb-probe"):
+    # the runner (a folder: its files, and a new file beside them) is root's
+    for path in (f"{paper}/rope.py", "/rcb/warm.py/audit.py", "/rcb/warm.py/sitecustomize.py", "/rcb/rcb-probe"):
         assert seen[path] == "EACCES", (path, seen[path])
     assert seen["tmp_fill"] == "ENOSPC" and seen["tmp_written_mb"] <= 64
 

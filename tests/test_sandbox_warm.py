@@ -299,3 +299,37 @@ def test_the_submodules_a_paper_names_are_preloaded_not_its_own(tmp_path):
         "from tkinter import ttk\nfrom jax import numpy as jnp\ntry:\n    import os.path\nexcept ImportError:\n    pass\n"
         "def later():\n    import pandas.testing\n")
     assert warm.scan_submodules(str(tmp_path)) == ["matplotlib.pyplot", "scipy.stats", "scipy.special", "os.path"]
+
+
+_ROOMS_TEST = '''
+import os, sys, unittest
+import audit, common, server, warm
+
+class T(unittest.TestCase):
+    def test_own_modules(self):
+        for module in (audit, common, server, warm):
+            self.assertTrue(getattr(module, "PAPER_OWN", False), module)
+        runner = {runner!r}
+        ours = sorted(name for name, module in list(sys.modules.items())
+                      if str(getattr(module, "__file__", "") or "").startswith(runner + os.sep))
+        self.assertEqual(ours, [])
+        self.assertNotIn("_rcb_warm", sys.modules)
+
+if __name__ == "__main__":
+    unittest.main()
+'''
+
+
+@pytest.mark.parametrize("fresh", [False, True])
+def test_a_paper_never_meets_the_runners_rooms(server, tmp_path, fresh):
+    # the runner is a package of rooms (audit, common, server...): a paper's own modules of the same
+    # names are the paper's, and none of the runner's modules is in sys.modules while its test runs
+    paper = tmp_path / f"paper{int(fresh)}"
+    paper.mkdir()
+    for name in ("audit", "common", "server", "warm"):
+        (paper / f"{name}.py").write_text("PAPER_OWN = True\n")
+    (paper / "paper2code_test.py").write_text(_ROOMS_TEST.format(runner=str(WARM_SCRIPT.resolve())))
+    client = server(paper, *(["--fresh"] if fresh else []))
+    msg = ask(client, {})
+    assert msg["exit_code"] == 0, msg["stderr"]
+    assert core(msg["proof"]) == {"completed": True, "tests_run": 1}

@@ -48,8 +48,9 @@ __all__ = [
     "spawn_lasting",
 ]
 
-#: the runner script every backend copies or binds into its sandbox
-WARM_SCRIPT = Path(__file__).with_name("warm.py")
+#: the runner every backend copies or binds into its sandbox (as ``/rcb/warm.py``): a folder, the
+#: stdlib-only package ``sandbox/warm``, which the interpreter runs by its ``__main__.py``
+WARM_SCRIPT = Path(__file__).with_name("warm")
 READY_TIMEOUT = 300.0  # importing torch on a cold disk can take a while
 #: the runner kills a run at its timeout; an answer this much later is given up for lost
 ANSWER_GRACE = 60.0

@@ -1,0 +1,652 @@
+"""The run's audit hook (PEP 578): what a run does that a test never needs is reported on the proof
+pipe, MAC'd with the run's key, before it proceeds. Standard library only; runs inside the sandbox.
+
+``install_audit`` wires small factories together; each returns closures holding the references
+it needs, bound when the hook is installed (before any of the paper's code runs), never looked up
+in a module's globals afterwards: see docs/sandboxes.md ("The runner in rooms")."""
+from __future__ import annotations
+
+import os
+import sys
+
+from .common import LIBRARY_GUARD, RUNNER
+from .guard import _library_guard, _library_roots
+
+# --------------------------------------------------------------------------- proof channel, audit hook
+# The test runs in this process together with the completion, so everything here is readable and
+# writable by hostile code. What it cannot do without an audited action (PEP 578 hooks cannot be
+# removed) is reach the per-run key: it lives only in launch()'s frame and in the hook's closure,
+# and frames, gc walks, ctypes and /proc/self/mem are all audited. The hook reports such actions
+# on the proof pipe *before* they proceed; every line it writes carries a MAC with that key, so the
+# supervisor tells the harness's lines from anything the completion writes there.
+# docs/sandboxes.md ("Proof of run") has the threat model.
+
+#: exit code of a run whose audit hook could not report (its proof pipe was closed or replaced)
+PROOF_EXIT = 86
+#: protected modules whose attributes a completion must not change (plus every ``*_ref`` module
+#: and the test script's ``__main__``)
+PROTECTED_MODULES = (
+    "builtins", "unittest", "unittest.case", "unittest.result", "unittest.runner", "unittest.main",
+    "unittest.suite", "unittest.loader", "unittest.util", "unittest.signals", "numpy", "numpy.testing",
+    "numpy.testing._private.utils", "torch", "torch.testing", "torch.testing._comparison", "threading", "_thread",
+)
+#: classes whose special attributes a completion must not write (their plain attributes are compared
+#: at every checkpoint); the libraries' own classes set theirs while importing
+_PROTECTED_PREFIXES = ("unittest", "numpy.testing", "torch.testing", "builtins", "__main__")
+#: audit events reported as they are, with the stack that raised them
+_AUDITED = frozenset((
+    "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty", "os.system", "subprocess.Popen",
+    "pty.spawn", "os.kill", "os.killpg", "signal.pthread_kill", "sys._getframe", "sys._current_frames",
+    "sys._current_exceptions", "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys.settrace",
+    "sys.setprofile", "sys.addaudithook", "_thread.start_new_thread", "object.__setattr__",
+    "object.__delattr__", "object.__getattr__", "open", "os.listdir", "os.scandir", "import",
+    "code.__new__", "compile", "rcb.thread", "rcb.test", "rcb.checkpoint", "rcb.modattr",
+))
+_FRAME_ATTRS = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame"))
+_WATCHED_IMPORTS = frozenset(("ctypes", "_ctypes", "_posixsubprocess", "pty"))
+_STACK_LIMIT = 20000  # distinct events remembered (so that each is reported once)
+
+
+def proof_mac(key: bytes, body: bytes) -> bytes:
+    """The MAC of one proof line (keyed BLAKE2b, C code the completion cannot patch)."""
+    import _blake2
+
+    return _blake2.blake2b(body, key=key, digest_size=16).hexdigest().encode()
+
+
+class _WatchedModule(__import__("types").ModuleType):
+    """A protected module's class during a run: attribute writes are reported before they happen."""
+
+    def __setattr__(self, name, value, _audit=sys.audit):
+        _audit("rcb.modattr", self.__name__, name)
+        super().__setattr__(name, value)
+
+    def __delattr__(self, name, _audit=sys.audit):
+        _audit("rcb.modattr", self.__name__, name)
+        super().__delattr__(name)
+
+
+def _install_audit(fd: int, key: bytes, script: str, prepared: tuple | None = None, *, prepare: bool = False):
+    """Install the run's audit hook writing to ``fd``; return the checkpoint emitter for launch()
+    and the function that names the test script (``script`` empty: a pre-forked run's hook is
+    installed before its run is known). That function names it once; later calls change nothing,
+    so code that reaches it cannot make its own frames pass for the test script's.
+
+    ``prepared``: the snapshot of the protected modules a warm server took before forking
+    (``snapshot_prepare``); the first checkpoint then only takes in what changed since (our own
+    wrappers, what the fork did) instead of building it again in every run. With ``prepare``
+    nothing is installed: the function that builds that snapshot is returned.
+    """
+    # every global this hook needs is bound now, in the factories' closures: later rebinding of the
+    # runner's globals (reachable from the wrappers installed into unittest) must not change it
+    runner = RUNNER
+    protected = PROTECTED_MODULES
+    trusted_roots = tuple(sorted({p for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, runner) if p}))
+    st = os.fstat(fd) if not prepare else None
+    channel = (st.st_dev, st.st_ino) if st is not None else None
+    state = {"handlers": set(), "returned": False, "started": False}
+    script_cell = [script]  # the test script's path: its frames are the harness's, not paper code
+
+    def name_script(path: str) -> None:
+        if not script_cell[0]:
+            script_cell[0] = path
+
+    # module name -> (module, {attr: (value, code)}); protected class -> (label, {attr: (value, code)})
+    # (a prepared snapshot is this process's own copy: the server's, inherited by the fork)
+    base: dict = prepared[0] if prepared is not None else {}
+    classes: dict = prepared[1] if prepared is not None else {}
+    emit, stack_origin = _audit_emitter(fd, key, channel, script_cell, runner, trusted_roots)
+    check_process, check_signals = _audit_process(emit, state)
+    # every library module's and class's namespace (guard.py): the server's, taken before it
+    # forked, or this process's own, taken before the hook is in place
+    library = _audit_library(prepared, runner, protected)
+    text, safe_mod, snapshot_value, describe = _audit_describers()
+    check_classes, watch_classes = _audit_classes(classes, emit, text, safe_mod, snapshot_value)
+    absorb, first_sight, watched_names = _audit_modules(base, protected, emit, describe, snapshot_value,
+                                                        check_classes, watch_classes)
+    if prepare:
+        return _audit_snapshot(protected, base, classes, first_sight, library)
+    checkpoint = _audit_checkpoint(state, base, prepared is not None, emit, library[1], check_process,
+                                   check_signals, (absorb, check_classes, first_sight, watched_names, snapshot_value))
+    describe_event = _audit_events(state, runner, trusted_roots, emit, stack_origin, checkpoint, text, safe_mod)
+    sys.addaudithook(_audit_hook(describe_event, emit, library[2]))
+    return checkpoint, name_script
+
+
+def _audit_library(prepared: tuple | None, runner: str, protected: tuple[str, ...]) -> tuple:
+    """``(take, check, busy)`` of the library guard: a prepared snapshot's, a new one taken now, or
+    (--no-library-guard: the bench's "before", bench/score_speed.py, never a scoring run) none."""
+    if prepared is not None and len(prepared) > 2:
+        return prepared[2]
+    if LIBRARY_GUARD[0]:
+        library_take, library_check, library_busy = _library_guard(_library_roots(), runner, protected)
+        library_take()
+        return library_take, library_check, library_busy
+    return (lambda: None), (lambda emit, report=True, full=True: None), [0]
+
+
+def _audit_emitter(fd: int, key: bytes, channel, script_cell: list, runner: str, trusted_roots: tuple):
+    """``(emit, stack_origin)``: the one writer of the run's proof lines, each MAC'd with ``key``."""
+    import _blake2
+    import _thread
+    import faulthandler
+
+    write, fstat, exit_, dump = os.write, os.fstat, os._exit, faulthandler.dump_traceback
+    pipe, read, close = os.pipe, os.read, os.close
+    blake = _blake2.blake2b
+    tlen, memview = len, memoryview
+    proof_exit, stack_limit = PROOF_EXIT, _STACK_LIMIT
+    runner_dir = runner + "/"
+    lock = _thread.RLock()
+    sent: set = set()  # events already reported, with their origin
+
+    def put(data: bytes) -> None:
+        view = memview(data)
+        while view:
+            view = view[write(fd, view):]
+
+    def stack_origin() -> tuple:
+        """(innermost file outside the runner, whether untrusted code is on the stack) of this thread."""
+        r, w = pipe()
+        try:
+            dump(w, all_threads=False)
+            close(w)
+            w = -1
+            chunks = []
+            while True:
+                chunk = read(r, 65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        finally:
+            close(r)
+            if w >= 0:
+                close(w)
+        caller, untrusted, importing = "", False, False
+        for line in b"".join(chunks).decode("utf-8", "replace").split("\n"):
+            start = line.find('File "')
+            end = line.rfind('", line ')
+            if start < 0 or end <= start:
+                continue
+            path = line[start + 6:end]
+            if path == runner or path.startswith(runner_dir):
+                continue
+            if not caller:
+                caller = path
+            if path.startswith("<frozen importlib") and not untrusted:
+                importing = True  # a library's own import-time code, below any untrusted frame
+            if not (path.startswith(trusted_roots) or path.startswith("<frozen ") or path == script_cell[0]):
+                untrusted = True
+        return caller or "?", ("P" if untrusted else "") + ("I" if importing else "") or "-"
+
+    def emit(*fields: str, stack: bool = False) -> None:
+        try:
+            parts = [f.replace("\t", " ").replace("\n", " ")[:400] for f in fields]
+            if stack:
+                caller, origin = stack_origin()
+                parts += [caller[:400], origin]
+                key_ = tuple(parts)
+                if key_ in sent:
+                    return  # reported once already: the supervisor compares kinds, not counts
+                if tlen(sent) < stack_limit:
+                    sent.add(key_)
+            data = "\t".join(parts).encode("utf-8", "backslashreplace")
+            # one write of less than PIPE_BUF: atomic, whatever other threads or forked children write
+            line = data + b"\t" + blake(data, key=key, digest_size=16).hexdigest().encode() + b"\n"
+            with lock:
+                now = fstat(fd)
+                if (now.st_dev, now.st_ino) != channel:
+                    exit_(proof_exit)
+                put(line)
+                now = fstat(fd)
+                if (now.st_dev, now.st_ino) != channel:
+                    exit_(proof_exit)
+        except BaseException:  # noqa: BLE001 - a report that cannot be made ends the run
+            exit_(proof_exit)
+
+    return emit, stack_origin
+
+
+def _audit_process(emit, state: dict):
+    """``(check_process, check_signals)``: what decides the published verdict besides the exit code.
+
+    fds 1 and 2 (the output pipes) and the few functions of sys that end the process or print its
+    errors (sys itself is not watched: tests rebind sys.stdout and friends), compared at every
+    checkpoint; and the signal handlers set since the hook went in, each reported once."""
+    import signal as _signal
+
+    fstat, tstr, tint, callable_ = os.fstat, str, int, callable
+    getsignal, default_int = _signal.getsignal, _signal.default_int_handler
+    signals = [s for s in _signal.valid_signals() if s not in (_signal.SIGKILL, _signal.SIGSTOP)]
+
+    def stdio_ids() -> tuple:
+        ids = []
+        for std in (1, 2):
+            try:
+                now = fstat(std)
+                ids.append((now.st_dev, now.st_ino))
+            except OSError:
+                ids.append(None)
+        return tuple(ids)
+
+    stdio = stdio_ids()
+    sys_dict = sys.modules["sys"].__dict__
+    sys_watched = ("exit", "excepthook", "displayhook", "audit", "addaudithook", "settrace", "setprofile",
+                   "_getframe", "unraisablehook")
+    sys_base = {name: sys_dict.get(name) for name in sys_watched}
+
+    def check_process() -> None:
+        if stdio_ids() != stdio:
+            emit("E", "rcb.stdio", "fd 1 or 2 replaced")
+        for name, value in sys_base.items():
+            if sys_dict.get(name) is not value:
+                emit("E", "rcb.attr", "sys." + name + " changed")
+                sys_base[name] = sys_dict.get(name)
+
+    def check_signals() -> None:
+        for sig in signals:
+            handler = getsignal(sig)
+            if callable_(handler) and handler is not default_int and sig not in state["handlers"]:
+                state["handlers"].add(sig)
+                emit("E", "rcb.signal-handler", tstr(tint(sig)))
+
+    return check_process, check_signals
+
+
+def _audit_describers():
+    """``(text, safe_mod, snapshot_value, describe)``: how values and classes are named in proof lines."""
+    from types import FunctionType, ModuleType
+
+    tstr, ttype, tint, tbytes, issub, callable_ = str, type, int, bytes, issubclass, callable
+    type_mod = type.__dict__["__module__"].__get__
+    type_qual = type.__dict__["__qualname__"].__get__
+    module_dict = ModuleType.__dict__["__dict__"].__get__
+
+    def safe_mod(cls) -> str:
+        try:
+            mod = type_mod(cls)
+        except Exception:  # noqa: BLE001 - a heap type without __module__
+            return "?"
+        return mod if ttype(mod) is tstr else "?"
+
+    def text(value) -> str:
+        if ttype(value) is tstr:
+            return value[:200]
+        if ttype(value) is tbytes:
+            return value[:200].decode("utf-8", "backslashreplace")
+        if ttype(value) is tint:
+            return "fd:" + tstr(value)
+        return "?"
+
+    def snapshot_value(value):
+        code = value.__code__ if ttype(value) is FunctionType else None
+        return value, code
+
+    def describe(value) -> str:
+        kind = ttype(value)
+        if kind is FunctionType:
+            return "f:" + text(value.__qualname__) + "@" + text(value.__code__.co_filename).rsplit("/", 1)[-1]
+        if issub(kind, ModuleType):  # our own _WatchedModule too
+            name = module_dict(value).get("__name__")
+            return "m:" + (name if ttype(name) is tstr else "?")
+        if issub(kind, type):
+            mod = safe_mod(value)
+            return "c:" + (mod if ttype(mod) is tstr else "?") + "." + text(type_qual(value))
+        if callable_(value):
+            return "b:" + text(type_qual(kind))
+        return ""
+
+    return text, safe_mod, snapshot_value, describe
+
+
+def _audit_classes(classes: dict, emit, text, safe_mod, snapshot_value):
+    """``(check_classes, watch_classes)``: the protected classes (the test machinery) and their snapshot."""
+    import unittest
+
+    tstr, ttype, issub, list_ = str, type, issubclass, list
+    type_qual = type.__dict__["__qualname__"].__get__
+    class_dict = type.__dict__["__dict__"].__get__
+    unittest_classes = [c for c in (unittest.TestCase, unittest.TestResult, unittest.TextTestResult,
+                                    unittest.TextTestRunner, unittest.TestSuite, unittest.TestLoader,
+                                    unittest.TestProgram, unittest.FunctionTestCase) if issub(ttype(c), type)]
+    #: attributes classes gain on their own while tests run (caches, abc registries)
+    benign_new = frozenset(("_abc_impl", "__abstractmethods__", "_is_protocol", "__parameters__",
+                            "_longMessage", "__orig_bases__"))
+
+    def check_classes(report: bool = True) -> None:
+        """Compare the protected classes with their snapshot, reporting each change once; without
+        ``report`` (absorb) the snapshot only takes the changes in, as a first sight would."""
+        for cls, (label, attrs) in list_(classes.items()):
+            current = class_dict(cls)
+            for attr, (value, code) in list_(attrs.items()):
+                now = current.get(attr, classes)
+                if now is classes:
+                    if report:
+                        emit("E", "rcb.attr", f"{label}.{attr} removed")
+                    del attrs[attr]
+                elif now is not value or (code is not None and value.__code__ is not code):
+                    if report:
+                        emit("E", "rcb.attr", f"{label}.{attr} changed")
+                    attrs[attr] = snapshot_value(now)
+            for attr in current:
+                if ttype(attr) is tstr and attr not in attrs and (attr not in benign_new or not report):
+                    if report:
+                        emit("E", "rcb.attr", f"{label}.{attr} added")
+                    attrs[attr] = snapshot_value(current[attr])
+
+    def watch_classes(name: str, items: dict) -> None:
+        """Remember the classes a protected module defines (and torch.Tensor), as they are now."""
+        for value in list_(items.values()):
+            if not issub(ttype(value), type) or value in classes:
+                continue
+            mod = safe_mod(value)
+            if not (mod == name or (name == "torch" and value is items.get("Tensor"))):
+                continue
+            if name in ("numpy", "torch", "builtins") and value is not items.get("Tensor"):
+                continue  # their hundreds of classes: the test machinery is what matters
+            label = mod + "." + text(type_qual(value))
+            classes[value] = (label, {k: snapshot_value(v) for k, v in list_(class_dict(value).items())
+                                      if ttype(k) is tstr})
+        for base_cls in unittest_classes:
+            if base_cls not in classes:
+                classes[base_cls] = (safe_mod(base_cls) + "." + text(type_qual(base_cls)),
+                                     {k: snapshot_value(v) for k, v in list_(class_dict(base_cls).items())
+                                      if ttype(k) is tstr})
+
+    return check_classes, watch_classes
+
+
+def _audit_modules(base: dict, protected: tuple, emit, describe, snapshot_value, check_classes, watch_classes):
+    """``(absorb, first_sight, watched_names)``: the protected modules and their snapshot."""
+    import _blake2
+    from types import ModuleType
+
+    tstr, ttype, list_, sorted_ = str, type, list, sorted
+    modules = sys.modules
+    module_dict = ModuleType.__dict__["__dict__"].__get__
+    blake = _blake2.blake2b
+    watched_class = _WatchedModule
+
+    def watched_names() -> list:
+        names = [n for n in protected if n in modules]
+        names += [n for n in list_(modules) if ttype(n) is tstr and n.endswith("_ref")]
+        if "__main__" in modules:
+            names.append("__main__")
+        return names
+
+    def absorb() -> None:
+        """Take in, without reporting, what changed in the prepared snapshot before any of the
+        paper's code ran (the launcher's wrappers, the fork's own resets)."""
+        check_classes(report=False)
+        for name, (module, attrs) in list_(base.items()):
+            if modules.get(name) is not module:
+                del base[name]  # seen anew below, as a module first seen
+                continue
+            current = module_dict(module)
+            moved = False
+            for attr, (value, code) in list_(attrs.items()):
+                now = current.get(attr, base)
+                if now is base:
+                    del attrs[attr]
+                elif now is not value or (code is not None and value.__code__ is not code):
+                    attrs[attr] = snapshot_value(now)
+                    moved = True
+            for attr, now in list_(current.items()):
+                if ttype(attr) is tstr and attr not in attrs and describe(now):
+                    attrs[attr] = snapshot_value(now)
+                    moved = True
+            if moved:
+                watch_classes(name, current)  # a class defined since is remembered as first seen
+            watch(name, module)
+
+    def watch(name: str, module) -> None:
+        if ttype(module) is ModuleType and name != "__main__":
+            try:
+                module.__class__ = watched_class  # eager reports of plain attribute writes
+            except TypeError:
+                pass
+
+    def first_sight(name: str, module, *, watched: bool = True) -> None:
+        """Remember a module (and the classes it defines) as it is now."""
+        items = module_dict(module)
+        watch_classes(name, items)
+        attrs = {k: snapshot_value(v) for k, v in list_(items.items()) if ttype(k) is tstr and describe(v)}
+        base[name] = (module, attrs)
+        if name == "__main__" or name.endswith("_ref"):
+            listing = "\n".join(k + "=" + describe(attrs[k][0]) for k in sorted_(attrs))
+            emit("S", name, blake(listing.encode("utf-8", "backslashreplace"), digest_size=16).hexdigest())
+        if watched:
+            watch(name, module)
+
+    return absorb, first_sight, watched_names
+
+
+def _audit_snapshot(protected: tuple, base: dict, classes: dict, first_sight, library: tuple):
+    """The function building a warm server's prepared snapshot (``snapshot_prepare``)."""
+    from types import ModuleType
+
+    modules, ttype, issub = sys.modules, type, issubclass
+
+    def snapshot() -> tuple:
+        # the modules' class is swapped in the run, after its wrappers are in (absorb)
+        for name in protected:
+            module = modules.get(name)
+            if issub(ttype(module), ModuleType):
+                first_sight(name, module, watched=False)
+        return base, classes, library
+
+    return snapshot
+
+
+def _audit_checkpoint(state: dict, base: dict, prepared: bool, emit, library_check, check_process,
+                      check_signals, snapshots: tuple):
+    """``checkpoint(where)``: the comparisons made at the launcher's start, each test's start and
+    end, the script's return and the run's end (``rcb.checkpoint`` events)."""
+    from types import ModuleType
+
+    absorb, check_classes, first_sight, watched_names, snapshot_value = snapshots
+    modules, ttype, issub = sys.modules, type, issubclass
+    module_dict = ModuleType.__dict__["__dict__"].__get__
+
+    def checkpoint(where: str) -> None:
+        if where == "returned":
+            state["returned"] = True  # the script is over: no test starts after this
+            return
+        check_process()
+        if where == "test-start":
+            # modules the test imported since, taken before the test's own code runs; version tags
+            # keep every write, so the namespaces themselves are compared at the end only
+            library_check(emit, full=False)
+            if "__main__" in base:
+                return  # between two tests nothing of the completion's runs: each test's end is checked
+        # the launcher's first checkpoint of a run whose snapshot was prepared: nothing to compare
+        # yet (once only: a "start" the paper's code raises later is compared like any other)
+        first_start = where == "start" and not state["started"]
+        prepared_start = first_start and prepared
+        state["started"] = True
+        if prepared_start:
+            absorb()
+        else:
+            check_classes()
+        # the launcher's first checkpoint: its own wrappers went in since the guard's snapshot.
+        # A test's end takes in new modules only: a tag moved is kept until the end, so a write
+        # made and put back within a test is still seen then, at one comparison per run
+        library_check(emit, report=not first_start, full=where != "test")
+        for name in watched_names():
+            module = modules.get(name)
+            if name in base:
+                if prepared_start:
+                    continue
+                old_module, attrs = base[name]
+                if module is not old_module and name != "__main__":
+                    emit("E", "rcb.modules", f"{name} replaced")
+                current = module_dict(old_module)
+                for attr, (value, code) in attrs.items():
+                    now = current.get(attr, base)
+                    if now is base:
+                        emit("E", "rcb.attr", f"{name}.{attr} removed")
+                    elif now is not value or (code is not None and value.__code__ is not code):
+                        emit("E", "rcb.attr", f"{name}.{attr} changed")
+                        attrs[attr] = snapshot_value(now)  # report each change once
+                continue
+            if not issub(ttype(module), ModuleType):
+                continue
+            if name == "__main__" and where not in ("test", "test-start"):
+                continue  # the test script's namespace, from its first test on (at the end it is ours again)
+            first_sight(name, module)
+        check_signals()
+
+    return checkpoint
+
+
+def _audit_hook(describe_event, emit, library_busy: list):
+    """The hook itself: an audited event's detail, reported with the stack that raised it."""
+    import _thread
+
+    audited, get_ident = _AUDITED, _thread.get_ident
+
+    def hook(event, args) -> None:
+        if event not in audited and not event.startswith("ctypes."):
+            return
+        if library_busy[0] and library_busy[0] == get_ident():
+            return  # the library guard's own reads (gc.get_referents, ctypes), in this thread only
+        try:
+            detail = describe_event(event, args)
+        except Exception:  # noqa: BLE001 - an odd argument (a type without __module__): still reported
+            detail = "?"
+        if detail is not None:
+            emit("E", event, detail, stack=True)
+
+    return hook
+
+
+def _audit_events(state: dict, runner: str, trusted_roots: tuple, emit, stack_origin, checkpoint, text, safe_mod):
+    """``describe_event(event, args)``: the detail reported for an audited event, or None when it
+    is not worth reporting (the harness's own events, ``rcb.test`` and ``rcb.checkpoint``, are acted on)."""
+    tlen = len
+    describe_access = _audit_access(text)
+    describe_attr = _audit_attrs(runner, trusted_roots, text, safe_mod)
+    access_events, attr_events = _ACCESS_EVENTS, _ATTR_EVENTS
+
+    def describe_event(event, args):
+        if event in attr_events:
+            return describe_attr(event, args)
+        if event in access_events:
+            return describe_access(event, args)
+        detail = ""
+        if event == "rcb.test":
+            # anyone may call sys.audit("rcb.test") or our startTest wrapper: a start counts only
+            # while the script runs and with no paper code on the stack (the runner starts tests)
+            _caller, origin = stack_origin()
+            if state["returned"] or "P" in origin:
+                emit("E", "rcb.test-spoof", text(args[0] if args else "?"), stack=True)
+            else:
+                emit("T", text(args[0] if args else "?"))
+            return None
+        elif event == "rcb.checkpoint":
+            checkpoint(text(args[0] if args else "?"))
+            return None
+        elif event == "compile" or event == "code.__new__":
+            # code under a library's (or the import system's) name: its frames would pass for library code
+            name = text(args[1]) if tlen(args) > 1 else "?"
+            spoofed = name.startswith(trusted_roots) or name.startswith("<frozen")
+            if event == "compile" and not spoofed:
+                return None
+            detail = ("spoof:" + name) if spoofed else ""
+        return detail
+
+    return describe_event
+
+
+#: the events ``_audit_attrs`` describes, and those ``_audit_access`` does
+_ATTR_EVENTS = frozenset(("object.__getattr__", "object.__setattr__", "object.__delattr__"))
+_ACCESS_EVENTS = frozenset(("open", "os.listdir", "os.scandir", "import", "os.kill", "os.killpg", "rcb.modattr",
+                            "os.exec", "os.posix_spawn", "os.spawn", "os.system", "pty.spawn"))
+
+
+def _audit_attrs(runner: str, trusted_roots: tuple, text, safe_mod):
+    """``describe_attr(event, args)``: a frame taken from a traceback or generator, a protected
+    class's attribute written, an object's class swapped, a library function's code replaced."""
+    from types import FunctionType
+
+    tstr, ttype, tlen, issub = str, type, len, issubclass
+    frame_attrs, prefixes, watched_class = _FRAME_ATTRS, _PROTECTED_PREFIXES, _WatchedModule
+    type_qual = type.__dict__["__qualname__"].__get__
+    runner_dir = runner + "/"
+
+    def special_write(target, attr, value):
+        """The detail of a write to ``__class__`` (any object: our own module swap excepted) or to
+        a library function's ``__code__``, ``__defaults__`` or ``__kwdefaults__``; None otherwise."""
+        if attr == "__class__":
+            if value is watched_class:
+                return None
+            cls = ttype(target)
+            return "class:" + safe_mod(cls) + "." + text(type_qual(cls))
+        if ttype(target) is FunctionType and attr in ("__code__", "__defaults__", "__kwdefaults__"):
+            filename = text(target.__code__.co_filename)
+            ours = filename == runner or filename.startswith(runner_dir)
+            if filename.startswith(trusted_roots) and not ours or filename.endswith("_ref.py"):
+                return "func:" + text(target.__qualname__) + "@" + filename.rsplit("/", 1)[-1] + "." + attr
+        return None
+
+    def describe_attr(event, args):
+        if event == "object.__getattr__":
+            if tlen(args) < 2 or ttype(args[1]) is not tstr or args[1] not in frame_attrs:
+                return None
+            return args[1]
+        target = args[0] if args else None
+        if tlen(args) < 2:
+            return None
+        if not issub(ttype(target), type):
+            return special_write(target, args[1], args[2] if tlen(args) > 2 else None)
+        mod = safe_mod(target)
+        if not (mod.startswith(prefixes) or mod.endswith("_ref")):
+            return None
+        return mod + "." + text(type_qual(target)) + "." + text(args[1])
+
+    return describe_attr
+
+
+def _audit_access(text):
+    """``describe_access(event, args)``: descriptors and /proc files opened, watched modules
+    imported, signals sent, programs started, protected modules' attributes written."""
+    import os as _os
+
+    tstr, ttype, tint, tlen, getpid = str, type, int, len, _os.getpid
+    watched_imports = _WATCHED_IMPORTS
+
+    def describe_access(event, args):
+        detail = ""
+        if event == "open":
+            path = args[0] if args else None
+            if ttype(path) is tint:
+                detail = "fd"
+            else:
+                path = text(path)
+                if path.startswith("/dev/fd") or (path.startswith("/proc/") and (
+                        "/mem" in path or "/fd" in path or "/map_files" in path or "/environ" in path)):
+                    detail = path
+                else:
+                    return None
+        elif event == "os.listdir" or event == "os.scandir":
+            path = text(args[0]) if args else "?"
+            if not (path.startswith("/proc/") and path.endswith("/fd")):
+                return None
+            detail = path
+        elif event == "import":
+            name = args[0] if args else None
+            if ttype(name) is not tstr or name not in watched_imports:
+                return None
+            detail = name
+        elif event == "os.kill" or event == "os.killpg":
+            pid = args[0] if args else None
+            detail = "self" if pid == getpid() else "other"
+            if tlen(args) > 1 and args[1] == 0:
+                return None  # signal 0 only asks whether a process exists
+        elif event == "rcb.modattr":
+            detail = text(args[0] if args else "?") + "." + text(args[1] if tlen(args) > 1 else "?")
+        elif event in ("os.exec", "os.posix_spawn", "os.spawn", "os.system", "pty.spawn"):
+            detail = text(args[0] if args else "?")
+        return detail
+
+    return describe_access

@@ -1,0 +1,156 @@
+"""The launcher: a run's test script run as ``__main__`` in this process, between the audit hook's
+first checkpoint and the proof's last line. Standard library only; runs inside the sandbox."""
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+from .audit import PROOF_EXIT, _install_audit, proof_mac
+from .common import _exit_code
+from .scan import import_testing
+
+
+def snapshot_prepare() -> tuple:
+    """The snapshot of the protected modules imported here, as a run's first checkpoint would take
+    it: a warm server takes it once, before forking its runs (each run then only takes in what
+    changed since, see ``_install_audit``). Call it after the preloads and ``import_testing``."""
+    return _install_audit(-1, b"", "", prepare=True)()
+
+
+def launch(script: str, proof_fd: int, prepared: tuple | None = None) -> None:
+    """Run ``script`` as __main__ in this process, write the proof, and exit like ``python script``."""
+    launch_prepare(proof_fd, prepared)(script)
+
+
+def launch_prepare(proof_fd: int, prepared: tuple | None = None):
+    """The part of ``launch`` that does not depend on which run this is: the proof's key, the audit
+    hook, the wrappers and the first checkpoint. Return ``go(script)``, which runs the script, writes
+    the proof's last line and exits like ``python script`` (once: it never returns). A warm server's
+    spare run does this while it waits for its request (``Server.spare_fork``).
+
+    Proof lines (each but the first ends in its MAC): ``K <key>`` first, before any of the paper's
+    code runs; ``T start|skip`` per test case; ``S <module> <digest>`` (a protected module as first
+    seen); ``E <event> <detail>`` per audited action, most followed by the Python stack and ``X``;
+    ``F <completed> <exit code>`` last.
+    """
+    key = os.urandom(32)
+    try:
+        os.write(proof_fd, b"K " + key.hex().encode() + b"\n")
+    except OSError:
+        os._exit(PROOF_EXIT)
+    import_testing()  # a warm server did it before forking; a fresh interpreter does it here
+    checkpoint, name_script = _install_audit(proof_fd, key, "", prepared)
+    _wrap_harness(sys.audit)
+    checkpoint("start")  # the snapshot of the test machinery, our wrappers in place
+    return _launcher(proof_fd, key, name_script)
+
+
+def _wrap_harness(audit) -> None:
+    """Wrap unittest's TestResult (every case any runner starts, stops or skips raises an audit
+    event) and ``_thread.start_new_thread`` (CPython 3.11 has no audit event for a new thread)."""
+    import _thread
+    import threading
+    import unittest.result
+
+    original_start = unittest.result.TestResult.startTest
+    original_stop = unittest.result.TestResult.stopTest
+    original_skip = unittest.result.TestResult.addSkip
+
+    def start_test(self, test):  # counts every case any runner starts
+        audit("rcb.test", "start")
+        audit("rcb.checkpoint", "test-start")
+        return original_start(self, test)
+
+    def stop_test(self, test):
+        audit("rcb.checkpoint", "test")
+        return original_stop(self, test)
+
+    def add_skip(self, test, reason):
+        audit("rcb.test", "skip")
+        return original_skip(self, test, reason)
+
+    unittest.result.TestResult.startTest = start_test
+    unittest.result.TestResult.stopTest = stop_test
+    unittest.result.TestResult.addSkip = add_skip
+    original_thread = _thread.start_new_thread
+
+    def start_new_thread(function, args, kwargs=None):
+        audit("rcb.thread")
+        return original_thread(function, args, kwargs or {})
+
+    _thread.start_new_thread = threading._start_new_thread = start_new_thread  # type: ignore[attr-defined]
+
+
+def _launcher(proof_fd: int, key: bytes, name_script):
+    """``go(script)``: run the script once, then write the proof's last line and exit."""
+    import atexit
+    import runpy
+    import threading
+
+    # everything used once the paper's code has run is bound now: it may rebind any global or
+    # module attribute it can reach (os.write, the runner's functions: the wrappers' __globals__)
+    # but not these locals
+    write, exit_, mac, audit, getpid = os.write, os._exit, proof_mac, sys.audit, os.getpid
+    exit_code, print_exception, proof_exit = _exit_code, traceback.print_exception, PROOF_EXIT
+    run_path, shutdown, run_exitfuncs = runpy.run_path, threading._shutdown, atexit._run_exitfuncs  # type: ignore[attr-defined]
+    main_file = getattr(sys.modules.get("unittest.main"), "__file__", None) or ""
+    package = __package__ or ""
+    gone = []
+
+    def go(script: str) -> None:
+        if gone:
+            exit_(proof_exit)  # a second start of the same run: only paper code would make one
+        gone.append(True)
+        script = os.path.abspath(script)
+        name_script(script)
+        sys.argv = [os.path.basename(script)]
+        sys.path[0] = os.path.dirname(script)
+        # the runner's own modules are no module of the test's (as the lone runner script's
+        # __main__ was not while runpy ran the test)
+        for name in [n for n in sys.modules if package and (n == package or n.startswith(package + "."))]:
+            del sys.modules[name]
+        completed, code = False, 0
+        try:
+            run_path(script, run_name="__main__")
+            completed = True
+        except SystemExit as exc:
+            code = exit_code(exc)
+            # a SystemExit counts as completion only when raised by unittest or the test script itself
+            # (the innermost frame only: each frame taken from a traceback is an audited event)
+            tb = exc.__traceback__
+            while tb is not None and tb.tb_next is not None:
+                tb = tb.tb_next
+            where = tb.tb_frame.f_code.co_filename if tb is not None else ""
+            completed = where == script or where == main_file or where.endswith("/unittest/main.py")
+        except BaseException as exc:  # noqa: BLE001 - print it the way the interpreter would, then exit 1
+            # from the script's own frame on, as `python script` shows it (runpy's frames are ours)
+            tb = exc.__traceback__
+            while tb is not None and os.path.realpath(tb.tb_frame.f_code.co_filename) != os.path.realpath(script):
+                tb = tb.tb_next
+            print_exception(type(exc), exc, tb or exc.__traceback__)
+            code = 130 if isinstance(exc, KeyboardInterrupt) else 1
+        audit("rcb.checkpoint", "returned")
+        # like interpreter shutdown: wait for non-daemon threads, run atexit handlers, flush
+        try:
+            shutdown()
+        except BaseException:  # noqa: BLE001
+            pass
+        try:
+            run_exitfuncs()
+        except BaseException:  # noqa: BLE001
+            pass
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:  # noqa: BLE001
+                code = code or 120  # what the interpreter reports when it cannot flush stdout
+        audit("rcb.checkpoint", "end")
+        body = f"F\t{int(completed)}\t{code}\t{getpid()}".encode()
+        try:
+            write(proof_fd, body + b"\t" + mac(key, body) + b"\n")
+        except OSError:
+            pass
+        exit_(code)
+
+    return go

@@ -1,0 +1,648 @@
+"""The warm server of one paper: its preloads, its runs (each a forked child, usually a spare forked
+ahead), their limits, their answers. Standard library only; runs inside the sandbox."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import selectors
+import shutil
+import signal
+import stat
+import sys
+import time
+
+from .child import _child
+from .cleanup import (_cgroup_dirs, _cgroup_oom_kills, _cgroup_write, _disk_full, _kill_until_gone, _proc_entries,
+                      ipc_remove, remove_tree)
+from .common import (_ID_RE, _IGNORED, _THREAD_ENV, ARGS_PRELOAD, DISK_ALARM, DISK_CHECK_SECONDS, DISK_SHARE,
+                     DRAIN_SECONDS, KEEP_RESULTS, PREPARE_RETRIES, PROOF_BYTES, PROTOCOL, RUNNER, split_lines)
+from .audit import PROOF_EXIT
+from .launch import snapshot_prepare
+from .proof import proof_read
+from .runs import Run, _Capture, _Spare
+from .scan import ALWAYS_PRELOAD, UNSAFE_TO_FORK, import_testing, preload, scan_imports, scan_submodules
+
+
+class Server:
+    def __init__(self, args: argparse.Namespace):
+        self.paper = os.path.abspath(args.paper)
+        self.work = os.path.abspath(args.work)
+        self.fresh = bool(args.fresh)
+        self.python = args.python or sys.executable
+        self.self_path = RUNNER
+        self.test_script = "paper2code_test.py"
+        self.uid_base = args.run_uid_base if os.geteuid() == 0 else None
+        if self.uid_base is not None and self.uid_base <= 0:
+            self.uid_base = None
+        self.runs: dict[int, Run] = {}  # by pid
+        self.active_ids: set[str] = set()
+        self.finished: list[str] = []
+        self.slots: set[int] = set()
+        self.sel = selectors.DefaultSelector()
+        self.stdin_buf = bytearray()
+        self.stdin_open = True
+        self.out_fd = -1
+        self.statuses: dict[int, int] = {}
+        self.import_output: tuple[bytes, bytes] = (b"", b"")
+        self.disk_check_at = 0.0
+        self.retry: list[tuple[float, dict]] = []  # runs that could not be prepared on a full disk
+        self.fresh_reason = "fresh_process" if self.fresh else ""
+        #: the protected modules' snapshot every run's first checkpoint starts from (snapshot_prepare)
+        self.prepared: tuple | None = None
+        #: what the warm parent printed importing the environment's modules (zygote_serve): replayed too
+        self.inherited_output: tuple[bytes, bytes] = (b"", b"")
+        #: forked by a warm parent: other papers' servers share the sandbox
+        self.shared = False
+        #: the next run's child, forked ahead and waiting for its request (spare_fork), or None
+        self.spare: _Spare | None = None
+        #: the sandbox's cgroup folders ("v1" memory and pids, or "v2" unified), uid mode only
+        self.cgroups = _cgroup_dirs(getattr(args, "cgroups", "") or "") if self.uid_base is not None else {}
+
+    # -- helpers
+    def send(self, obj: dict) -> None:
+        data = (json.dumps(obj) + "\n").encode()
+        view = memoryview(data)
+        while view:
+            try:
+                n = os.write(self.out_fd, view)
+            except BlockingIOError:
+                time.sleep(0.001)
+                continue
+            view = view[n:]
+
+    def reap(self) -> None:
+        """Collect every exited child (runs and orphans reparented to us); keep run statuses."""
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid in self.runs:
+                self.statuses[pid] = status
+            elif self.spare is not None and pid == self.spare.pid:
+                self.spare_drop(kill=False)  # it died waiting (killed from outside): the next run forks its own
+
+    def run_pids(self, run: Run, table) -> list[int]:
+        me = os.getpid()
+        if run.uid is not None:
+            return [p for p, _pp, _g, _s, uid, st in table if uid == run.uid and st != "Z" and p != me]
+        # no uid of its own: its session, its group, its descendants, orphans handed to us
+        children: dict[int, list[int]] = {}
+        for p, pp, _g, _s, _u, _st in table:
+            children.setdefault(pp, []).append(p)
+        found = {p for p, _pp, g, s, _u, st in table if st != "Z" and (s == run.pid or g == run.pid)}
+        stack = [run.pid]
+        while stack:
+            for c in children.get(stack.pop(), []):
+                if c not in found:
+                    found.add(c)
+                    stack.append(c)
+        active = set(self.runs)
+        if self.spare is not None:
+            active.add(self.spare.pid)  # the next run's child, ours: not something this run left
+        found |= {p for p, pp, _g, _s, _u, st in table if pp == me and p not in active and st != "Z"}
+        found.discard(me)
+        return [p for p in found if p != run.pid or run.status is None]
+
+    def kill_tree(self, run: Run) -> None:
+        _kill_until_gone(lambda: self.run_pids(run, _proc_entries()), self.reap, rounds=400)
+
+    # -- request handling
+    def bad_request(self, rid, message: str) -> None:
+        self.send({"id": rid, "exit_code": None, "signal": None, "timed_out": False, "stdout": "", "stderr": message,
+                   "seconds": 0.0, "truncated": False, "oom": False,
+                   "proof": {"completed": False, "tests_run": 0}, "error": message})
+
+    def start(self, request: dict) -> None:
+        rid = request.get("id")
+        if request.get("_tries"):
+            self.active_ids.discard(rid)  # held while it waited for the disk
+        if not isinstance(rid, str) or not _ID_RE.match(rid) or rid in (".", ".."):
+            self.bad_request(rid, f"bad run id {rid!r}: use 1-128 letters, digits, '_', '.', '-'")
+            return
+        if rid in self.active_ids:
+            self.bad_request(rid, f"run id {rid!r} is already running")
+            return
+        folder = os.path.join(self.work, rid)
+        run = self.prepare(request, rid, folder)
+        if run is None:
+            return
+        if self.uid_base is not None:
+            self.give_uid(run, folder)
+        run.started = time.monotonic()
+        run.deadline = run.started + run.timeout
+        child = self.spare_give(run)
+        run.forked_ahead = child is not None
+        if child is None:  # no spare, or it is gone: a child forked now takes the request the same way
+            try:
+                child = self.spare_give(run, self.child_fork())
+                why = "its child ended before it took its request"
+            except OSError as exc:
+                why = f"cannot fork: {exc}"
+            if child is None:
+                self.discard(folder)
+                if run.slot is not None:
+                    self.slots.discard(run.slot)
+                self.bad_request(rid, f"cannot start run {rid}: {why}")
+                return
+        self.watch_run(run, rid, child)
+        self.spare_fork()  # the next run's child, while this one runs
+
+    def prepare(self, request: dict, rid: str, folder: str) -> "Run | None":
+        """The run's folder: a copy of the paper with the request's files written into it, and its
+        home. None when it cannot be made (answered, or retried once a full disk has room)."""
+        try:
+            self.discard(folder)
+            run = Run(request, folder)
+            os.makedirs(folder)
+            paper_copy = os.path.join(folder, "paper")
+            shutil.copytree(self.paper, paper_copy, symlinks=True, ignore=shutil.ignore_patterns(*_IGNORED, "*.pyc"))
+            base = os.path.realpath(paper_copy)
+            for rel, text in run.files.items():
+                target = os.path.realpath(os.path.join(paper_copy, rel))
+                if not target.startswith(base + os.sep):
+                    raise ValueError(f"refusing to write outside the paper folder: {rel}")
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                if os.path.islink(os.path.join(paper_copy, rel)):
+                    os.unlink(os.path.join(paper_copy, rel))
+                with open(target, "w", encoding="utf-8") as fh:
+                    fh.write(text)
+            os.makedirs(os.path.join(folder, "home"))
+        except (OSError, ValueError, TypeError, AttributeError, shutil.Error) as exc:
+            self.discard(folder)
+            tries = int(request.get("_tries") or 0)
+            if _disk_full(exc) and tries < PREPARE_RETRIES and (self.runs or tries == 0):
+                # another run filled the disk: the guard stops it and its folder goes; try again then
+                self.retry.append((time.monotonic() + 0.3, {**request, "_tries": tries + 1}))
+                self.active_ids.add(rid)
+                return None
+            self.bad_request(rid, f"cannot prepare run {rid}: {exc}")
+            return None
+        return run
+
+    def give_uid(self, run: Run, folder: str) -> None:
+        """The run's slot, its uid (``uid_base + slot``), its folder owned by it, its cgroups."""
+        slot = 0
+        while slot in self.slots:
+            slot += 1
+        self.slots.add(slot)
+        run.slot, run.uid = slot, self.uid_base + slot
+        for root, dirs, files in os.walk(folder):
+            for name in dirs + files:
+                os.lchown(os.path.join(root, name), run.uid, run.uid)
+        os.chown(folder, run.uid, run.uid)
+        os.chmod(folder, 0o700)
+        self.cgroup_prepare(run)
+
+    def watch_run(self, run: Run, rid: str, child: _Spare) -> None:
+        """The run's child is started: watch its pipes and its exit."""
+        pid, (out_r, err_r, proof_r) = child.pid, child.fds
+        run.pid = pid
+        self.runs[pid] = run
+        self.active_ids.add(rid)
+        for fd, kind in ((out_r, "out"), (err_r, "err"), (proof_r, "proof")):
+            os.set_blocking(fd, False)
+            run.open_fds[fd] = kind
+            self.sel.register(fd, selectors.EVENT_READ, (run, kind))
+        if hasattr(os, "pidfd_open"):
+            try:
+                run.pidfd = os.pidfd_open(pid)
+                self.sel.register(run.pidfd, selectors.EVENT_READ, (run, "exit"))
+            except OSError:
+                run.pidfd = -1
+
+    # -- the run's cgroups (--cgroups: folders the host made for this sandbox, see sandbox/cgroups.py)
+    def cgroup_prepare(self, run: Run) -> None:
+        """Make (once per uid) and set the run's memory and pids cgroups; its child joins them."""
+        run.cgroup_procs = []
+        for kind, root in self.cgroups.items():
+            path = os.path.join(root, f"run-{run.uid}")
+            try:
+                os.makedirs(path, exist_ok=True)
+                if kind in ("memory", "unified"):
+                    limit = str(run.memory_mb * 1024 * 1024)
+                    if kind == "memory":
+                        _cgroup_write(path, "memory.limit_in_bytes", limit)
+                        # no swap beyond the limit, where the kernel accounts swap
+                        _cgroup_write(path, "memory.memsw.limit_in_bytes", limit, optional=True)
+                    else:
+                        _cgroup_write(path, "memory.max", limit)
+                        _cgroup_write(path, "memory.swap.max", "0", optional=True)
+                        _cgroup_write(path, "memory.oom.group", "1", optional=True)
+                    run.oom_kills = _cgroup_oom_kills(path, kind)
+                if kind in ("pids", "unified"):
+                    _cgroup_write(path, "pids.max", str(run.pids + 8), optional=kind == "unified")
+            except OSError as exc:
+                # the host made the folders: a failure here is the environment's, said where it shows
+                print(f"[warm] run cgroup {path} not usable: {exc}", file=sys.stderr, flush=True)
+                continue
+            run.cgroup_procs.append(os.path.join(path, "cgroup.procs"))
+
+    def cgroup_oom(self, run: Run) -> bool:
+        """Whether the run's memory cgroup killed a process of the run."""
+        for kind, root in self.cgroups.items():
+            if kind in ("memory", "unified") and run.uid is not None:
+                path = os.path.join(root, f"run-{run.uid}")
+                if _cgroup_oom_kills(path, kind) > run.oom_kills:
+                    return True
+        return False
+
+    # -- the spare: the next run's child, forked before its request
+    # Forking a warm server, and a run's set-up up to its first checkpoint (the proof's key, the
+    # audit hook, taking in the snapshot), do not depend on the run: a spare does them while the
+    # runs before it go on, then waits for its request on a pipe of its own. Its state is the
+    # server's at the fork, as a child forked for the request would have it; what depends on the
+    # run (limits, uid, folder, home) comes with the request, before any of the paper's code runs.
+    def child_fork(self) -> _Spare:
+        """A run's child, waiting for its request (``_child``); raises OSError when it cannot fork."""
+        pipes = [os.pipe() for _ in range(4)]  # out, err, proof, control
+        try:
+            pid = os.fork()
+        except OSError:
+            for r, w in pipes:
+                os.close(r)
+                os.close(w)
+            raise
+        (out_r, out_w), (err_r, err_w), (proof_r, proof_w), (ctl_r, ctl_w) = pipes
+        if pid == 0:
+            for fd in (out_r, err_r, proof_r, ctl_w):
+                os.close(fd)
+            _child(self, (out_w, err_w, proof_w), ctl_r)
+        for fd in (out_w, err_w, proof_w, ctl_r):
+            os.close(fd)
+        return _Spare(pid, ctl_w, (out_r, err_r, proof_r))
+
+    def spare_fork(self) -> None:
+        """Fork the next run's child now, unless the runs are fresh interpreters or one is waiting."""
+        if self.fresh or self.spare is not None or not self.stdin_open:
+            return
+        try:
+            self.spare = self.child_fork()
+        except OSError:
+            pass  # no spare: the next run forks when it comes
+
+    def spare_give(self, run: Run, spare: "_Spare | None" = None) -> "_Spare | None":
+        """Hand ``run`` to ``spare`` (default: the waiting spare); None when there is none or it is
+        gone (the run then forks its own)."""
+        if spare is None:
+            spare, self.spare = self.spare, None
+        if spare is None:
+            return None
+        request = {"folder": run.folder, "uid": run.uid, "memory_mb": run.memory_mb,
+                   "file_size_mb": run.file_size_mb, "pids": run.pids, "cgroups": run.cgroup_procs}
+        try:
+            os.write(spare.control, (json.dumps(request) + "\n").encode())  # far below a pipe's buffer
+        except OSError:  # its end is closed: it is gone
+            self.spare_drop(spare)
+            return None
+        os.close(spare.control)
+        return spare
+
+    def spare_drop(self, spare: "_Spare | None" = None, *, kill: bool = True) -> None:
+        spare = spare or self.spare
+        if spare is None:
+            return
+        if spare is self.spare:
+            self.spare = None
+        for fd in (spare.control, *spare.fds):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        if kill:  # (not once reaped: its pid may be another process's by then)
+            try:
+                os.kill(spare.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def on_data(self, run: Run, fd: int, kind: str) -> None:
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.sel.unregister(fd)
+            os.close(fd)
+            run.open_fds.pop(fd, None)
+            return
+        if kind == "out":
+            run.out.feed(data)
+        elif kind == "err":
+            run.err.feed(data)
+        elif len(run.proof) < PROOF_BYTES:
+            run.proof += data
+        else:
+            run.proof_overflow = True
+
+    def on_exit(self, run: Run) -> None:
+        if run.pidfd >= 0:
+            self.sel.unregister(run.pidfd)
+            os.close(run.pidfd)
+            run.pidfd = -1
+        run.ended = time.monotonic()
+        self.kill_tree(run)
+        run.drain_until = time.monotonic() + DRAIN_SECONDS
+
+    def finish(self, run: Run) -> None:
+        for fd in list(run.open_fds):
+            self.sel.unregister(fd)
+            os.close(fd)
+        run.open_fds.clear()
+        result = self.result_of(run)
+        del self.runs[run.pid]
+        self.statuses.pop(run.pid, None)
+        self.active_ids.discard(run.id)
+        if run.slot is not None:
+            self.slots.discard(run.slot)
+        self.clean_after(run)
+        # the run owned this folder: whatever it left under that name must not redirect our write
+        target = os.path.join(run.folder, "result.json")
+        self.discard(target)
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(result, fh)
+        except OSError:
+            pass
+        self.send(result)
+        self.finished.append(run.folder)
+        while len(self.finished) > KEEP_RESULTS:
+            self.discard(self.finished.pop(0))
+
+    def result_of(self, run: Run) -> dict:
+        """The run's answer: its exit, its output, what its proof says."""
+        status = run.status if run.status is not None else 0
+        sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+        code = -sig if sig is not None else os.WEXITSTATUS(status)
+        proof = proof_read(bytes(run.proof), paper_dir=os.path.join(run.folder, "paper"),
+                           test_script=self.test_script, runner=self.self_path, pid=run.pid,
+                           trusted=(sys.prefix, sys.base_prefix, sys.exec_prefix))
+        proof["overflow"] = run.proof_overflow
+        # the hook ended the run because it could not report: its proof pipe was closed or replaced
+        proof["channel_lost"] = code == PROOF_EXIT and not proof["authentic"]
+        stderr = run.err.text()
+        if run.disk_stopped:
+            stderr = (stderr.rstrip("\n") + "\n" + run.disk_stopped + "\n").lstrip("\n")
+        oom = ("MemoryError" in stderr or "std::bad_alloc" in stderr
+               or (sig == signal.SIGKILL and not run.timed_out) or self.cgroup_oom(run))
+        result = {
+            "id": run.id,
+            "exit_code": code,
+            "signal": sig,
+            "timed_out": run.timed_out,
+            "stdout": run.out.text(),
+            "stderr": stderr,
+            "seconds": round((run.ended or time.monotonic()) - run.started, 4),
+            "truncated": bool(run.out.dropped or run.err.dropped),
+            "oom": bool(oom),
+            "proof": proof,
+            "forked_ahead": run.forked_ahead,
+        }
+        return result
+
+    def clean_after(self, run: Run) -> None:
+        """Whatever the run left goes: its folder's content, its SysV IPC objects, its files in the
+        shared /tmp, /dev/shm and /dev/mqueue."""
+        # everything the run made in its folder goes (a run's leftovers must not fill the runs' disk);
+        # the folder itself is the runner's again before its result is written there
+        try:
+            names = os.listdir(run.folder)
+        except OSError:
+            names = []
+        for name in names:
+            self.discard(os.path.join(run.folder, name))
+        if run.uid is not None:
+            try:
+                os.chown(run.folder, 0, 0)
+            except OSError:
+                pass
+        if run.uid is not None:
+            # what the run left in the sandbox's IPC namespace: SysV segments, queues, semaphores
+            ipc_remove(run.uid)
+            # what the run left in the shared /tmp, /dev/shm, /dev/mqueue would leak into the next run
+            for shared in ("/tmp", "/dev/shm", "/dev/mqueue"):
+                try:
+                    with os.scandir(shared) as entries:
+                        for entry in entries:
+                            if entry.stat(follow_symlinks=False).st_uid == run.uid:
+                                self.discard(entry.path)
+                except OSError:
+                    pass
+
+    def disk_guard(self) -> None:
+        """Per-run disk and inode limits: when a shared tmpfs (the runs' folder, /tmp, /dev/shm) is
+        more than half used while other runs go on or wait, a run holding more than its share of it
+        is stopped, so that one run cannot fill the disk every other run needs."""
+        active = [r for r in self.runs.values() if r.status is None and not r.disk_stopped]
+        if len(active) + len(self.retry) < (1 if self.shared else 2):
+            # alone, a run meets a full disk as it would anywhere (ENOSPC); its folder goes after it
+            # (under a warm parent it is never alone: other papers' runs share the disks)
+            return
+        for mount in (self.work, "/tmp", "/dev/shm"):
+            try:
+                st = os.statvfs(mount)
+            except OSError:
+                continue
+            blocks = 1 - st.f_bavail / st.f_blocks if st.f_blocks else 0.0
+            inodes = 1 - st.f_favail / st.f_files if st.f_files else 0.0
+            if max(blocks, inodes) < DISK_ALARM:
+                continue
+            share_bytes = st.f_blocks * st.f_frsize * DISK_SHARE
+            share_inodes = st.f_files * DISK_SHARE
+            for run in active:
+                if run.disk_stopped:
+                    continue
+                used, count = self.disk_use(run, mount)
+                if used > share_bytes or count > share_inodes:
+                    run.disk_stopped = (f"[runner] the run was stopped: it used {used >> 20} MB and {count} files of "
+                                        f"{mount} (a run may use {int(share_bytes) >> 20} MB and "
+                                        f"{int(share_inodes)} files)")
+                    self.kill_tree(run)
+                    try:
+                        os.kill(run.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+
+    def disk_use(self, run: "Run", mount: str) -> tuple[int, int]:
+        """Bytes and inodes the run holds on ``mount``: its folder, or what its uid owns there."""
+        if mount == self.work:
+            roots = [run.folder]
+        elif run.uid is not None:
+            try:
+                roots = [e.path for e in os.scandir(mount) if e.stat(follow_symlinks=False).st_uid == run.uid]
+            except OSError:
+                roots = []
+        else:
+            return 0, 0
+        used = count = 0
+        stack = list(roots)
+        while stack and count < 5_000_000:
+            path = stack.pop()
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            used += st.st_blocks * 512
+            count += 1
+            if stat.S_ISDIR(st.st_mode):
+                try:
+                    stack.extend(e.path for e in os.scandir(path))
+                except OSError:
+                    pass
+        return used, count
+
+    @staticmethod
+    def discard(path: str) -> None:
+        """Remove ``path`` whatever a run left there: no recursion, no path longer than one name."""
+        remove_tree(path)
+
+    def on_stdin(self) -> None:
+        try:
+            data = os.read(0, 1 << 20)
+        except BlockingIOError:
+            return
+        if not data:
+            self.stdin_open = False
+            self.sel.unregister(0)
+            return
+        self.stdin_buf += data
+        for line in split_lines(self.stdin_buf):
+            if not line.strip():
+                continue
+            try:
+                request = json.loads(line)
+                if not isinstance(request, dict):
+                    raise ValueError("a request is a JSON object")
+            except ValueError as exc:
+                self.bad_request(None, f"bad request line: {exc}")
+                continue
+            try:
+                self.start(request)
+            except Exception as exc:  # noqa: BLE001 - one bad request must not stop the other runs
+                self.bad_request(request.get("id"), f"cannot start run: {type(exc).__name__}: {exc}")
+
+    def serve(self) -> int:
+        # protocol lines go to a private copy of stdout; anything else printed lands on stderr
+        self.out_fd = os.dup(1)
+        os.dup2(2, 1)
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans of runs come back to us
+        except (OSError, AttributeError):
+            pass
+        os.makedirs(self.work, exist_ok=True)
+        if self.uid_base is not None:
+            os.chmod(self.work, 0o711)
+        for var in _THREAD_ENV:
+            os.environ.setdefault(var, "1")
+        preloaded, failed = self.preload_paper()
+        if not self.fresh:
+            self.prepared = snapshot_prepare()  # once, rather than in every run (_install_audit)
+        # a preloaded module may have installed handlers; the server's own are set after
+        self.send({"ready": True, "protocol": PROTOCOL, "preloaded": preloaded, "failed": failed,
+                   "fresh": self.fresh, "fresh_reason": self.fresh_reason, "uid_mode": self.uid_base is not None})
+        self.spare_fork()
+        os.set_blocking(0, False)
+        self.sel.register(0, selectors.EVENT_READ, (None, "stdin"))
+        try:
+            while self.stdin_open or self.runs or self.retry:
+                self.serve_once()
+        finally:
+            self.shutdown()
+        return 0
+
+    def preload_paper(self) -> tuple[list[str], dict[str, str]]:
+        """Import what the paper's files import, once (unless its runs need a fresh interpreter):
+        (the third-party modules imported, those that failed)."""
+        preloaded, failed = [], {}
+        wanted = list(dict.fromkeys(scan_imports(self.paper) + [m for m in ARGS_PRELOAD if m]))
+        unsafe = [m for m in wanted if m in UNSAFE_TO_FORK]
+        if unsafe and not self.fresh:
+            self.fresh, self.fresh_reason = True, f"{', '.join(unsafe)} is unsafe to fork: a fresh interpreter per run"
+        if self.fresh:
+            return preloaded, failed
+        import threading
+
+        threads = set(threading.enumerate())
+        # what imports print (warnings, banners) a fresh run would print too: keep it to replay
+        with _Capture() as captured:
+            preloaded, failed = preload(wanted, self.paper)
+            # the standard library's modules are not reported: they are not what "warm" is about
+            preload([m for m in ALWAYS_PRELOAD + tuple(scan_imports(self.paper, stdlib=True))
+                     if m not in sys.modules], self.paper)
+            # and the submodules they name (scipy.stats, matplotlib.pyplot): no run imports them again
+            preload([m for m in scan_submodules(self.paper) if m not in sys.modules], self.paper)
+            import_testing()
+        self.import_output = tuple(a + b for a, b in zip(self.inherited_output, captured.output))
+        os.write(2, captured.output[1])
+        # a fork copies only the forking thread (others' locks stay held) and unsafe frameworks
+        # may arrive indirectly: then a fresh interpreter per run, as a fresh process would be
+        extra = sorted(t.name for t in set(threading.enumerate()) - threads if t.is_alive())
+        unsafe = [m for m in UNSAFE_TO_FORK if m in sys.modules]
+        if unsafe:
+            self.fresh, self.fresh_reason = True, f"{', '.join(unsafe)} is unsafe to fork: a fresh interpreter per run"
+        elif extra:
+            self.fresh, self.fresh_reason = True, f"preloaded imports left threads running ({', '.join(extra)})"
+        return preloaded, failed
+
+    def serve_once(self) -> None:
+        """One turn of the loop: requests due, pipes and exits, the disk guard, timeouts, answers."""
+        now = time.monotonic()
+        waits = [0.05]
+        for due, request in list(self.retry):
+            if due <= now:
+                self.retry.remove((due, request))
+                self.start(request)
+        for run in self.runs.values():
+            waits.append((run.drain_until if run.drain_until is not None else run.deadline) - now)
+        for key, _ in self.sel.select(max(0.0, min(waits))):
+            run, kind = key.data
+            if kind == "stdin":
+                self.on_stdin()
+            elif kind == "exit":
+                self.reap()
+            else:
+                self.on_data(run, key.fd, kind)
+        self.reap()
+        now = time.monotonic()
+        if now >= self.disk_check_at:
+            self.disk_check_at = now + DISK_CHECK_SECONDS
+            self.disk_guard()
+        for run in list(self.runs.values()):
+            if run.status is None and run.pid in self.statuses:
+                run.status = self.statuses[run.pid]
+                self.on_exit(run)
+            elif run.status is None and now >= run.deadline and not run.timed_out:
+                run.timed_out = True
+                self.kill_tree(run)
+                try:
+                    os.kill(run.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            if run.drain_until is not None and (not any(k in ("out", "err") for k in run.open_fds.values())
+                                                or now >= run.drain_until):
+                # take what is already in the proof pipe, then answer
+                for fd, kind in list(run.open_fds.items()):
+                    if kind == "proof":
+                        self.on_data(run, fd, kind)
+                self.finish(run)
+
+    def shutdown(self) -> None:
+        """The server ends: its spare, every run still going, the result folders it kept."""
+        self.spare_drop()
+        for run in list(self.runs.values()):
+            self.kill_tree(run)
+            try:
+                os.kill(run.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.reap()
+        for folder in self.finished:
+            self.discard(folder)
