@@ -13,12 +13,6 @@ WARM = ENGINE / "sandbox" / "warm"
 MAX_FUNCTION = 100
 MAX_FILE = 1200
 
-# B2 in flight: helper B2 splits these on its own branch (issue 22); the lead removes this list at merge
-KNOWN_OVER = {
-    ("benchmark_core/runner.py", "run_tasks"),
-}
-
-
 def _engine_files() -> list[Path]:
     return sorted(p for p in ENGINE.rglob("*.py") if "__pycache__" not in p.parts)
 
@@ -31,17 +25,9 @@ def _long_functions(path: Path) -> list[tuple[str, int]]:
 
 
 def test_no_engine_function_is_over_100_lines():
-    found = set()
-    over = []
-    for path in _engine_files():
-        rel = path.relative_to(ROOT).as_posix()
-        for name, lines in _long_functions(path):
-            found.add((rel, name))
-            if (rel, name) not in KNOWN_OVER:
-                over.append(f"{rel}:{name} is {lines} lines")
+    over = [f"{path.relative_to(ROOT).as_posix()}:{name} is {lines} lines"
+            for path in _engine_files() for name, lines in _long_functions(path)]
     assert not over, over
-    # the known list shrinks as rooms land: an entry no longer over the limit is taken off it
-    assert not (KNOWN_OVER - found), sorted(KNOWN_OVER - found)
 
 
 def test_no_engine_file_is_over_1200_lines():
