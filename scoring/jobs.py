@@ -42,7 +42,7 @@ from .models import JOB_ACTIVE, Job, JobKind, JobStatus
 
 __all__ = [
     "KindSpec", "kind_register", "kind_spec", "job_create", "job_requeue", "job_claim", "job_end", "history_add",
-    "Heartbeat", "job_execute", "job_retry_after_db_loss", "worker_losses", "WORKER_LOST", "jobs_watchdog",
+    "Heartbeat", "job_execute", "job_retry_after_db_loss", "job_wait", "worker_losses", "WORKER_LOST", "jobs_watchdog",
     "jobs_lost_requeue", "jobs_failed_retry", "jobs_reconcile", "worker_name",
 ]
 
@@ -240,6 +240,29 @@ def job_retry_after_db_loss(*, job_id: int, rq_job_id: str, reason: str, tries: 
             logger.warning("job %s: database still unreachable (%s)", job_id, exc)
         time.sleep(min(0.5 * (n + 1), 3))
     logger.error("job %s: database unreachable; left running for the watchdog", job_id)
+
+
+def job_wait(*, job_id: int, rq_job_id: str, reason: str) -> bool:
+    """Give the running attempt back to the queue *later*: something outside the job is away (the
+    papers storage, room on this host) and an immediate retry would meet it again.
+
+    The row becomes a new queued attempt with ``reason`` as its error (what its owner reads) and is
+    not pushed: the watchdog's next round finds a queued job Redis does not hold and pushes it
+    (``jobs_lost_requeue``), so a fault that lasts is retried once per round, never failed for good.
+    Like a lost database connection, it does not count as a dead worker (``worker_losses``).
+    False when the attempt was no longer ours.
+    """
+    attempt_id = f"rcb-wait-{job_id}-{secrets.token_hex(4)}"  # in no queue: the watchdog pushes it
+    ours = Job.objects.filter(pk=job_id, rq_job_id=rq_job_id, status=JobStatus.RUNNING)
+    attempt = ours.values_list("attempt", flat=True).first()
+    # one conditional update: a cancel or the watchdog that came first keeps the row
+    if attempt is None or not ours.update(
+        status=JobStatus.QUEUED, attempt=attempt + 1, rq_job_id=attempt_id, enqueued_at=_now(),
+        heartbeat_at=None, started_at=None, finished_at=None, worker="", error=reason[:2000],
+    ):
+        return False
+    history_add(job_id, f"attempt {attempt + 1} waits: {reason[:200]}; the watchdog queues it at its next round")
+    return True
 
 
 def job_execute(*, job_id: int, rq_job_id: str, body: Callable[[Job, Heartbeat], Any]) -> Any:
