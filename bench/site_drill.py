@@ -214,13 +214,15 @@ class Forwarder:
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             try:
                 up_reader, up_writer = await asyncio.open_connection(*target)
-            except OSError:
+            except (OSError, asyncio.CancelledError):
                 writer.close()
                 return
             writers.update((writer, up_writer))
             try:
                 await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer),
                                      return_exceptions=True)
+            except asyncio.CancelledError:  # the forwarder closes: the connection ends with it
+                pass
             finally:
                 writers.discard(writer)
                 writers.discard(up_writer)
@@ -472,7 +474,9 @@ class Hosts:
 
     def start(self, i: int, env: dict[str, str], command: list[str], *, log_name: str | None = None) -> subprocess.Popen:
         """Run ``command`` (a manage.py command line) as host ``i``'s worker, in its namespaces."""
-        hide = "".join(f"mount -t tmpfs -o size=1m,mode=0700 rcb-hidden {shlex.quote(str(p))}; " for p in self.hidden if p.is_dir())
+        others = [self.tmp / f"host{j}" for j in range(self.count) if j != i]  # no host sees another's folders
+        hide = "".join(f"mount -t tmpfs -o size=1m,mode=0700 rcb-hidden {shlex.quote(str(p))}; "
+                       for p in [*self.hidden, *others] if p.is_dir())
         script = f"set -e; hostname {self.names[i]}; {hide}exec {shlex.join(command)}"
         log = open(self.tmp / (log_name or f"host{i}.log"), "ab")
         proc = subprocess.Popen(
