@@ -185,7 +185,7 @@ class Soak:
 
     def start_services(self) -> None:
         say(f"[chaos] work folder {self.tmp}")
-        self.pg = PgCluster(self.tmp / "pg" / "data")
+        self.pg = PgCluster()
         self.pg.init()
         self.pg.start()
         self.pg.createdb(DB)
@@ -216,7 +216,7 @@ class Soak:
         services = {self.pg.port: ("127.0.0.1", self.pg.port), self.redis.port: ("127.0.0.1", self.redis.port),
                     self.s3.front: ("127.0.0.1", self.s3.front)}
         self.hosts = Hosts(tmp=self.tmp, count=self.args.hosts, services=services, cache_mb=8, tag="chaos",
-                           hidden=[DEMO, self.tmp / "web", self.tmp / "pg"])
+                           hidden=[DEMO, self.tmp / "web", self.pg.folder])
         self.hosts.open()
         for i in range(self.args.hosts):
             outer = self.hosts.outer(i)
@@ -668,7 +668,11 @@ class Soak:
             from django.db import connections
 
             connections.close_all()
-            self.pg.stop(mode="immediate")
+            if self.args.keep:
+                self.pg.stop(mode="immediate")
+                say(f"[chaos] the PostgreSQL cluster is kept in {self.pg.folder}")
+            else:
+                self.pg.remove()
         if not self.args.keep and not self.args.work_dir:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
@@ -708,7 +712,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="how long to wait, after the chaos, for every submission to end (default 20)")
     parser.add_argument("--report", help="write the report as JSON here")
     parser.add_argument("--work-dir", help="keep every log and data folder here (default: a temporary folder)")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the temporary folder and the PostgreSQL cluster (its folder is printed)")
     args = parser.parse_args(argv)
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1, 10**6)

@@ -27,6 +27,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -117,11 +118,13 @@ class PgCluster:
     server run as the ``postgres`` user (initdb refuses root).
     """
 
-    def __init__(self, data_dir: Path, *, user: str = "postgres") -> None:
-        self.data_dir = Path(data_dir)
+    def __init__(self, *, user: str = "postgres") -> None:
+        # a folder of its own in /tmp: the server's user must reach it (a test's tmp_path is root's, 0700)
+        self.folder = Path(tempfile.mkdtemp(prefix="rcb-pg-"))
+        self.data_dir = self.folder / "data"
         self.port = free_port()
         self.user = user
-        self.log = self.data_dir.parent / f"{self.data_dir.name}.log"
+        self.log = self.folder / "postgres.log"
 
     def _as_owner(self, *cmd: str) -> list[str]:
         if os.geteuid() == 0:
@@ -135,7 +138,7 @@ class PgCluster:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if os.geteuid() == 0:
             entry = pwd.getpwnam(self.user)
-            for path in (self.data_dir, self.data_dir.parent):
+            for path in (self.data_dir, self.folder):
                 os.chown(path, entry.pw_uid, entry.pw_gid)
             self.log.touch()
             os.chown(self.log, entry.pw_uid, entry.pw_gid)
@@ -161,6 +164,11 @@ class PgCluster:
         self.stop()
         time.sleep(down)
         self.start()
+
+    def remove(self) -> None:
+        """Stop the server at once and delete the cluster."""
+        self.stop(mode="immediate")
+        shutil.rmtree(self.folder, ignore_errors=True)
 
     def url(self, db: str) -> str:
         return f"postgres://postgres@127.0.0.1:{self.port}/{db}"
