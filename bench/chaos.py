@@ -323,7 +323,7 @@ class Soak:
         if kind in ("sigkill", "sigstop"):
             busy = self._busy_hosts()
             if busy and host not in busy:  # (the seeded draw stands when it names a busy host)
-                host = busy[0]
+                host = self.rng.choice(busy)
         if kind == "sigkill":
             pid = self._worker_pid(host)
             f.target = f"{self.hosts.names[host]} worker {pid}"

@@ -41,7 +41,7 @@ from benchmark_core.scoring import parse_cutoff
 from leaderboard.models import Evaluation, LLMModel, Release, ReleasePaper, Snippet, SnippetResult
 from scoring import queue
 from scoring.jobs import (Heartbeat, KindSpec, history_add, job_claim, job_create, job_end, job_requeue,
-                          job_retry_after_db_loss, job_wait, reason_of)
+                          job_retry_after_db_loss, job_wait, reason_of, worker_answered_again)
 from scoring.models import Job, JobKind, JobStatus
 from scoring.results import evaluation_results_write, result_row_from_run
 from scoring.sandbox import PUBLIC, SandboxRefused, job_sandbox, reference_store
@@ -663,6 +663,8 @@ def _scoring_job_attempt(*, job_id: int, rq_job_id: str) -> str:
     if outcome == "done":
         job_end(job_id=job_id, rq_job_id=rq_job_id, status=JobStatus.FINISHED,
                 note=f"attempt {job.attempt} finished")
+    elif outcome == "lost":  # given to another attempt while this worker hung: it did not die
+        worker_answered_again(job_id=job_id)
     submission_status_refresh(submission_id=job.submission_id)
     return outcome
 
@@ -923,10 +925,16 @@ def _job_given_up(job: Job, reason: str) -> None:
     submission_status_refresh(submission_id=job.submission_id)
 
 
+def _job_requeued(job: Job) -> None:
+    # a job given up is resumed (its worker had hung, not died): its failed submission runs again
+    if PredictionSubmission.objects.filter(pk=job.submission_id, status=Status.FAILED).exists():
+        submission_status_refresh(submission_id=job.submission_id)
+
+
 SUBMISSION_PAPER = KindSpec(
     entry="submissions.jobs.score_paper", queue=queue.SCORING,
     watched=lambda jobs: jobs.exclude(submission__status=Status.CANCELLED),
-    on_failed=_job_given_up, sweep=submissions_settle,
+    on_failed=_job_given_up, on_requeued=_job_requeued, sweep=submissions_settle,
 )
 
 
