@@ -349,7 +349,7 @@ def worker_answered_again(*, job_id: int) -> bool:
     Called by an attempt that finds its job given to another attempt. The job's history says so,
     that loss no longer counts towards ``RCB_JOB_MAX_ATTEMPTS``, and a job the watchdog gave up for
     too many deaths is queued again when, without this one, it had not run out of them. True when
-    it said so (once per worker and job).
+    it said so (once per worker and job; a job given up again after it is resumed again all the same).
     """
     me = worker_name()
     job = Job.objects.filter(pk=job_id).first()
@@ -358,9 +358,9 @@ def worker_answered_again(*, job_id: int) -> bool:
     events = [str(entry.get("event", "")) for entry in job.history or []]
     if not any(_lost_worker(e) == me for e in events):
         return False
-    if any(e.startswith(f"the worker {me} ") and ANSWERED_AGAIN in e for e in events):
-        return False
-    history_add(job_id, f"the worker {me} {ANSWERED_AGAIN}: it had hung, it did not die (not counted as a death)")
+    said = any(e.startswith(f"the worker {me} ") and ANSWERED_AGAIN in e for e in events)
+    if not said:
+        history_add(job_id, f"the worker {me} {ANSWERED_AGAIN}: it had hung, it did not die (not counted as a death)")
     job.refresh_from_db()
     given_up = job.status == JobStatus.FAILED and job.error.startswith(f"its worker {WORKER_LOST} ")
     if given_up and worker_losses(job) < settings.RCB_JOB_MAX_ATTEMPTS:
@@ -369,7 +369,7 @@ def worker_answered_again(*, job_id: int) -> bool:
                                    note=f"resumed: the worker {me} had hung, not died")
         if requeued:
             _tell_requeued(job)
-    return True
+    return not said
 
 
 def _watched(jobs: QuerySet) -> list[Job]:

@@ -663,8 +663,12 @@ def _scoring_job_attempt(*, job_id: int, rq_job_id: str) -> str:
     if outcome == "done":
         job_end(job_id=job_id, rq_job_id=rq_job_id, status=JobStatus.FINISHED,
                 note=f"attempt {job.attempt} finished")
-    elif outcome == "lost":  # given to another attempt while this worker hung: it did not die
+    # whatever ended the attempt (lost, a dropped connection after a pause...), a worker still running
+    # it that was taken for dead meanwhile had hung: it says so, and that loss does not count
+    try:
         worker_answered_again(job_id=job_id)
+    except (InterfaceError, OperationalError) as exc:  # the database away again: the next attempt will say it
+        logger.warning("scoring job %s: could not record that its worker answered again: %s", job_id, exc)
     submission_status_refresh(submission_id=job.submission_id)
     return outcome
 

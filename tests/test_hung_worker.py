@@ -99,3 +99,26 @@ def test_the_last_worker_of_a_job_given_up_that_answers_again_resumes_it(job):
     assert worker_answered_again(job_id=job.pk) is True
     job.refresh_from_db()
     assert job.status == JobStatus.QUEUED and worker_losses(job) == 1
+
+
+def test_an_attempt_that_ends_on_a_dropped_connection_after_its_hang_still_says_its_worker_answered_again(job, monkeypatch):
+    """The soak's case: a host stopped mid-job, its connection ended meanwhile; it resumes, its write
+    meets the dropped connection (not the heartbeat): the job was given away, and its worker did not die."""
+    from django.db import OperationalError
+
+    real = services.run_tasks
+
+    def hang_then_drop(tasks, *, progress, **kwargs):
+        def write(run):
+            _stale(job, worker_name())  # what the watchdog sees while this host is stopped...
+            Job.objects.filter(pk=job.pk).update(rq_job_id=job.rq_job_id)
+            jobs_watchdog(stale_after=60)  # ...it gives the job to a new attempt
+            raise OperationalError("terminating connection due to administrator command")
+
+        return real(tasks, progress=write, **kwargs)
+
+    monkeypatch.setattr(services, "run_tasks", hang_then_drop)
+    assert services.scoring_job_run(job_id=job.pk, rq_job_id=job.rq_job_id) == "retry"
+    job.refresh_from_db()
+    assert job.status == JobStatus.QUEUED and worker_losses(job) == 0
+    assert any(h["event"].startswith(f"the worker {worker_name()} answered again") for h in job.history)
