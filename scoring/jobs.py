@@ -42,14 +42,16 @@ from .models import JOB_ACTIVE, Job, JobKind, JobStatus
 
 __all__ = [
     "KindSpec", "kind_register", "kind_spec", "job_create", "job_requeue", "job_claim", "job_end", "history_add",
-    "Heartbeat", "job_execute", "job_retry_after_db_loss", "worker_losses", "WORKER_LOST", "jobs_watchdog",
-    "jobs_lost_requeue", "jobs_failed_retry", "jobs_reconcile", "worker_name",
+    "Heartbeat", "job_execute", "job_retry_after_db_loss", "job_wait", "worker_losses", "WORKER_LOST", "jobs_watchdog",
+    "jobs_lost_requeue", "jobs_failed_retry", "jobs_reconcile", "worker_name", "worker_answered_again",
 ]
 
 logger = logging.getLogger(__name__)
 
 #: the watchdog's word in a job's history for an attempt whose worker died (stale heartbeat)
 WORKER_LOST = "stopped answering"
+#: the word of a worker taken for dead that was still running (it had hung): that loss does not count
+ANSWERED_AGAIN = "answered again"
 #: a history event that resets the count of worker deaths (a person asked for it again)
 RERUN_MARK = " re-run by "
 
@@ -201,6 +203,10 @@ class Heartbeat(threading.Thread):
                     continue
                 if not alive:  # cancelled, or the watchdog gave the job to another attempt
                     self.lost = True
+                    try:
+                        worker_answered_again(job_id=self.job_id)
+                    except DatabaseError as exc:
+                        logger.warning("job %s: could not record that its worker answered again: %s", self.job_id, exc)
                     if self.on_lost is not None:
                         try:
                             self.on_lost()
@@ -240,6 +246,29 @@ def job_retry_after_db_loss(*, job_id: int, rq_job_id: str, reason: str, tries: 
             logger.warning("job %s: database still unreachable (%s)", job_id, exc)
         time.sleep(min(0.5 * (n + 1), 3))
     logger.error("job %s: database unreachable; left running for the watchdog", job_id)
+
+
+def job_wait(*, job_id: int, rq_job_id: str, reason: str) -> bool:
+    """Give the running attempt back to the queue *later*: something outside the job is away (the
+    papers storage, room on this host) and an immediate retry would meet it again.
+
+    The row becomes a new queued attempt with ``reason`` as its error (what its owner reads) and is
+    not pushed: the watchdog's next round finds a queued job Redis does not hold and pushes it
+    (``jobs_lost_requeue``), so a fault that lasts is retried once per round, never failed for good.
+    Like a lost database connection, it does not count as a dead worker (``worker_losses``).
+    False when the attempt was no longer ours.
+    """
+    attempt_id = f"rcb-wait-{job_id}-{secrets.token_hex(4)}"  # in no queue: the watchdog pushes it
+    ours = Job.objects.filter(pk=job_id, rq_job_id=rq_job_id, status=JobStatus.RUNNING)
+    attempt = ours.values_list("attempt", flat=True).first()
+    # one conditional update: a cancel or the watchdog that came first keeps the row
+    if attempt is None or not ours.update(
+        status=JobStatus.QUEUED, attempt=attempt + 1, rq_job_id=attempt_id, enqueued_at=_now(),
+        heartbeat_at=None, started_at=None, finished_at=None, worker="", error=reason[:2000],
+    ):
+        return False
+    history_add(job_id, f"attempt {attempt + 1} waits: {reason[:200]}; the watchdog queues it at its next round")
+    return True
 
 
 def job_execute(*, job_id: int, rq_job_id: str, body: Callable[[Job, Heartbeat], Any]) -> Any:
@@ -295,14 +324,52 @@ def worker_losses(job: Job) -> int:
     new attempts after a dropped database connection, an environment repair or a lost queue entry
     are not the job's doing.
     """
-    losses = 0
-    for entry in job.history or []:
-        event = str(entry.get("event", ""))
-        if RERUN_MARK in event:
-            losses = 0
-        elif event.startswith("attempt ") and WORKER_LOST in event:
-            losses += 1
-    return losses
+    history = [str(entry.get("event", "")) for entry in job.history or []]
+    reruns = [n for n, event in enumerate(history) if RERUN_MARK in event]
+    history = history[reruns[-1] + 1:] if reruns else history
+    # a worker taken for dead that answered again had hung (a stopped host, a long pause): it did not die
+    revived = {event.split(" ", 2)[2].split(" ", 1)[0] for event in history if event.startswith("the worker ")
+               and ANSWERED_AGAIN in event}
+    return sum(1 for event in history if _lost_worker(event) and _lost_worker(event) not in revived)
+
+
+def _lost_worker(event: str) -> str:
+    """The worker whose death the history ``event`` records ('' for any other event): the watchdog's
+    "attempt N queued: the worker HOST:PID stopped answering" or its give-up "... last on HOST:PID"."""
+    if event.startswith("attempt ") and WORKER_LOST in event and "the worker " in event:
+        return event.split("the worker ", 1)[1].split(" ", 1)[0]
+    if event.startswith(f"its worker {WORKER_LOST} ") and "; last on " in event:
+        return event.rsplit("; last on ", 1)[1].strip()
+    return ""
+
+
+def worker_answered_again(*, job_id: int) -> bool:
+    """This worker was taken for dead on ``job_id`` (its heartbeat went stale) yet runs: it had hung.
+
+    Called by an attempt that finds its job given to another attempt. The job's history says so,
+    that loss no longer counts towards ``RCB_JOB_MAX_ATTEMPTS``, and a job the watchdog gave up for
+    too many deaths is queued again when, without this one, it had not run out of them. True when
+    it said so (once per worker and job; a job given up again after it is resumed again all the same).
+    """
+    me = worker_name()
+    job = Job.objects.filter(pk=job_id).first()
+    if job is None:
+        return False
+    events = [str(entry.get("event", "")) for entry in job.history or []]
+    if not any(_lost_worker(e) == me for e in events):
+        return False
+    said = any(e.startswith(f"the worker {me} ") and ANSWERED_AGAIN in e for e in events)
+    if not said:
+        history_add(job_id, f"the worker {me} {ANSWERED_AGAIN}: it had hung, it did not die (not counted as a death)")
+    job.refresh_from_db()
+    given_up = job.status == JobStatus.FAILED and job.error.startswith(f"its worker {WORKER_LOST} ")
+    if given_up and worker_losses(job) < settings.RCB_JOB_MAX_ATTEMPTS:
+        with transaction.atomic():
+            requeued = job_requeue(job, expect=Q(status=JobStatus.FAILED, error=job.error),
+                                   note=f"resumed: the worker {me} had hung, not died")
+        if requeued:
+            _tell_requeued(job)
+    return not said
 
 
 def _watched(jobs: QuerySet) -> list[Job]:

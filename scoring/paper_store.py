@@ -12,6 +12,7 @@ concurrent fetches on one host never see half a folder.
 from __future__ import annotations
 
 import hashlib
+import errno
 import io
 import logging
 import os
@@ -30,6 +31,7 @@ from leaderboard.models import ReleasePaper
 
 __all__ = [
     "PaperFilesMissing",
+    "PaperStorageUnavailable",
     "paper_archive_bytes",
     "paper_archive_fetch",
     "paper_archive_put",
@@ -50,6 +52,27 @@ _CHUNK = 1024 * 1024
 
 class PaperFilesMissing(RuntimeError):
     """The files a job names cannot be had on this host (not stored, damaged, or refused)."""
+
+
+class PaperStorageUnavailable(RuntimeError):
+    """The files cannot be had on this host *now*: the papers storage does not answer, or this host's
+    paper cache has no room. Nobody's fault and not for good: the job waits and is tried again."""
+
+
+#: errno values of a paper cache that has no room left (the host's fault, not the paper's)
+_NO_ROOM = {errno.ENOSPC, errno.EDQUOT}
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """True for an error of the storage's transport (a bucket that refuses or times out, a 5xx)."""
+    try:
+        from botocore.exceptions import BotoCoreError, ClientError  # noqa: PLC0415  (only with the S3 backend)
+    except ImportError:  # pragma: no cover - boto3 is in requirements.txt
+        return False
+    if isinstance(exc, ClientError):
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+        return status >= 500 or status in (408, 429)
+    return isinstance(exc, BotoCoreError)
 
 
 def _storage() -> Storage:
@@ -135,15 +158,23 @@ def _download(digest: str, into: Path) -> None:
     size = 0
     try:
         src = _storage().open(_name(digest), "rb")
-    except (FileNotFoundError, OSError) as exc:
-        raise PaperFilesMissing(f"paper archive {digest} is not in the papers storage: {exc}") from None
-    with src, open(into, "wb") as dst:
-        while chunk := src.read(_CHUNK):
-            size += len(chunk)
-            if size > cap:
-                raise PaperFilesMissing(f"paper archive {digest} is larger than {cap} bytes: refused")
-            h.update(chunk)
-            dst.write(chunk)
+        with src, open(into, "wb") as dst:
+            while chunk := src.read(_CHUNK):
+                size += len(chunk)
+                if size > cap:
+                    raise PaperFilesMissing(f"paper archive {digest} is larger than {cap} bytes: refused")
+                h.update(chunk)
+                dst.write(chunk)
+    except PaperFilesMissing:
+        raise
+    except Exception as exc:
+        if isinstance(exc, OSError) and exc.errno in _NO_ROOM:
+            raise PaperStorageUnavailable(f"this worker's paper cache is full ({exc.strerror})") from None
+        if _unreachable(exc):
+            raise PaperStorageUnavailable(f"the papers storage cannot be reached ({type(exc).__name__})") from None
+        if isinstance(exc, OSError):  # not there (FileNotFoundError, a 404), or not readable
+            raise PaperFilesMissing(f"paper archive {digest} is not in the papers storage: {exc}") from None
+        raise
     if h.hexdigest() != digest:
         raise PaperFilesMissing(f"paper archive {digest} is damaged in storage (its bytes hash to {h.hexdigest()})")
 
@@ -156,8 +187,13 @@ def paper_archive_fetch(*, digest: str) -> Path:
     target = cache / digest
     if target.is_dir():
         return target
-    cache.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{digest}-", suffix=".zip", dir=cache)
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{digest}-", suffix=".zip", dir=cache)
+    except OSError as exc:
+        if exc.errno in _NO_ROOM:
+            raise PaperStorageUnavailable(f"this worker's paper cache is full ({exc.strerror})") from None
+        raise
     os.close(fd)
     try:
         _download(digest, Path(tmp))
@@ -174,6 +210,10 @@ def paper_archive_fetch(*, digest: str) -> Path:
             shutil.rmtree(staging.parent, ignore_errors=True)
     except UnsafeArchive as exc:
         raise PaperFilesMissing(f"paper archive {digest} is refused: {exc}") from None
+    except OSError as exc:
+        if exc.errno in _NO_ROOM:  # unpacking ran out of room: nothing half-made is left (removed above)
+            raise PaperStorageUnavailable(f"this worker's paper cache is full ({exc.strerror})") from None
+        raise
     finally:
         Path(tmp).unlink(missing_ok=True)
     logger.info("paper archive %s fetched into %s", digest, target)

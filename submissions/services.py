@@ -34,14 +34,14 @@ from benchmark_core.masking import PROMPT_VERSION
 from benchmark_core.predictions import LineProblem, parse_predictions, text_problem
 from benchmark_core.problemset import Paper as CorePaper
 from benchmark_core.problemset import paper_folder_load
-from scoring.paper_store import release_paper_archive_ensure, release_paper_folder
+from scoring.paper_store import PaperStorageUnavailable, release_paper_archive_ensure, release_paper_folder
 from benchmark_core.runner import HARNESS_VERSION, Task, answer_code, reference_failures_forget, reference_known, run_tasks
 from accounts.roles import user_is_reviewer
 from benchmark_core.scoring import parse_cutoff
 from leaderboard.models import Evaluation, LLMModel, Release, ReleasePaper, Snippet, SnippetResult
 from scoring import queue
 from scoring.jobs import (Heartbeat, KindSpec, history_add, job_claim, job_create, job_end, job_requeue,
-                          job_retry_after_db_loss, reason_of)
+                          job_retry_after_db_loss, job_wait, reason_of, worker_answered_again)
 from scoring.models import Job, JobKind, JobStatus
 from scoring.results import evaluation_results_write, result_row_from_run
 from scoring.sandbox import PUBLIC, SandboxRefused, job_sandbox, reference_store
@@ -646,6 +646,13 @@ def _scoring_job_attempt(*, job_id: int, rq_job_id: str) -> str:
         logger.warning("scoring job %s: database connection lost (%s); queued again", job_id, exc)
         outcome = "retry"
         job_retry_after_db_loss(job_id=job_id, rq_job_id=rq_job_id, reason=reason_of(exc))
+    except PaperStorageUnavailable as exc:
+        # the bucket is away or this host has no room: not the submission's fault, and not for good
+        logger.warning("scoring job %s: %s; waiting for the watchdog's next round", job_id, exc)
+        outcome = "retry"
+        job_wait(job_id=job_id, rq_job_id=rq_job_id,
+                 reason=f"waiting: the paper's files cannot be fetched right now ({exc}); scoring of this paper "
+                        "resumes by itself when they can, nothing is lost or charged")
     except Exception as exc:  # any failure ends the job as failed with its reason; never left running
         logger.exception("scoring job %s failed", job_id)
         outcome = "failed"
@@ -656,6 +663,12 @@ def _scoring_job_attempt(*, job_id: int, rq_job_id: str) -> str:
     if outcome == "done":
         job_end(job_id=job_id, rq_job_id=rq_job_id, status=JobStatus.FINISHED,
                 note=f"attempt {job.attempt} finished")
+    # whatever ended the attempt (lost, a dropped connection after a pause...), a worker still running
+    # it that was taken for dead meanwhile had hung: it says so, and that loss does not count
+    try:
+        worker_answered_again(job_id=job_id)
+    except (InterfaceError, OperationalError) as exc:  # the database away again: the next attempt will say it
+        logger.warning("scoring job %s: could not record that its worker answered again: %s", job_id, exc)
     submission_status_refresh(submission_id=job.submission_id)
     return outcome
 
@@ -916,10 +929,16 @@ def _job_given_up(job: Job, reason: str) -> None:
     submission_status_refresh(submission_id=job.submission_id)
 
 
+def _job_requeued(job: Job) -> None:
+    # a job given up is resumed (its worker had hung, not died): its failed submission runs again
+    if PredictionSubmission.objects.filter(pk=job.submission_id, status=Status.FAILED).exists():
+        submission_status_refresh(submission_id=job.submission_id)
+
+
 SUBMISSION_PAPER = KindSpec(
     entry="submissions.jobs.score_paper", queue=queue.SCORING,
     watched=lambda jobs: jobs.exclude(submission__status=Status.CANCELLED),
-    on_failed=_job_given_up, sweep=submissions_settle,
+    on_failed=_job_given_up, on_requeued=_job_requeued, sweep=submissions_settle,
 )
 
 

@@ -3,13 +3,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable
 
 import pytest
 from django.db import connection
@@ -18,6 +15,11 @@ from django.utils import timezone
 from benchmark_core.problemset import load_problemset
 from benchmark_core.runner import reference_code
 from leaderboard.models import Paper, Release, ReleasePaper, Snippet
+
+# the processes of a site in small (Redis, PostgreSQL, the bucket, worker hosts): one place, bench/site_drill.py
+from bench.site_drill import (  # noqa: F401  (re-exported to the tests)
+    RedisServer, free_port, process_group_kill, session_kill, wait_for,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -81,77 +83,6 @@ def bwrap_jobs_settings(settings) -> None:
     settings.RCB_HEARTBEAT_SECONDS = 3600
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class RedisServer:
-    """A redis-server of our own so a test may lose its data without touching others'.
-
-    No persistence by default; with ``data_dir`` an append-only file there (fsync'd at every write,
-    as a production Redis with ``--appendonly yes`` keeps its data over a stop), so ``outage`` can
-    stop it and start it again on the same port with what it held.
-    """
-
-    def __init__(self, data_dir: Path | None = None) -> None:
-        self.port = free_port()
-        self.proc: subprocess.Popen | None = None
-        self.data_dir = data_dir
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        keep = ["--appendonly", "no"]
-        if self.data_dir is not None:
-            self.data_dir.mkdir(parents=True, exist_ok=True)
-            keep = ["--dir", str(self.data_dir), "--appendonly", "yes", "--appendfsync", "always"]
-        self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", *keep],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        import redis
-
-        client = redis.Redis.from_url(self.url)
-        wait_for(lambda: _pings(client), timeout=10, what="redis-server to start")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
-        self.proc = None
-
-    def restart(self) -> None:
-        """Stop and start again: every key is gone, as after a crash of an unpersisted Redis."""
-        self.stop()
-        self.start()
-
-    def outage(self, seconds: float) -> None:
-        """Stop, stay away ``seconds``, start again on the same port (with its data if it keeps any)."""
-        self.stop()
-        time.sleep(seconds)
-        self.start()
-
-
-def _pings(client) -> bool:
-    try:
-        return bool(client.ping())
-    except Exception:
-        return False
-
-
-def wait_for(predicate: Callable[[], bool], *, timeout: float, what: str, interval: float = 0.2) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
 def database_url() -> str:
     """The URL of the test database as this process sees it, for worker subprocesses."""
     s = connection.settings_dict
@@ -186,38 +117,3 @@ def worker_start(env: dict[str, str], *, name: str, log_dir: Path) -> subprocess
         [sys.executable, "manage.py", "rqworker", "scoring", "--name", f"{name}-{os.getpid()}-{time.time_ns()}"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
-
-
-def session_kill(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
-    """Kill a process started with ``start_new_session`` and everything of its session (process
-    groups of its own included: RQ's work horses, a supervisor's workers)."""
-    victims = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[3]) == proc.pid:  # the session id (fields after the command name: state, ppid, pgrp, session)
-            victims.append(int(stat.parent.name))
-    for pid in victims:
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
-    _reap(proc)
-
-
-def process_group_kill(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
-    """Kill a worker with everything it started (its work horse and the test runs)."""
-    try:
-        os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-        pass
-    _reap(proc)
-
-
-def _reap(proc: subprocess.Popen) -> None:
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        pass
