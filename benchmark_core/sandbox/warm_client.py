@@ -5,7 +5,7 @@ docstring has the protocol). What carries those streams differs per backend — 
 
 - ``ProcessTransport``: a process started here (bwrap's standalone runner, the tests' bare runner);
 - ``bwrap._Channel``: a paper server forked by a bwrap warm parent (a socket and a stderr pipe);
-- ``docker._ContainerChannel``: a container's attach stream (a standalone runner), or one channel of
+- ``docker_transport.Container``: a container's attach stream (a standalone runner), or one channel of
   it relayed by a docker warm parent (``warm.py --zygote --mux``).
 
 ``WarmClient`` speaks the protocol over any of them (ids, answers matched to requests, the ready

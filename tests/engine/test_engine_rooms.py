@@ -1,6 +1,7 @@
 """The engine in rooms (issue 22): no function of benchmark_core over 100 lines (nested functions
 counted in the function that holds them), no file over 1,200 lines; the warm runner, put into
-sandboxes as a folder, imports nothing but the standard library and its own rooms."""
+sandboxes as a folder, imports nothing but the standard library and its own rooms; the docker
+backend's rooms import downward only (backend -> transport -> lifecycle)."""
 from __future__ import annotations
 
 import ast
@@ -65,3 +66,21 @@ def test_the_warm_runner_imports_only_the_standard_library_and_its_rooms():
             outside += [f"{path.name}: {n}" for n in names if n.split(".")[0] not in std]
     assert not outside, outside
     assert (WARM / "__main__.py").is_file()  # the folder is what the sandboxes run
+
+
+def _imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            names.add((node.module or "").split(".")[-1])
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module.rsplit(".", 1)[-1])
+    return names
+
+
+def test_the_docker_rooms_import_downward_only():
+    sandbox = ENGINE / "sandbox"
+    lifecycle, transport = _imports(sandbox / "docker_containers.py"), _imports(sandbox / "docker_transport.py")
+    assert not lifecycle & {"docker", "docker_transport"}, lifecycle
+    assert "docker" not in transport and "docker_containers" in transport, transport
+    assert {"docker_containers", "docker_transport", "docker_images"} <= _imports(sandbox / "docker.py")
