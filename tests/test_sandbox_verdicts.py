@@ -82,3 +82,49 @@ def test_a_paper_like_the_published_ones_judged_as_fresh(sandbox_backend_name, t
     assert _verdicts(warm) == _verdicts(fresh)
     assert sum(r.passed for r in warm) >= len(pset.snippets)  # every reference passes
     assert not any(r.flags for r in warm if r.passed), [(r.snippet, r.flags) for r in warm if r.flags]
+
+
+@pytest.mark.slow
+def test_a_lazy_import_is_learned_and_judged_as_fresh(sandbox_backend_name, tmp_path):
+    """issue 24: a paper whose test imports scipy.stats inside a test case (no scan sees it): the
+    warm server learns it from the first run and imports it before forking the next spare; every
+    verdict equals a fresh process's (the seconds are printed, not asserted)."""
+    folder = tmp_path / "set" / "lazy_00"
+    folder.mkdir(parents=True)
+    (folder / "lazy_00.py").write_text(
+        "import numpy as np\n\n\ndef scale(x):\n"
+        '    # <paper2code name="scale">\n    y = np.asarray(x) * 2.0\n    # </paper2code name="scale">\n'
+        "    return y\n")
+    (folder / "lazy_00_ref.py").write_text("import numpy as np\n\n\ndef scale(x):\n    y = np.asarray(x) * 2.0\n"
+                                           "    return y\n")
+    (folder / "paper2code_test.py").write_text(
+        "import unittest\n\nimport numpy as np\n\nimport lazy_00 as m\nimport lazy_00_ref as r\n\n\n"
+        "class TestLazy(unittest.TestCase):\n"
+        "    def test_scale(self):\n"
+        "        np.testing.assert_allclose(m.scale(np.arange(8.0)), r.scale(np.arange(8.0)))\n\n"
+        + "".join(f"    def test_k{i}(self):\n        from scipy import stats\n\n"
+                  f"        x = np.arange({8 + i}.0) ** 2\n"
+                  "        self.assertAlmostEqual(float(stats.kurtosis(m.scale(x))), float(stats.kurtosis(r.scale(x))))\n\n"
+                  for i in range(3))
+        + 'if __name__ == "__main__":\n    unittest.main()\n')
+    # the scientific papers' environment (bench/make_pset.py): one that has scipy
+    (folder / "requirements.txt").write_text("numpy\nscipy\npandas\nmatplotlib\nml_collections\n")
+    (folder / "paper2code_paper.md").write_text("# A lazy paper\n")
+    (tmp_path / "set" / "papers.yaml").write_text(
+        "- id: lazy_00\n  title: A lazy paper\n  venue: test\n  first_commit_date: '2025-01-01'\n"
+        "  annotated_file_paths: lazy_00.py\n  context_file_paths: null\n")
+    pset = load_problemset(tmp_path / "set")
+    (paper, snip), = pset.snippets
+    ref = reference_code(paper, snip)
+    wrong = tuple(line.replace("2.0", "3.0") for line in ref)
+    tasks = [Task(paper, snip, ref), Task(paper, snip, wrong), Task(paper, snip, ref), Task(paper, snip, ())]
+    fresh = run_tasks(tasks, sandbox=get_sandbox("local"), workers=1, timeout=120)
+    sandbox = get_sandbox(sandbox_backend_name)
+    try:
+        warm = run_tasks(tasks, sandbox=sandbox, workers=1, timeout=120)
+    finally:
+        sandbox.close()
+    assert _verdicts(warm) == _verdicts(fresh)
+    assert [r.passed for r in warm] == [True, False, True, False]
+    print(f"\n{sandbox_backend_name}: lazy scipy.stats, warm runs " + ", ".join(f"{r.seconds:.3f}" for r in warm)
+          + " s (fresh " + ", ".join(f"{r.seconds:.3f}" for r in fresh) + " s)")

@@ -333,3 +333,107 @@ def test_a_paper_never_meets_the_runners_rooms(server, tmp_path, fresh):
     msg = ask(client, {})
     assert msg["exit_code"] == 0, msg["stderr"]
     assert core(msg["proof"]) == {"completed": True, "tests_run": 1}
+
+
+_LAZY_TEST = '''
+import unittest
+
+import numpy as np
+
+import lazy
+import lazy_ref
+
+
+class TestLazy(unittest.TestCase):
+    def test_scale(self):
+        np.testing.assert_allclose(lazy.scale(np.arange(8.0)), lazy_ref.scale(np.arange(8.0)))
+
+    def test_kurtosis(self):
+        from scipy import stats  # imported by the test case only: no scan sees it
+
+        x = np.arange(8.0) ** 2
+        self.assertAlmostEqual(float(stats.kurtosis(lazy.scale(x))), float(stats.kurtosis(lazy_ref.scale(x))))
+
+
+if __name__ == "__main__":
+    unittest.main()
+'''
+
+
+def _lazy_paper(folder: Path) -> Path:
+    folder.mkdir()
+    (folder / "lazy.py").write_text("import numpy as np\n\n\ndef scale(x):\n    return np.asarray(x) * 2.0\n")
+    (folder / "lazy_ref.py").write_text((folder / "lazy.py").read_text())
+    (folder / "paper2code_test.py").write_text(_LAZY_TEST)
+    return folder
+
+
+def test_the_server_learns_what_a_run_imported(server, tmp_path):
+    # issue 24: scipy.stats, imported inside a test case, is paid by the reference run only (the
+    # paper's own code: its files as they are); the server imports it (after a probe) before forking
+    # the next spare, and the verdicts do not change
+    paper = _lazy_paper(tmp_path / "lazy")
+    client = server(paper)
+    assert client.ready["preloaded"] == ["numpy"]
+    runs = [ask(client, {"lazy.py": (paper / "lazy.py").read_text()}), ask(client, {}), ask(client, {})]
+    for msg in runs:
+        assert msg["exit_code"] == 0, msg["stderr"]
+        assert core(msg["proof"]) == {"completed": True, "tests_run": 2}
+        assert "modules" not in msg["proof"]  # the report is the server's, not the host's
+    assert runs[0]["learned"] == []
+    assert {"scipy", "scipy.stats"} <= set(runs[1]["learned"]) and runs[2]["learned"] == runs[1]["learned"]
+    print(f"\nlazy scipy.stats: run 1 {runs[0]['seconds']:.3f} s, run 2 {runs[1]['seconds']:.3f} s, "
+          f"run 3 {runs[2]['seconds']:.3f} s; learned {runs[1]['learned']}")
+
+
+def test_a_completion_cannot_teach_the_server(server, tmp_path):
+    # the server learns from runs of the paper's own code only: a completion's imports (its own
+    # module, a package the paper never names, a fake entry of sys.modules, a module the hook
+    # watches) are never imported by the server, before or after the reference run taught it
+    mark = tmp_path / "mark"
+    evil = (f"import sys\nwith open({str(mark)!r}, 'a') as fh:\n"
+            "    fh.write('server\\n' if '_rcb_warm' in sys.modules else 'run\\n')\n")
+    client = server(_lazy_paper(tmp_path / "lazy"))
+    completion = (tmp_path / "lazy" / "lazy.py").read_text() + (
+        "\nimport sys, evil_learn, psutil, pty, scipy.stats\n"
+        "sys.modules['json.evil_learn'] = sys\n"
+        "sys.modules['evil_pkg.sub'] = sys\n")
+    files = {"evil_learn.py": evil, "lazy.py": completion}
+    runs = [ask(client, files), ask(client, {}), ask(client, files)]
+    assert all(msg["exit_code"] == 0 for msg in runs), [msg["stderr"] for msg in runs]
+    assert runs[1]["learned"] == []  # the completion's run taught nothing, not even scipy.stats
+    learned = set(runs[2]["learned"])
+    assert {"scipy", "scipy.stats"} <= learned  # the reference run's imports
+    assert not learned & {"evil_learn", "psutil", "pty", "json.evil_learn", "evil_pkg", "evil_pkg.sub"}, learned
+    assert mark.read_text().split() == ["run", "run"]
+
+
+def test_learning_takes_only_library_modules_the_paper_names(tmp_path, monkeypatch):
+    # the rules a reported name meets before any import (defense in depth: the paper's own code reports)
+    from benchmark_core.sandbox.warm import learn
+
+    names = ["lazy", "lazy_ref", "evil_learn", "pty", "ctypes", "this", "jax.numpy", "_rcb_warm.audit", "a b",
+             "x" * 300, "__main__", "os.path", "requests", "json.evil", "scipy.stats"]
+    got = learn.learn_candidates(names, own={"lazy", "lazy_ref", "evil_learn"}, named={"scipy", "lazy"}, known=set())
+    assert set(got) <= {"json.evil", "scipy.stats"} and "json.evil" in got, got
+    roots, refused, uids = learn.learn_limits(str(tmp_path / "paper"), str(tmp_path / "work"), None)
+    assert not learn.library_origin("json.evil", roots, refused, uids)  # no such module
+    (tmp_path / "evil_lib.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert not learn.library_origin("evil_lib", roots, refused, uids)  # importable, but not the library's
+    assert learn.library_origin("evil_lib", (str(tmp_path) + "/",), refused, uids)  # (the root decides)
+    assert learn.library_origin("email.mime.text", roots, refused, uids)
+
+
+def test_a_forged_module_report_is_tampering(server, tmp_path):
+    # an M line without the run's MAC counts as forged, like any line the completion writes
+    body = ("import os\n"
+            "for fd in range(200, 250):\n"
+            "    try:\n"
+            "        os.write(fd, b'M\\tevil_learn\\tdeadbeef\\n')\n"
+            "    except OSError:\n"
+            "        pass\n"
+            "return x * 2")
+    client = server()
+    msg = ask(client, solution(body))
+    assert msg["proof"]["forged"] >= 1

@@ -5,8 +5,9 @@ backends put this package's folder into their sandbox as ``/rcb/warm.py`` (bwrap
 docker copies it owned by root) and start it with the paper's interpreter, which runs a folder by
 its ``__main__.py``. Its rooms: ``scan`` (what a paper imports, the preloads), ``guard`` (library
 namespaces), ``audit`` (the run's audit hook), ``launch`` (the test run as ``__main__``), ``proof``
-(the proof's reading), ``child`` (a run's forked child), ``runs``, ``server`` (one paper's warm
-server), ``cleanup`` (what runs leave), ``zygote`` (one warm parent per environment), ``cli``.
+(the proof's reading), ``learn`` (import learning), ``child`` (a run's forked child), ``runs``,
+``server`` (one paper's warm server), ``cleanup`` (what runs leave), ``zygote`` (one warm parent per
+environment), ``cli``.
 
 PROTOCOL (version 1; extend only compatibly)
     python warm.py --paper DIR --work DIR [--preload m1,m2] [--fresh] [--python PY]

@@ -6,6 +6,9 @@ import re
 from .audit import proof_mac
 from .common import is_runner
 
+#: names of ``M`` lines kept, at the most
+MODULES_MAX = 4096
+
 
 def proof_read(data: bytes, *, paper_dir: str, test_script: str, runner: str, pid: int,
                trusted: tuple[str, ...] = ()) -> dict:
@@ -18,7 +21,7 @@ def proof_read(data: bytes, *, paper_dir: str, test_script: str, runner: str, pi
     import hmac
 
     out: dict = {"completed": False, "tests_run": 0, "skipped": 0, "authentic": False, "forged": 0,
-                 "events": [], "snapshots": {}, "overflow": False, "forged_sample": []}
+                 "events": [], "snapshots": {}, "overflow": False, "forged_sample": [], "modules": []}
     lines = data.split(b"\n")
     if not lines or not lines[0].startswith(b"K "):
         out["forged"] = int(bool(data.strip()))
@@ -49,6 +52,9 @@ def proof_read(data: bytes, *, paper_dir: str, test_script: str, runner: str, pi
                 out["tests_run"] += 1
             elif parts[1:2] == ["skip"]:
                 out["skipped"] += 1
+        elif kind == "M" and len(parts) == 2:
+            if len(out["modules"]) < MODULES_MAX:  # the server's import learning takes them (learn.py)
+                out["modules"] += parts[1].split(" ")[:MODULES_MAX - len(out["modules"])]
         elif kind == "S" and len(parts) == 3:
             out["snapshots"].setdefault(parts[1], parts[2])
         elif kind == "E" and len(parts) >= 3:

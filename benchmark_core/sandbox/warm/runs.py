@@ -93,6 +93,9 @@ class Run:
         self.forked_ahead = False  # its child was a spare, forked before the request (Server.spare_fork)
         self.cgroup_procs: list[str] = []  # the cgroup.procs files its child joins (Server.cgroup_prepare)
         self.oom_kills = 0  # its memory cgroup's OOM kills before it started
+        self.modules: list[str] = []  # what its test imported, as its proof reports it (learn.py)
+        self.own_code = False  # its files are the paper's own (a reference run: Server.own_code)
+        self.learned: list[str] = []  # what its child had imported by learning (learn.py)
 
 
 class _Spare:
@@ -100,3 +103,4 @@ class _Spare:
 
     def __init__(self, pid: int, control: int, fds: tuple[int, int, int]):
         self.pid, self.control, self.fds = pid, control, fds
+        self.learned: list[str] = []  # the server's learned imports when it was forked

@@ -61,6 +61,19 @@ def scan_submodules(paper: str) -> list[str]:
     return found
 
 
+def named_roots(paper: str) -> set[str]:
+    """The first component of every absolute import anywhere in the paper's files (inside functions
+    too): the packages the paper itself names (``learn``: a run may teach the server only those)."""
+    found: set[str] = set()
+    for tree in _trees(paper):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module.split(".")[0])
+    return found
+
+
 def own_names(paper: str) -> set[str]:
     """Every module name the paper itself could provide (any .py stem or folder name inside it)."""
     own: set[str] = set()

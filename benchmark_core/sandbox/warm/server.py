@@ -21,7 +21,9 @@ from .audit import PROOF_EXIT
 from .launch import snapshot_prepare
 from .proof import proof_read
 from .runs import Run, _Capture, _Spare
-from .scan import ALWAYS_PRELOAD, UNSAFE_TO_FORK, import_testing, preload, scan_imports, scan_submodules
+from .learn import LEARN_MAX, REFUSED_MAX, import_clean, learn_candidates, learn_limits, learn_probe
+from .scan import (ALWAYS_PRELOAD, UNSAFE_TO_FORK, import_testing, named_roots, own_names, preload, scan_imports,
+                   scan_submodules)
 
 
 class Server:
@@ -56,6 +58,11 @@ class Server:
         self.shared = False
         #: the next run's child, forked ahead and waiting for its request (spare_fork), or None
         self.spare: _Spare | None = None
+        #: import learning (learn.py): the modules learned, the names refused, the paper's own
+        #: names and the packages its files name (read at the first lesson)
+        self.learned: list[str] = []
+        self.learn_refused: set[str] = set()
+        self.learn_names: tuple[set[str], set[str]] | None = None
         #: the sandbox's cgroup folders ("v1" memory and pids, or "v2" unified), uid mode only
         self.cgroups = _cgroup_dirs(getattr(args, "cgroups", "") or "") if self.uid_base is not None else {}
 
@@ -170,6 +177,7 @@ class Server:
                     os.unlink(os.path.join(paper_copy, rel))
                 with open(target, "w", encoding="utf-8") as fh:
                     fh.write(text)
+            run.own_code = self.own_code(run.files)
             os.makedirs(os.path.join(folder, "home"))
         except (OSError, ValueError, TypeError, AttributeError, shutil.Error) as exc:
             self.discard(folder)
@@ -182,6 +190,22 @@ class Server:
             self.bad_request(rid, f"cannot prepare run {rid}: {exc}")
             return None
         return run
+
+    def own_code(self, files: dict) -> bool:
+        """Whether every file of the request is the paper's own, as it is in the paper's folder (a
+        reference run: the paper's own code, no completion's; learn() learns from those only)."""
+        root = os.path.realpath(self.paper)
+        for rel, text in files.items():
+            path = os.path.join(self.paper, rel)
+            if os.path.islink(path) or not os.path.realpath(path).startswith(root + os.sep):
+                return False
+            try:
+                with open(path, encoding="utf-8", newline="") as fh:
+                    if fh.read() != text:
+                        return False
+            except (OSError, ValueError):
+                return False
+        return True
 
     def give_uid(self, run: Run, folder: str) -> None:
         """The run's slot, its uid (``uid_base + slot``), its folder owned by it, its cgroups."""
@@ -200,6 +224,7 @@ class Server:
     def watch_run(self, run: Run, rid: str, child: _Spare) -> None:
         """The run's child is started: watch its pipes and its exit."""
         pid, (out_r, err_r, proof_r) = child.pid, child.fds
+        run.learned = child.learned
         run.pid = pid
         self.runs[pid] = run
         self.active_ids.add(rid)
@@ -273,7 +298,9 @@ class Server:
             _child(self, (out_w, err_w, proof_w), ctl_r)
         for fd in (out_w, err_w, proof_w, ctl_r):
             os.close(fd)
-        return _Spare(pid, ctl_w, (out_r, err_r, proof_r))
+        spare = _Spare(pid, ctl_w, (out_r, err_r, proof_r))
+        spare.learned = list(self.learned)
+        return spare
 
     def spare_fork(self) -> None:
         """Fork the next run's child now, unless the runs are fresh interpreters or one is waiting."""
@@ -373,6 +400,48 @@ class Server:
         self.finished.append(run.folder)
         while len(self.finished) > KEEP_RESULTS:
             self.discard(self.finished.pop(0))
+        if run.own_code:
+            try:
+                self.learn(run.modules)
+            except Exception as exc:  # noqa: BLE001 - a lesson lost costs time, never the server
+                os.write(2, f"[runner] import learning failed: {type(exc).__name__}: {exc}\n".encode())
+
+    def learn(self, names: list[str]) -> None:
+        """Import learning (learn.py): what a run of the paper's own code (its reference run)
+        imported that this server had not, imported here (once a forked probe imported it cleanly)
+        before the next spare is forked, so that no later run pays it. The spare forked before the
+        lesson is dropped and forked anew."""
+        if (self.fresh or not names or len(self.learned) >= LEARN_MAX
+                or len(self.learn_refused) >= REFUSED_MAX):
+            return
+        if self.learn_names is None:
+            self.learn_names = (own_names(self.paper), named_roots(self.paper))
+        own, named = self.learn_names
+        candidates = learn_candidates(names, own=own, named=named, known=self.learn_refused)
+        if not candidates:
+            return
+        limits = learn_limits(self.paper, self.work, self.uid_base)
+        clean = learn_probe(candidates, *limits)[:LEARN_MAX - len(self.learned)]
+        self.learn_refused.update(n for n in candidates if n not in clean)
+        if not clean:
+            return
+        import threading
+
+        threads = set(threading.enumerate())
+        done = import_clean(clean, *limits, strict=False)
+        import_testing()
+        if not done:
+            return
+        self.learned += done
+        os.write(2, f"[runner] learned imports: {', '.join(done)}\n".encode())
+        extra = sorted(t.name for t in set(threading.enumerate()) - threads if t.is_alive())
+        unsafe = [m for m in UNSAFE_TO_FORK if m in sys.modules]
+        if unsafe or extra:  # as after the preloads: a fork would not be a fresh interpreter's equal
+            self.fresh, self.fresh_reason = True, f"learned imports left {', '.join(unsafe + extra)} behind"
+        else:
+            self.prepared = snapshot_prepare()  # the new modules in the snapshot every run starts from
+        self.spare_drop()
+        self.spare_fork()
 
     def result_of(self, run: Run) -> dict:
         """The run's answer: its exit, its output, what its proof says."""
@@ -382,6 +451,7 @@ class Server:
         proof = proof_read(bytes(run.proof), paper_dir=os.path.join(run.folder, "paper"),
                            test_script=self.test_script, runner=self.self_path, pid=run.pid,
                            trusted=(sys.prefix, sys.base_prefix, sys.exec_prefix))
+        run.modules = proof.pop("modules", [])  # for learn(), not the host's
         proof["overflow"] = run.proof_overflow
         # the hook ended the run because it could not report: its proof pipe was closed or replaced
         proof["channel_lost"] = code == PROOF_EXIT and not proof["authentic"]
@@ -402,6 +472,7 @@ class Server:
             "oom": bool(oom),
             "proof": proof,
             "forked_ahead": run.forked_ahead,
+            "learned": run.learned,
         }
         return result
 
