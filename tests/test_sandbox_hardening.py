@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import struct
+from pathlib import Path
 
 import pytest
 
@@ -128,14 +129,21 @@ print("\\n".join(sorted(line.split("\\t")[1] + " " + line.split("\\t")[2] for li
 """
 
 
-def test_the_library_guard_sees_writes_by_every_path():
+@pytest.mark.parametrize("prefix", ["as installed", "through a symlink"])
+def test_the_library_guard_sees_writes_by_every_path(prefix, tmp_path):
     import subprocess
     import sys
 
     from benchmark_core.sandbox.warm_client import WARM_SCRIPT
 
+    python = sys.executable
+    if prefix == "through a symlink":
+        # a venv reached through a symlink: modules' __file__ spell the link, not the resolved path
+        link = tmp_path / "env"
+        link.symlink_to(Path(sys.prefix).resolve(), target_is_directory=True)
+        python = str(link / "bin" / Path(sys.executable).name)
     code = _GUARD_SCRIPT.format(folder=str(WARM_SCRIPT.parent))
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert "rcb.state torch.testing._comparison._DTYPE_PRECISIONS changed" in lines, lines

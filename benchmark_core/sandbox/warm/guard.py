@@ -54,8 +54,11 @@ def _dict_version_reader():
 
 
 def _library_roots() -> tuple[str, ...]:
-    """Where the interpreter's own library and its site-packages live (never the file system root)."""
-    roots = {os.path.realpath(p).rstrip("/") for p in (sys.prefix, sys.base_prefix, sys.exec_prefix) if p}
+    """Where the interpreter's own library and its site-packages live (never the file system root):
+    each prefix as written and resolved, since modules' ``__file__`` carry the prefix as ``sys.path``
+    spells it (a venv reached through a symlink would otherwise have no library under watch)."""
+    prefixes = [p for p in (sys.prefix, sys.base_prefix, sys.exec_prefix) if p]
+    roots = {f(p).rstrip("/") for p in prefixes for f in (os.path.abspath, os.path.realpath)}
     return tuple(sorted(r + "/" for r in roots if r))
 
 
