@@ -5,7 +5,7 @@ files, timeout, environment, ...) and ``<paper id>/...`` (its files), named by t
 bytes and kept in the ``papers`` storage (``settings.STORAGES["papers"]``: a folder under var/ by
 default, an S3-compatible bucket in production). ``ReleasePaper.archive`` holds the hash. A worker
 needs only the database (to read the hash) and that storage: it unpacks the archive once into
-``RCB_PAPER_CACHE/<hash>/`` with the contribution upload's safety rules (contributions.unzip:
+``RCB_PAPER_CACHE/<hash>/`` with the contribution upload's safety rules (scoring.unzip:
 no traversal, no links, size limits), after checking the hash, and renames it into place, so
 concurrent fetches on one host never see half a folder.
 """
@@ -25,8 +25,8 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import Storage, storages
 
 from benchmark_core.problemset import paper_entry, paper_entry_write, paper_folder_load
-from contributions.unzip import UnsafeArchive, UnzipLimits, safe_unpack
-from leaderboard.models import ReleasePaper
+from scoring.unzip import UnsafeArchive, UnzipLimits, safe_unpack
+from catalog.models import ReleasePaper
 
 __all__ = [
     "PaperFilesMissing",

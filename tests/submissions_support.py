@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from benchmark_core.problemset import load_problemset
 from benchmark_core.runner import reference_code
-from leaderboard.models import Paper, Release, ReleasePaper, Snippet
+from catalog.models import Paper, Release, ReleasePaper, Snippet
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -30,9 +30,9 @@ from django.contrib.auth.models import User
 from django.db import connection
 from rq import Worker
 
-from leaderboard.models import Release, SnippetResult
+from catalog.models import Release, SnippetResult
 from leaderboard.importers.pset import pset_import
-from submissions import services
+from submissions import upload
 from submissions.models import Status
 
 from submissions_support import (
@@ -235,7 +235,7 @@ def test_two_hosts_with_only_the_database_redis_and_the_paper_store_finish_one_s
     wait_for(lambda: len(Worker.all(connection=rq_redis)) == HOSTS, timeout=120,
              what=f"both workers to register over their veths\n{hosts.logs()}")
     user = User.objects.create_user("drill2", "drill2@example.org", "pw-drill-123!")
-    submission, created = services.prediction_submission_create(
+    submission, created = upload.prediction_submission_create(
         user=user, release=release, data=predictions_bytes("demo-imperfect"), model_name="Two hosts",
         file_name="demo-imperfect.jsonl",
     )
