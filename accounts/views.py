@@ -9,8 +9,6 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from submissions import selectors as submission_selectors
-
 from .forms import SignupForm, TokenForm
 from .roles import user_is_reviewer
 from .services import api_token_create, api_token_revoke
@@ -57,7 +55,6 @@ def profile(request: HttpRequest) -> HttpResponse:
             "new_token": new_token,
             "tokens": request.user.api_tokens.all(),
             "is_reviewer": user_is_reviewer(request.user),
-            "submissions": submission_selectors.submissions_of_user(user=request.user)[:10],
         },
         status=400 if form.errors else 200,
     )

@@ -239,7 +239,7 @@ class Soak:
         from accounts.services import api_token_create
         from django.contrib.auth.models import User
         from leaderboard.importers.pset import pset_import
-        from leaderboard.models import Release
+        from catalog.models import Release
         from scoring.paper_store import release_paper_archive_ensure
 
         release = pset_import(path=DEMO, release_name="Chaos soak", status=Release.PUBLISHED).release
@@ -436,7 +436,7 @@ class Soak:
     def monitor(self) -> None:
         from django.db import DatabaseError, connection
 
-        from leaderboard.models import SnippetResult
+        from catalog.models import SnippetResult
 
         while not self.stop.is_set():
             try:
@@ -523,9 +523,9 @@ class Soak:
     def check(self, plan: list[Upload], cli: dict, *, drained: bool) -> dict:
         from django.contrib.auth.models import User
 
-        from leaderboard.models import Snippet, SnippetResult
+        from catalog.models import Snippet, SnippetResult
         from scoring.models import Job
-        from submissions import services
+        from submissions import upload
         from submissions.models import PredictionSubmission, Status
 
         checks: dict[str, list[str]] = {"ended": [], "verdicts": [], "waits": [], "quota": []}
@@ -615,7 +615,7 @@ class Soak:
             if stored != len(mine):
                 checks["quota"].append(f"chaos{u}: {stored} submissions stored for {len(mine)} uploads")
             finished = PredictionSubmission.objects.filter(user=user, status=Status.FINISHED).count()
-            used = services._quota_used(user)
+            used = upload.quota_used(user)
             if used != finished:
                 checks["quota"].append(f"chaos{u}: quota use {used}, finished submissions {finished}")
         if not drained:

@@ -11,9 +11,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from benchmark_core.scoring import SnippetOutcome, summarize
-from leaderboard.aggregates import evaluation_summary_store, release_tiers_refresh
-from leaderboard.models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
-from leaderboard.releases import release_slug_unique
+from catalog.aggregates import evaluation_summary_store, release_tiers_refresh
+from catalog.models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
+from catalog.releases import release_slug_unique
 
 __all__ = ["SYNTHETIC_RELEASE", "synthetic_generate"]
 

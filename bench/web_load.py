@@ -199,8 +199,8 @@ def _touch(release: str) -> int:
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "rcbsite.settings")
     django.setup()
-    from leaderboard.models import Release
-    from leaderboard.aggregates import release_touch as touch
+    from catalog.models import Release
+    from catalog.aggregates import release_touch as touch
 
     touch(release_id=Release.objects.get(slug=release).pk)
     return 0

@@ -1,8 +1,9 @@
 """The automatic checks of a contributed paper, run with the engine; no Django here.
 
-``checks_run`` gets a one-paper problem set (papers.yaml + the paper folder) and a sandbox and
-returns the report as plain JSON-able data: one entry per check (``ok``, ``failed`` or
-``skipped`` with its details) and one row per snippet.
+``checks_run`` gets a one-paper problem set (papers.yaml + the paper folder) and ``run``, what runs
+test tasks (on the site: ``scoring.evaluate.tasks_run`` in the one sandbox of scoring, so a
+contribution is checked as its paper will be scored), and returns the report as plain JSON-able
+data: one entry per check (``ok``, ``failed`` or ``skipped`` with its details) and one row per snippet.
 """
 from __future__ import annotations
 
@@ -21,10 +22,9 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from benchmark_core.masking import snippet_base_indent
 from benchmark_core.problemset import Paper, validate_problemset
-from benchmark_core.runner import Task, TestRun, reference_code, run_tasks
-from benchmark_core.sandbox.base import Sandbox
+from benchmark_core.runner import Task, TestRun, reference_code
 
-__all__ = ["CheckSettings", "checks_run", "requirements_check", "requirements_parse", "CHECK_TITLES"]
+__all__ = ["CheckSettings", "TasksRun", "checks_run", "requirements_check", "requirements_parse", "CHECK_TITLES"]
 
 OK, FAILED, SKIPPED = "ok", "failed", "skipped"
 CHECK_TITLES = {
@@ -43,10 +43,13 @@ REPEATS = 3
 class CheckSettings:
     runtime_budget: float = 30.0  # seconds one test run may take
     timeout: float = 60.0  # a run is killed after this
-    workers: int = 2
     python: str | None = None  # interpreter of the sandbox image (for the requirements check)
     backend: str = "local"
     pip_timeout: float = 300.0
+
+
+#: runs test tasks: ``run(tasks, timeout=seconds, progress=callback)`` -> their runs, in task order
+TasksRun = Callable[..., list[TestRun]]
 
 
 def _check(key: str, status: str, summary: str, details: list[str] | None = None) -> dict[str, Any]:
@@ -143,7 +146,7 @@ def checks_run(
     pset_root: Path,
     paper_id: str,
     *,
-    sandbox: Sandbox,
+    run: TasksRun,
     settings: CheckSettings,
     archive_check: dict[str, Any] | None = None,
     requirements: list[str] | None = None,
@@ -157,37 +160,47 @@ def checks_run(
     started = time.monotonic()
     checks: list[dict[str, Any]] = [archive_check] if archive_check else []
     report: dict[str, Any] = {"paper": paper_id, "backend": settings.backend, "checks": checks, "snippets": []}
-
-    pset, problems = validate_problemset(pset_root)
-    paper = next((p for p in pset.papers if p.id == paper_id), None)
-    if problems or paper is None:
-        details = [f"{_rel(p.path, pset_root / paper_id)}:{p.line}: {p.message}" for p in problems]
-        checks.append(_check("tags", FAILED, f"{len(problems)} problem(s) in the tags or files", details))
-    else:
-        depth = max((s.depth for s in paper.snippets), default=0) + 1
-        checks.append(_check("tags", OK, f"{len(paper.snippets)} snippets in {len(paper.annotated_files)} file(s), "
-                                         f"{paper.total_weight} code lines, nesting up to {depth} levels"))
-        report["snippets"] = [
-            {"file": s.file, "name": s.name, "parent": s.parent, "depth": s.depth, "weight": s.weight,
-             "start_line": s.start_line, "end_line": s.end_line}
-            for s in paper.snippets
-        ]
+    paper, problems = _tags_check(pset_root, paper_id, report)
     if paper is not None and requirements is None:
         requirements = paper.requirements
     req_check = requirements_check(requirements or [], settings=settings, image_builder=image_builder)
     checks.append(req_check)
-
     if problems or paper is None or req_check["status"] != OK:
         # without valid tags there is nothing to run; without the requirements the runs prove nothing
         why = "needs valid tags first" if problems or paper is None else "needs installable requirements first"
         for key in ("reference", "repeatable", "blanked", "runtime"):
             checks.append(_check(key, SKIPPED, why))
         return _finish(report, started)
+    _runs_check(paper, report, run=run, settings=settings, progress=progress)
+    return _finish(report, started)
 
-    snippets = paper.snippets
-    first = snippets[0]
+
+def _tags_check(pset_root: Path, paper_id: str, report: dict[str, Any]) -> tuple[Paper | None, list]:
+    """The tags' check, and the snippets' rows of the report; the paper when it loads."""
+    pset, problems = validate_problemset(pset_root)
+    paper = next((p for p in pset.papers if p.id == paper_id), None)
+    if problems or paper is None:
+        details = [f"{_rel(p.path, pset_root / paper_id)}:{p.line}: {p.message}" for p in problems]
+        report["checks"].append(_check("tags", FAILED, f"{len(problems)} problem(s) in the tags or files", details))
+        return paper, problems
+    depth = max((s.depth for s in paper.snippets), default=0) + 1
+    report["checks"].append(_check("tags", OK, f"{len(paper.snippets)} snippets in {len(paper.annotated_files)} "
+                                               f"file(s), {paper.total_weight} code lines, nesting up to {depth} levels"))
+    report["snippets"] = [
+        {"file": s.file, "name": s.name, "parent": s.parent, "depth": s.depth, "weight": s.weight,
+         "start_line": s.start_line, "end_line": s.end_line}
+        for s in paper.snippets
+    ]
+    return paper, problems
+
+
+def _runs_check(paper: Paper, report: dict[str, Any], *, run: TasksRun, settings: CheckSettings,
+                progress: Callable[[int, int], None] | None) -> None:
+    """The checks that run the paper's test: reference, repeatable, blanked, runtime."""
+    checks = report["checks"]
+    first = paper.snippets[0]
     ref_tasks = [Task(paper, first, reference_code(paper, first), sample=i) for i in range(REPEATS)]
-    blank_tasks = [Task(paper, s, _blank_code(paper, s)) for s in snippets]
+    blank_tasks = [Task(paper, s, _blank_code(paper, s)) for s in paper.snippets]
     total, done = len(ref_tasks) + len(blank_tasks), 0
 
     def tick(_run: TestRun) -> None:
@@ -196,45 +209,20 @@ def checks_run(
         if progress is not None:
             progress(done, total)
 
-    ref_runs = run_tasks(ref_tasks, sandbox=sandbox, workers=settings.workers, timeout=settings.timeout, progress=tick)
+    ref_runs = run(ref_tasks, timeout=settings.timeout, progress=tick)
     ref_ok = ref_runs[0].passed
-    if ref_ok:
-        checks.append(_check("reference", OK, f"passed in {ref_runs[0].seconds:.2f}s"))
-    else:
-        run = ref_runs[0]
-        checks.append(_check("reference", FAILED, f"the unchanged paper fails its test ({run.category}, exit {run.exit_code})",
-                             run.output_tail.splitlines()[-30:]))
-
-    verdicts = [(r.passed, r.exit_code, r.timed_out) for r in ref_runs]
-    if len(set(verdicts)) == 1:
-        checks.append(_check("repeatable", OK, f"{REPEATS} runs: all {'passed' if ref_ok else 'failed the same way'}"))
-    else:
-        checks.append(_check("repeatable", FAILED, "the reference runs disagree: the test is not deterministic",
-                             [f"run {i + 1}: {'passed' if r.passed else 'failed'} (exit {r.exit_code}) — {_last_line(r)}"
-                              for i, r in enumerate(ref_runs)]))
-
+    checks.extend(_reference_checks(ref_runs))
     slowest = max(r.seconds for r in ref_runs)
+    blank_runs: list[TestRun] = []
     if not ref_ok:
         checks.append(_check("blanked", SKIPPED, "needs a passing reference first"))
-        blank_runs: list[TestRun] = []
     else:
-        blank_runs = run_tasks(blank_tasks, sandbox=sandbox, workers=settings.workers, timeout=settings.timeout,
-                               progress=tick)
-        weak = [r for r in blank_runs if r.passed]
-        for row, run in zip(report["snippets"], blank_runs):
-            row["blanked_passed"] = run.passed
-            row["blanked_category"] = run.category
-            row["seconds"] = round(run.seconds, 3)
-        if weak:
-            checks.append(_check(
-                "blanked", FAILED,
-                f"{len(weak)} weak snippet(s): the test still passes when they are replaced by 'pass': "
-                + ", ".join(f"{r.snippet}" for r in weak),
-                [f"{r.file}: {r.snippet}" for r in weak],
-            ))
-        else:
-            checks.append(_check("blanked", OK, f"all {len(blank_runs)} snippets fail when replaced by 'pass'"))
-
+        blank_runs = run(blank_tasks, timeout=settings.timeout, progress=tick)
+        for row, blank in zip(report["snippets"], blank_runs):
+            row["blanked_passed"] = blank.passed
+            row["blanked_category"] = blank.category
+            row["seconds"] = round(blank.seconds, 3)
+        checks.append(_blanked_check(blank_runs))
     # the budget is about the reference: a blanked body may legitimately loop until the timeout
     notes = [f"{r.file}: {r.snippet}, blanked, ran into the {settings.timeout:.0f}s timeout" for r in blank_runs if r.timed_out]
     if slowest > settings.runtime_budget or any(r.timed_out for r in ref_runs):
@@ -243,7 +231,35 @@ def checks_run(
     else:
         checks.append(_check("runtime", OK, f"reference runs take up to {slowest:.2f}s (budget {settings.runtime_budget:g}s)",
                              notes))
-    return _finish(report, started)
+
+
+def _reference_checks(ref_runs: list[TestRun]) -> list[dict[str, Any]]:
+    """The reference check (the unchanged paper passes) and the repeatable one (its runs agree)."""
+    run = ref_runs[0]
+    if run.passed:
+        reference = _check("reference", OK, f"passed in {run.seconds:.2f}s")
+    else:
+        reference = _check("reference", FAILED, f"the unchanged paper fails its test ({run.category}, exit {run.exit_code})",
+                           run.output_tail.splitlines()[-30:])
+    verdicts = [(r.passed, r.exit_code, r.timed_out) for r in ref_runs]
+    if len(set(verdicts)) == 1:
+        return [reference, _check("repeatable", OK, f"{REPEATS} runs: all {'passed' if run.passed else 'failed the same way'}")]
+    return [reference, _check(
+        "repeatable", FAILED, "the reference runs disagree: the test is not deterministic",
+        [f"run {i + 1}: {'passed' if r.passed else 'failed'} (exit {r.exit_code}) — {_last_line(r)}"
+         for i, r in enumerate(ref_runs)])]
+
+
+def _blanked_check(blank_runs: list[TestRun]) -> dict[str, Any]:
+    weak = [r for r in blank_runs if r.passed]
+    if weak:
+        return _check(
+            "blanked", FAILED,
+            f"{len(weak)} weak snippet(s): the test still passes when they are replaced by 'pass': "
+            + ", ".join(f"{r.snippet}" for r in weak),
+            [f"{r.file}: {r.snippet}" for r in weak],
+        )
+    return _check("blanked", OK, f"all {len(blank_runs)} snippets fail when replaced by 'pass'")
 
 
 _ORDER = list(CHECK_TITLES)

@@ -18,7 +18,7 @@ from django.utils import timezone
 from benchmark_core.annotation import TAG_RE
 from benchmark_core.hashing import folder_hash
 from benchmark_core.problemset import ProblemSetError, load_problemset
-from leaderboard.models import Release, ReleasePaper, Snippet
+from catalog.models import Release, ReleasePaper, Snippet
 
 from .release_services import release_draft_create, release_publish, release_pset_write
 

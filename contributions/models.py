@@ -5,7 +5,7 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
-from leaderboard.models import Release
+from catalog.models import Release
 
 PAPER_ID_VALIDATOR = RegexValidator(
     r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$",
@@ -52,7 +52,7 @@ class PaperContribution(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     release_paper = models.ForeignKey(
-        "leaderboard.ReleasePaper", null=True, blank=True, on_delete=models.SET_NULL, related_name="contributions"
+        "catalog.ReleasePaper", null=True, blank=True, on_delete=models.SET_NULL, related_name="contributions"
     )
 
     class Meta:

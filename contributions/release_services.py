@@ -25,20 +25,17 @@ from django.utils import timezone
 from benchmark_core.hashing import folder_hash
 from benchmark_core.problemset import Paper as CorePaper
 from benchmark_core.problemset import ProblemSetError, load_problemset, paper_entry
-from benchmark_core.problemset import paper_folder_load
-from benchmark_core.runner import HARNESS_VERSION, Task, reference_code, run_tasks
-from leaderboard.models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
-from leaderboard.releases import release_content_hash, release_slug_unique
-from leaderboard.aggregates import release_touch
-from leaderboard.importers.pset import paper_summary_text
-
+from benchmark_core.runner import HARNESS_VERSION
+from catalog.aggregates import release_touch
+from catalog.models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
+from catalog.papers import paper_summary_text
+from catalog.releases import release_content_hash, release_slug_unique
 from scoring import queue
-from scoring.jobs import KindSpec, job_create
+from scoring.evaluate import PaperOutcome, paper_evaluate
+from scoring.jobs import Heartbeat, KindSpec, job_create
 from scoring.models import Job, JobKind
-from scoring.results import evaluation_results_write, result_row_from_run
-from scoring.sandbox import PUBLIC, sandbox_for
-
-from scoring.paper_store import release_paper_archive_ensure, release_paper_folder
+from scoring.paper_store import release_paper_archive_ensure
+from scoring.sandbox import PUBLIC
 
 from .models import PaperContribution
 from .papers import contribution_pset_write
@@ -407,24 +404,14 @@ RELEASE_BASELINE = KindSpec(
 )
 
 
-def release_baseline_score(*, evaluation_id: int, paper_id: str) -> Evaluation:
-    """Score a baseline (reference or empty) on one paper of a published release; idempotent."""
+def release_baseline_score(*, evaluation_id: int, paper_id: str, beat: Heartbeat | None = None) -> PaperOutcome:
+    """Score a baseline (reference or empty) on one paper of a published release, as every paper is
+    scored (``scoring.evaluate``); its figures are refreshed. Idempotent: stored verdicts are kept."""
     evaluation = Evaluation.objects.select_related("model", "release").get(pk=evaluation_id)
     kind = evaluation.model.baseline
     if kind not in BASELINES:
         raise ValidationError(f"{evaluation.model} is not a baseline")
-    release = evaluation.release
-    release_paper = ReleasePaper.objects.select_related("paper").get(release=release, paper__paper_id=paper_id)
-    core = paper_folder_load(release_paper_folder(release_paper=release_paper))  # by content hash
-    rows = {(s.file, s.name): s for s in Snippet.objects.filter(release=release, paper__paper_id=paper_id)}
-    tasks = [Task(core, s, reference_code(core, s) if kind == LLMModel.REFERENCE else ()) for s in core.snippets]
-    sandbox = sandbox_for(trust=PUBLIC, environments=False)
-    try:
-        runs = run_tasks(tasks, sandbox=sandbox, workers=settings.RCB_CONTRIB_WORKERS, timeout=settings.RCB_RUN_TIMEOUT)
-    finally:
-        sandbox.close()
-    # the folder and the rows disagree only for a release that would not have been published: skip those
-    results = [result_row_from_run(snippet_id=rows[(run.file, run.snippet)].pk, run=run,
-                                   completion="\n".join(task.code or ()))
-               for run, task in zip(runs, tasks) if (run.file, run.snippet) in rows]
-    return evaluation_results_write(evaluation=evaluation, rows=results, lock=True)
+    release_paper = ReleasePaper.objects.select_related("paper").get(release=evaluation.release,
+                                                                    paper__paper_id=paper_id)
+    return paper_evaluate(evaluation=evaluation, release_paper=release_paper, trust=PUBLIC, baseline=kind,
+                          beat=beat, resume=True, aggregates=True)

@@ -1,4 +1,4 @@
-"""Reads of the contributions app for pages."""
+"""Reads of the contributions app for pages: contributions, their review, release drafts, a release's succession."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -15,7 +15,8 @@ from pygments.util import ClassNotFound
 
 from accounts.roles import user_is_reviewer
 from benchmark_core.hashing import folder_hash
-from leaderboard.models import Paper, Release, ReleasePaper
+from catalog.models import Evaluation, Paper, Release, ReleasePaper
+from catalog.ranking import HEAVY
 
 from .models import ContributionRevision, PaperContribution
 
@@ -30,6 +31,8 @@ __all__ = [
     "releases_for_staff",
     "release_papers",
     "CodeFile",
+    "ReleaseSuccession",
+    "release_succession",
 ]
 
 MAX_SHOWN_BYTES = 400_000
@@ -159,3 +162,39 @@ def release_papers(*, release: Release) -> list[dict[str, Any]]:
         rows.append({"paper_id": rp.paper.paper_id, "title": rp.paper.title, "snippets": rp.snippet_count,
                      "weight": rp.total_weight, "content_hash": rp.content_hash, "has_code": bool(rp.folder)})
     return rows
+
+
+@dataclass
+class ReleaseSuccession:
+    predecessor: Release | None
+    successors: list[Release]
+    changelog: list[dict[str, Any]]  # newest first
+    rescoring: list[dict[str, Any]]  # {"model", "name", "from_release", "status", "public"}
+    carried: list[dict[str, Any]]  # {"model", "name", "carried", "not_carried", "from_release"}
+    active: int  # re-scorings still queued or running
+
+
+def release_succession(*, release: Release) -> ReleaseSuccession:
+    """Where a release comes from and what came along: changelog, re-scoring progress, carried results."""
+    evaluations = list(
+        Evaluation.objects.filter(release=release).exclude(succession={}).select_related("model", "submission")
+        .defer(*HEAVY).order_by("model__display_name", "id")
+    )
+    rescoring, carried = [], []
+    for ev in evaluations:
+        base = {"model": ev.model.key, "name": ev.model.display_name, "from_release": ev.succession.get("from_release")}
+        if ev.succession.get("mode") == "rescored":
+            # the page is cached until the evaluation changes: live counts are on the (uncached) queue page
+            submission = getattr(ev, "submission", None)
+            rescoring.append({**base, "status": submission.status if submission else "?", "public": ev.is_public})
+        else:
+            carried.append({**base, "carried": ev.succession.get("carried", 0),
+                            "not_carried": ev.succession.get("not_carried", 0)})
+    return ReleaseSuccession(
+        predecessor=release.predecessor if release.predecessor_id else None,
+        successors=list(release.successors.filter(status=Release.PUBLISHED).order_by("published_at")),
+        changelog=sorted(release.changelog or [], key=lambda e: e.get("at", ""), reverse=True),
+        rescoring=rescoring,
+        carried=carried,
+        active=sum(1 for r in rescoring if not r["public"] and r["status"] in ("queued", "running")),
+    )

@@ -6,14 +6,16 @@ before any row exists, and the folder is removed again if the rows cannot be wri
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import logging
 import shutil
 import tempfile
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Iterator
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -29,12 +31,13 @@ from benchmark_core.sandbox.base import Sandbox, SandboxUnavailable
 from scoring import queue
 from scoring.jobs import KindSpec, job_create, job_requeue
 from scoring.models import JOB_ACTIVE, Job, JobKind, JobStatus
-from scoring.sandbox import PUBLIC, sandbox_for
+from scoring.evaluate import tasks_run
+from scoring.sandbox import PUBLIC, job_sandbox
+from scoring.unzip import UnsafeArchive, UnzipLimits, safe_unpack
 
 from .checks import CheckSettings, checks_run
 from .models import ContributionRevision, PaperContribution, Review
 from .papers import contribution_media_root, contribution_pset_materialize, contribution_pset_write
-from .unzip import UnsafeArchive, UnzipLimits, safe_unpack
 
 __all__ = [
     "ContributionData",
@@ -251,16 +254,20 @@ def contribution_enqueue_validation(*, contribution: PaperContribution, note: st
     return job
 
 
-def contribution_sandbox() -> Sandbox:
-    """The sandbox for contributed (untrusted) code: scoring.sandbox_for's 'public' level."""
+@contextmanager
+def contribution_sandbox() -> Iterator[Sandbox]:
+    """The sandbox for contributed (untrusted) code: the one sandbox of scoring at its 'public' level
+    (``scoring.sandbox.job_sandbox``), each paper in its environment's interpreter, as it will be scored."""
     try:
-        return sandbox_for(trust=PUBLIC, environments=False)
+        with job_sandbox(trust=PUBLIC) as sandbox:
+            yield sandbox
     except SandboxUnavailable as exc:
         raise SandboxUnavailable(f"no sandbox can run contributed code: {exc}") from exc
 
 
 def _image_builder(sandbox: Sandbox):
     """For the docker backend: build (or reuse) the environment image of the requirements."""
+    sandbox = getattr(sandbox, "inner", sandbox)  # (a warm pool's backend)
     if sandbox.name != "docker":
         return None
     from benchmark_core.sandbox.docker_images import env_image_ensure
@@ -272,7 +279,6 @@ def _check_settings(backend: str) -> CheckSettings:
     return CheckSettings(
         runtime_budget=settings.RCB_CONTRIB_RUNTIME_BUDGET,
         timeout=max(settings.RCB_RUN_TIMEOUT, settings.RCB_CONTRIB_RUNTIME_BUDGET),
-        workers=settings.RCB_CONTRIB_WORKERS,
         python=settings.RCB_PYTHON or None,
         backend=backend,
     )
@@ -321,22 +327,18 @@ def contribution_validate(*, contribution_id: int, revision: int) -> dict[str, A
         return None
     started_at = timezone.now()
     try:
-        sandbox = contribution_sandbox()
-        try:
-            with tempfile.TemporaryDirectory(prefix="rcb-contrib-") as tmp:
-                root = Path(tmp)
-                contribution_pset_write(contribution=contribution, revision=rev, root=root)
-                report = checks_run(
-                    root, contribution.paper_id,
-                    sandbox=sandbox,
-                    settings=_check_settings(sandbox.describe()),
-                    archive_check=_archive_check(rev),
-                    requirements=list(contribution.requirements) or None,
-                    image_builder=_image_builder(sandbox),
-                    progress=_progress_writer(contribution_id, revision),
-                )
-        finally:
-            sandbox.close()
+        with contribution_sandbox() as sandbox, tempfile.TemporaryDirectory(prefix="rcb-contrib-") as tmp:
+            root = Path(tmp)
+            contribution_pset_write(contribution=contribution, revision=rev, root=root)
+            report = checks_run(
+                root, contribution.paper_id,
+                run=functools.partial(tasks_run, sandbox=sandbox),
+                settings=_check_settings(getattr(sandbox, "inner", sandbox).describe()),
+                archive_check=_archive_check(rev),
+                requirements=list(contribution.requirements) or None,
+                image_builder=_image_builder(sandbox),
+                progress=_progress_writer(contribution_id, revision),
+            )
     except Exception as exc:
         report = {"passed": False, "error": f"the checks could not run: {exc}", "checks": [_archive_check(rev)],
                   "snippets": [], "revision": revision, "started_at": started_at.isoformat()}

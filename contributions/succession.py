@@ -26,10 +26,9 @@ from django.db import transaction
 from accounts.services import user_get_or_create
 from benchmark_core.annotation import TAG_RE
 from benchmark_core.runner import HARNESS_VERSION
-from leaderboard.aggregates import MISSING, release_tiers_refresh
-from leaderboard.models import Evaluation, Release, ReleasePaper, Snippet, SnippetResult
-from leaderboard.selectors.boards import leaderboard_rows
-from leaderboard.selectors.evaluations import latest_per_model, public_evaluations
+from catalog.aggregates import MISSING, release_tiers_refresh
+from catalog.models import Evaluation, Release, ReleasePaper, Snippet, SnippetResult
+from catalog.ranking import latest_per_model, public_evaluations, release_ranked_count
 from scoring.results import ResultRow, evaluation_results_write
 from submissions.models import PredictionSubmission, SubmissionPrediction
 
@@ -95,7 +94,7 @@ def _succession(ev: Evaluation, mode: str, **extra: Any) -> dict[str, Any]:
 
 def _rescore(ev: Evaluation, release: Release, new_index: dict) -> PredictionSubmission | None:
     """A new submission with ev's stored completions for the successor's snippets; None if none is stored."""
-    from submissions.services import scoring_jobs_create
+    from submissions.upload import scoring_jobs_create
 
     rows = (SnippetResult.objects.filter(evaluation=ev).exclude(category=MISSING)
             .values_list("snippet__paper__paper_id", "snippet__file", "snippet__name", "sample", "completion"))
@@ -207,10 +206,7 @@ def release_default_switch_warning(*, release: Release, current: Release | None 
     if current is None or current.pk == release.pk:
         return ""
 
-    def ranked(r: Release) -> int:
-        return sum(1 for row in leaderboard_rows(release=r).rows if row.ranked)
-
-    new, old = ranked(release), ranked(current)
+    new, old = release_ranked_count(release=release), release_ranked_count(release=current)
     if new >= old:
         return ""
     pending = PredictionSubmission.objects.filter(release=release, evaluation__succession__mode="rescored",

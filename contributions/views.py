@@ -10,8 +10,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from accounts.roles import user_is_reviewer
-from leaderboard.models import Evaluation, Release
-from leaderboard.releases import ReleaseVisibilityError, release_held_out_set
+from catalog.models import Evaluation, Release
+from catalog.releases import ReleaseVisibilityError, release_held_out_set
 
 from . import selectors
 from .forms import ContributionForm, ErrataForm, PublishForm, ReleaseNameForm, ReviewForm

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 
-from .aggregates import evaluation_aggregates_refresh, release_tiers_refresh
-from .models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
-from .releases import release_set_default
+from catalog.aggregates import evaluation_aggregates_refresh, release_tiers_refresh
+from catalog.models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
+from catalog.releases import release_set_default
 
 
 class ReleasePaperInline(admin.TabularInline):

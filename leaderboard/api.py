@@ -23,10 +23,12 @@ from django.views.defaults import bad_request as bad_request_page
 from django.views.defaults import page_not_found
 
 from accounts.services import api_token_user
+from catalog.visibility import release_get_recent
+
+from catalog.models import Evaluation, LLMModel, Paper, Release, Snippet
 
 from . import csv as lb_csv
 from . import page_cache
-from .models import Evaluation, LLMModel, Paper, Release, Snippet
 from .query import leaderboard_params_parse
 from .selectors import boards, caching, compare, details, release_info
 
@@ -115,7 +117,7 @@ def _release(request: HttpRequest) -> Release:
     """?release= (a slug or the display name), else the default release; a draft for staff only."""
     slug = (request.GET.get("release") or "").strip() or None
     # the token is looked up only when a draft is asked for
-    return release_info.release_get_recent(slug=slug, viewer=SimpleLazyObject(lambda: _viewer(request)))
+    return release_get_recent(slug=slug, viewer=SimpleLazyObject(lambda: _viewer(request)))
 
 
 def _format(request: HttpRequest) -> str:

@@ -4,6 +4,3 @@ from django.apps import AppConfig
 class LeaderboardConfig(AppConfig):
     name = "leaderboard"
     default_auto_field = "django.db.models.BigAutoField"
-
-    def ready(self) -> None:
-        from . import aggregates  # noqa: F401 - connects the signal handlers that move data versions

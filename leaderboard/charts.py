@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import plotly.graph_objects as go
 
-from .models import CATEGORY_LABELS
+from catalog.models import CATEGORY_LABELS
 
 __all__ = [
     "ci_bar_figure",

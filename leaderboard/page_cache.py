@@ -65,8 +65,8 @@ from django.utils.cache import get_conditional_response, patch_vary_headers
 from django.utils.http import http_date, quote_etag
 from django.utils.safestring import SafeString, mark_safe
 
-from .models import Release
-from .query import table_rows
+from catalog.models import Release
+from catalog.tables import table_rows
 
 __all__ = [
     "HOLES",

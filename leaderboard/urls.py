@@ -1,6 +1,9 @@
 """Page routes of the leaderboard (the JSON API lives in leaderboard/api_urls.py)."""
 from django.urls import path
 
+from submissions import views as submission_views
+from submissions.selectors import scoring_queue_stamp
+
 from . import feeds, views
 from .page_cache import public_page as cached  # public pages: shared cache + conditional GET
 
@@ -32,6 +35,10 @@ urlpatterns = [
     # Atom feeds: the page cache keeps them under the releases' data versions, like the pages
     path("feeds/results.atom", cached(feeds.results_feed), name="feed_results"),
     path("feeds/releases.atom", cached(feeds.releases_feed), name="feed_releases"),
+    # the scoring queue (the submissions app's page): a live page of the page cache, under the queue's
+    # own stamp and a refresh period of QUEUE_PAGE_SECONDS
+    path("queue/", cached(stamp=scoring_queue_stamp, live_seconds=submission_views.QUEUE_PAGE_SECONDS)(
+        submission_views.queue_page), name="queue"),
     # the API's reference (the JSON API itself is under /api/v1/, leaderboard/api_urls.py)
     path("api/", cached(views.api_reference), name="api_reference"),
 ]

@@ -22,12 +22,16 @@ from django.urls import reverse
 from django.views.defaults import page_not_found
 
 from benchmark_core.completions import completion_lines
+from catalog.models import IMPORTED_FAILURE, IMPORTED_NOTE, Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet
+from catalog.ranking import release_scorability
+from catalog.tables import PageNotFound, TablePage, table_page
+from catalog.visibility import release_content_visible, release_get
+from contributions.selectors import release_succession
 from submissions.selectors import release_closed_reason, submission_can_view
 
 from . import charts
 from . import csv as lb_csv
-from .models import IMPORTED_FAILURE, IMPORTED_NOTE, Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet
-from .query import PageNotFound, TablePage, leaderboard_params_parse, parse_bool, table_page
+from .query import leaderboard_params_parse, parse_bool
 from .selectors import boards, caching, compare, details, hardest, paper_files, release_info
 from .templatetags.leaderboard_tags import diff_rows, highlight_code, render_markdown
 
@@ -40,8 +44,8 @@ def _release(request: HttpRequest, slug: str | None = None, *, content: bool = F
     is unknown to all but staff; with ``content``, a held-out release too: its tasks and code)."""
     slug = slug or (request.GET.get("release") or "").strip() or None
     try:
-        release = release_info.release_get(slug=slug, viewer=request.user, content=content)
-        if content and not release_info.release_content_visible(release=release, viewer=request.user):
+        release = release_get(slug=slug, viewer=request.user, content=content)
+        if content and not release_content_visible(release=release, viewer=request.user):
             raise Release.DoesNotExist("held out")  # (the default release, when it is held out)
         return release
     except Release.DoesNotExist:
@@ -426,11 +430,11 @@ def release_detail(request: HttpRequest, slug: str) -> HttpResponse:
     if _wants_csv(request):
         return _csv(f"release-{release.slug}-papers.csv", lb_csv.release_papers_csv(papers))
     permalink = request.build_absolute_uri(reverse("leaderboard:release_detail", args=[release.slug]))
-    scorability = release_info.release_scorability(release=release, release_papers=papers)
+    scorability = release_scorability(release=release, release_papers=papers)
     reasons = {row["paper"]: row["reason"] for row in scorability.not_scorable}
     return _page(request, "leaderboard/release_detail.html", {
         "info": info, "papers": [(rp, reasons.get(rp.paper.paper_id, "")) for rp in papers], "permalink": permalink,
-        "scorability": scorability, "succession": release_info.release_succession(release=release),
+        "scorability": scorability, "succession": release_succession(release=release),
         "submissions_closed": release_closed_reason(release=release) if release.frozen else "",
     }, nav="releases", release=release)
 
@@ -504,7 +508,7 @@ def paper_page(request: HttpRequest, paper_id: str) -> HttpResponse:
         if request.GET.get("table") == "snippets":
             return _csv(f"snippets-{paper_id}-{release.slug}.csv", lb_csv.paper_snippets_csv(detail.snippets))
         return _csv(f"paper-{paper_id}-{release.slug}.csv", lb_csv.leaderboard_table_csv(board.rows))
-    code_shown = release_info.release_content_visible(release=release, viewer=request.user)
+    code_shown = release_content_visible(release=release, viewer=request.user)
     nodes = [
         {"node": n, "code_html": highlight_code(n.code, filename=n.file) if n.code and code_shown else ""}
         for n in detail.snippets
@@ -547,7 +551,7 @@ def snippet_page(request: HttpRequest, paper_id: str) -> HttpResponse:
     A held-out release's snippets are staff's only (their reference and masked file are the task),
     but for the owner of an evaluation, who sees its completions and test output there, without them."""
     release = _paper_release(request, paper_id)
-    code_shown = release_info.release_content_visible(release=release, viewer=request.user)
+    code_shown = release_content_visible(release=release, viewer=request.user)
     name = (request.GET.get("name") or "").strip()
     file = (request.GET.get("file") or "").strip() or None
     model_key = (request.GET.get("model") or "").strip()

@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_rq",
     "axes",
+    "catalog",
     "leaderboard",
     "submissions",
     "contributions",
@@ -256,10 +257,9 @@ RCB_CONTRIB_MAX_UNPACKED_MB = int(os.environ.get("RCB_CONTRIB_MAX_UNPACKED_MB", 
 RCB_CONTRIB_MAX_FILES = int(os.environ.get("RCB_CONTRIB_MAX_FILES", "500"))
 RCB_CONTRIB_MAX_RATIO = float(os.environ.get("RCB_CONTRIB_MAX_RATIO", "100"))
 RCB_CONTRIB_RUNTIME_BUDGET = float(os.environ.get("RCB_CONTRIB_RUNTIME_BUDGET", "30"))
-RCB_CONTRIB_WORKERS = int(os.environ.get("RCB_CONTRIB_WORKERS") or os.cpu_count() or 1)
 RCB_CONTRIB_JOB_TIMEOUT = int(os.environ.get("RCB_CONTRIB_JOB_TIMEOUT", "3600"))
 
-# Submissions (see submissions/services.py)
+# Submissions (see submissions/upload.py and submissions/lifecycle.py)
 RCB_ALLOW_LOCAL_SANDBOX = env_bool("RCB_ALLOW_LOCAL_SANDBOX")  # the local backend isolates nothing: trusted data only
 RCB_SUBMISSION_MAX_MB = float(os.environ.get("RCB_SUBMISSION_MAX_MB", "20"))
 RCB_SUBMISSIONS_PER_DAY = int(os.environ.get("RCB_SUBMISSIONS_PER_DAY", "5"))

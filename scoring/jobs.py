@@ -6,6 +6,9 @@ Every kind of work (a submission's paper, a contribution's checks, a release bas
 - an attempt is a fresh RQ id on the row (``job_requeue``), pushed to the kind's queue after the
   transaction commits; a worker may only claim a queued job holding its own RQ id
   (``job_claim``), so a stale copy of a job left in Redis does nothing;
+- an attempt is run by ``job_execute``, the one attempt of every kind: claim, the kind's ``settle``,
+  the heartbeat, the kind's work (``body``), the end (finished, failed, or another status the body
+  ends it with: ``JobEnds``, e.g. an environment error), ``settle`` again;
 - a running attempt touches its row every ``RCB_HEARTBEAT_SECONDS`` (``Heartbeat``); when the row
   is no longer its own (cancelled, or given to another attempt) the heartbeat says so and the
   work stops;
@@ -42,8 +45,9 @@ from .models import JOB_ACTIVE, Job, JobKind, JobStatus
 
 __all__ = [
     "KindSpec", "kind_register", "kind_spec", "job_create", "job_requeue", "job_claim", "job_end", "history_add",
-    "Heartbeat", "job_execute", "job_retry_after_db_loss", "job_wait", "worker_losses", "WORKER_LOST", "jobs_watchdog",
-    "jobs_lost_requeue", "jobs_failed_retry", "jobs_reconcile", "worker_name", "worker_answered_again",
+    "Heartbeat", "Attempt", "JobEnds", "JobWaits", "job_execute", "job_retry_after_db_loss", "job_wait",
+    "worker_losses", "WORKER_LOST", "jobs_watchdog", "jobs_lost_requeue", "jobs_failed_retry", "jobs_reconcile",
+    "worker_name", "worker_answered_again",
 ]
 
 logger = logging.getLogger(__name__)
@@ -75,6 +79,12 @@ class KindSpec:
     retry_failed: int = 0
     #: the kind's own repair, run by every reconcile; returns what it did (ids)
     sweep: Callable[[], list] | None = None
+    #: brings what the job is for up to date with its state (e.g. its submission's status): after an
+    #: attempt is claimed, after it ends, and after an environment recheck queues the job again
+    settle: Callable[[Job], None] | None = None
+    #: an attempt's failure is raised again for RQ's failed-job registry, where operators find the
+    #: traceback (False: it is logged, and the attempt returns "failed")
+    raise_failures: bool = True
 
 
 _KINDS: dict[str, KindSpec] = {}
@@ -271,43 +281,142 @@ def job_wait(*, job_id: int, rq_job_id: str, reason: str) -> bool:
     return True
 
 
-def job_execute(*, job_id: int, rq_job_id: str, body: Callable[[Job, Heartbeat], Any]) -> Any:
-    """Run one attempt of a job whose whole work is ``body(job, beat)``: claim, heartbeat, end.
+#: what an attempt came to (``Attempt.outcome``): its work done, failed, ended with another status by
+#: the work (``JobEnds``: e.g. "environment"), lost (cancelled or re-assigned meanwhile), not ours to
+#: run ("skipped": a stale RQ job, or the job is not queued), queued again after a dropped database
+#: connection ("retry")
+DONE, FAILED, LOST, SKIPPED, RETRY = "done", "failed", "lost", "skipped", "retry"
+#: ... or given back to wait for something outside the job that is away for now (``JobWaits``: the
+#: papers storage, room on this host, the sandbox engine): queued again by the watchdog's next round
+WAIT = "wait"
 
-    Returns what ``body`` returned, or None when the attempt was not ours to run, was lost meanwhile,
-    or the database connection dropped (then a new attempt is queued). An exception of ``body``
-    ends the job ``failed`` with its reason, tells the kind's owner, and is raised again for RQ's
-    failed-job registry (where operators find the traceback).
+
+@dataclass(frozen=True)
+class Attempt:
+    """What ``job_execute`` made of one attempt: its outcome and what the work returned (done only)."""
+
+    outcome: str
+    result: Any = None
+
+
+class JobWaits(Exception):
+    """Raised (or subclassed) by a job's work when something outside the job is away for now: the
+    attempt is given back to wait (``job_wait``), never failed for good nor charged to the job;
+    ``wait_reason()`` says so in words its owner reads (the job's error while it waits)."""
+
+    def wait_reason(self) -> str:
+        return f"waiting: {self}; this resumes by itself when it is back, nothing is lost or charged"
+
+
+class JobEnds(Exception):
+    """Raised by a job's work to end its attempt with ``status`` (not finished, not failed), e.g. an
+    environment error: the job waits for a repair. ``after`` runs once the row says so."""
+
+    def __init__(self, status: str, reason: str, *, after: Callable[[], None] | None = None):
+        super().__init__(reason)
+        self.status, self.reason, self.after = status, reason, after
+
+
+def job_execute(*, job_id: int, rq_job_id: str, body: Callable[[Job, Heartbeat], Any]) -> Attempt:
+    """Run one attempt of a job whose work is ``body(job, beat)``: the one attempt of every kind.
+
+    Claim the attempt (not ours: "skipped"), settle the kind's owner (``KindSpec.settle``), beat
+    while ``body`` runs, end the row: finished ("done"), ``JobEnds``' status, or failed with the
+    reason (the kind's owner told; raised again for RQ unless the kind says otherwise); a job no
+    longer ours meanwhile is left alone ("lost"). Then settle again. A dropped database connection,
+    while claiming, working or settling, queues a new attempt on a fresh connection ("retry"):
+    never charged to what the job is for.
     """
     from django.db import InterfaceError, OperationalError  # noqa: PLC0415  (subclasses of DatabaseError)
 
     try:
         job = job_claim(job_id=job_id, rq_job_id=rq_job_id)
+        if job is None:
+            return Attempt(SKIPPED)
+        spec = kind_spec(job.kind)
+        if spec.settle is not None:
+            spec.settle(job)
     except (InterfaceError, OperationalError) as exc:
+        logger.warning("job %s: database connection lost while claiming it (%s); queued again", job_id, exc)
         job_retry_after_db_loss(job_id=job_id, rq_job_id=rq_job_id, reason=reason_of(exc))
-        return None
-    if job is None:
-        return None
-    beat = Heartbeat(job_id, rq_job_id)
+        return Attempt(RETRY)
+    outcome, result = _attempt_run(job, rq_job_id, body, spec)
+    try:
+        if outcome == DONE:
+            job_end(job_id=job_id, rq_job_id=rq_job_id, status=JobStatus.FINISHED,
+                    note=f"attempt {job.attempt} finished")
+        # whatever ended the attempt, a worker still running it that was taken for dead meanwhile
+        # had hung: it says so, and that loss does not count (its job given up for it resumes)
+        worker_answered_again(job_id=job_id)
+        if spec.settle is not None:
+            spec.settle(job)
+    except (InterfaceError, OperationalError) as exc:
+        # lost while settling: the same remedy, not the RQ failure that would leave the row for the watchdog
+        logger.warning("job %s: database connection lost while settling it (%s); queued again", job_id, exc)
+        job_retry_after_db_loss(job_id=job_id, rq_job_id=rq_job_id, reason=reason_of(exc))
+        return Attempt(RETRY)
+    return Attempt(outcome, result if outcome == DONE else None)
+
+
+def _attempt_run(job: Job, rq_job_id: str, body: Callable[[Job, Heartbeat], Any], spec: KindSpec) -> tuple[str, Any]:
+    """The work of an attempt under its heartbeat: (outcome, what ``body`` returned)."""
+    from django.db import InterfaceError, OperationalError  # noqa: PLC0415
+
+    beat = Heartbeat(job.pk, rq_job_id)
     beat.start()
     try:
         result = body(job, beat)
+        return (LOST if beat.lost else DONE), result
+    except JobEnds as end:
+        label = JobStatus(end.status).label if end.status in JobStatus.values else end.status
+        job_end(job_id=job.pk, rq_job_id=rq_job_id, status=end.status, error=end.reason[:2000],
+                note=f"attempt {job.attempt}: {label}: {end.reason[:200]}")
+        if end.after is not None:
+            end.after()
+        return end.status, None
     except (InterfaceError, OperationalError) as exc:
-        logger.warning("job %s: database connection lost (%s); queued again", job_id, exc)
-        job_retry_after_db_loss(job_id=job_id, rq_job_id=rq_job_id, reason=reason_of(exc))
-        return None
+        logger.warning("job %s: database connection lost (%s); queued again", job.pk, exc)
+        job_retry_after_db_loss(job_id=job.pk, rq_job_id=rq_job_id, reason=reason_of(exc))
+        return RETRY, None
     except BaseException as exc:
+        if _waits(exc):
+            # not the job's fault, and not for good: the watchdog queues it again at its next round
+            logger.warning("job %s: %s; waiting for the watchdog's next round", job.pk, exc)
+            job_wait(job_id=job.pk, rq_job_id=rq_job_id, reason=_wait_reason(exc))
+            return WAIT, None
+        if not (spec.raise_failures or isinstance(exc, Exception)):
+            raise  # the process is exiting: the row stays running, for the watchdog
         reason = reason_of(exc)
-        if job_end(job_id=job_id, rq_job_id=rq_job_id, status=JobStatus.FAILED, error=reason,
+        if not spec.raise_failures:
+            logger.exception("job %s failed", job.pk)
+        if job_end(job_id=job.pk, rq_job_id=rq_job_id, status=JobStatus.FAILED, error=reason,
                    note=f"attempt {job.attempt} failed: {reason[:200]}"):
             _tell_failed(job, reason)
-        raise
+        if spec.raise_failures:
+            raise
+        return FAILED, None
     finally:
         beat.stop()
-    if beat.lost:
-        return None
-    job_end(job_id=job_id, rq_job_id=rq_job_id, status=JobStatus.FINISHED, note=f"attempt {job.attempt} finished")
-    return result
+
+
+def _waits(exc: BaseException) -> bool:
+    """Whether ``exc`` says something outside the job is away for now (``JobWaits``), or no sandbox can
+    be opened on this host right now (an engine stopped); a sandbox refused by configuration is a
+    failure its owner must read, not a wait."""
+    from benchmark_core.sandbox.base import SandboxUnavailable  # noqa: PLC0415
+
+    from .sandbox import SandboxRefused  # noqa: PLC0415
+
+    if isinstance(exc, JobWaits):
+        return True
+    return isinstance(exc, SandboxUnavailable) and not isinstance(exc, SandboxRefused)
+
+
+def _wait_reason(exc: BaseException) -> str:
+    if isinstance(exc, JobWaits):
+        return exc.wait_reason()
+    return (f"waiting: no sandbox can be opened on this host right now ({exc}); scoring resumes by itself "
+            "when one can, nothing is lost or charged")
 
 
 def _tell_failed(job: Job, reason: str) -> None:

@@ -43,12 +43,12 @@ class Job(models.Model):
     contribution = models.ForeignKey("contributions.PaperContribution", on_delete=models.CASCADE, null=True,
                                      blank=True, related_name="jobs")
     revision = models.PositiveIntegerField(null=True, blank=True, help_text="the contribution's revision checked")
-    evaluation = models.ForeignKey("leaderboard.Evaluation", on_delete=models.CASCADE, null=True, blank=True,
+    evaluation = models.ForeignKey("catalog.Evaluation", on_delete=models.CASCADE, null=True, blank=True,
                                    related_name="baseline_jobs")
     run = models.ForeignKey("submissions.EvaluationRun", on_delete=models.CASCADE, null=True, blank=True,
                             related_name="jobs", help_text="the evaluation run here whose answers it asks for")
-    paper = models.ForeignKey("leaderboard.Paper", on_delete=models.PROTECT, null=True, blank=True, related_name="+")
-    release_paper = models.ForeignKey("leaderboard.ReleasePaper", on_delete=models.PROTECT, null=True, blank=True,
+    paper = models.ForeignKey("catalog.Paper", on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    release_paper = models.ForeignKey("catalog.ReleasePaper", on_delete=models.PROTECT, null=True, blank=True,
                                       related_name="+")
     # where it stands
     status = models.CharField(max_length=20, choices=JobStatus.choices, default=JobStatus.QUEUED, db_index=True)

@@ -5,7 +5,7 @@ files, timeout, environment, ...) and ``<paper id>/...`` (its files), named by t
 bytes and kept in the ``papers`` storage (``settings.STORAGES["papers"]``: a folder under var/ by
 default, an S3-compatible bucket in production). ``ReleasePaper.archive`` holds the hash. A worker
 needs only the database (to read the hash) and that storage: it unpacks the archive once into
-``RCB_PAPER_CACHE/<hash>/`` with the contribution upload's safety rules (contributions.unzip:
+``RCB_PAPER_CACHE/<hash>/`` with the contribution upload's safety rules (scoring.unzip:
 no traversal, no links, size limits), after checking the hash, and renames it into place, so
 concurrent fetches on one host never see half a folder.
 """
@@ -26,8 +26,9 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import Storage, storages
 
 from benchmark_core.problemset import paper_entry, paper_entry_write, paper_folder_load
-from contributions.unzip import UnsafeArchive, UnzipLimits, safe_unpack
-from leaderboard.models import ReleasePaper
+from scoring.jobs import JobWaits
+from scoring.unzip import UnsafeArchive, UnzipLimits, safe_unpack
+from catalog.models import ReleasePaper
 
 __all__ = [
     "PaperFilesMissing",
@@ -54,9 +55,13 @@ class PaperFilesMissing(RuntimeError):
     """The files a job names cannot be had on this host (not stored, damaged, or refused)."""
 
 
-class PaperStorageUnavailable(RuntimeError):
+class PaperStorageUnavailable(JobWaits, RuntimeError):
     """The files cannot be had on this host *now*: the papers storage does not answer, or this host's
     paper cache has no room. Nobody's fault and not for good: the job waits and is tried again."""
+
+    def wait_reason(self) -> str:
+        return (f"waiting: the paper's files cannot be fetched right now ({self}); scoring of this paper "
+                "resumes by itself when they can, nothing is lost or charged")
 
 
 #: errno values of a paper cache that has no room left (the host's fault, not the paper's)

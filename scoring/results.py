@@ -14,8 +14,8 @@ from typing import Any, Iterable
 from django.db import transaction
 
 from benchmark_core.tamper import review_flags
-from leaderboard.models import Evaluation, SnippetResult
-from leaderboard.aggregates import evaluation_aggregates_refresh
+from catalog.models import Evaluation, SnippetResult
+from catalog.aggregates import evaluation_aggregates_refresh
 
 __all__ = ["ResultRow", "result_row_from_run", "evaluation_results_write"]
 

@@ -6,10 +6,13 @@
 - ``demo``: the project's own demo data. The configured backend when it can run, else ``local``
   with a warning (the code is ours).
 
-A scoring job takes its sandbox from ``job_sandbox``: in a process that outlives its jobs (the
-scoring worker, ``scoring.queue.ScoringWorker``, calls ``sandboxes_keep``) that is the process's
-warm pool (``benchmark_core.sandbox.pool.SandboxPool``: sessions kept between jobs per environment
-and paper version, bounded in count, idle time and memory), elsewhere a sandbox of the job's own.
+Every scoring of the site (a submission's paper, a release baseline, the demo, a contribution's
+checks: ``scoring.evaluate``) takes its sandbox from ``job_sandbox``: in the process that outlives
+its jobs (the scoring worker, ``scoring.queue.ScoringWorker``, calls ``sandboxes_keep``) that is the
+process's warm pool (``benchmark_core.sandbox.pool.SandboxPool``: sessions kept between jobs per
+environment and paper version, bounded in count, idle time and memory), elsewhere (a work horse
+forked for another queue's job, a command) a sandbox of its own. Either way each paper runs in its
+environment's interpreter (RCB_ENVS_DIR, RCB_ENV_PYTHONS): one interpreter per environment for all.
 ``reference_store`` is where the papers' passing reference outcomes outlive a process: a SQLite
 file of this host (RCB_REFERENCE_CACHE) keyed by paper content, environment and harness version.
 """
@@ -56,21 +59,18 @@ def sandbox_environment_options() -> dict[str, Any]:
     return options
 
 
-def sandbox_for(*, trust: str, backend: str | None = None, environments: bool = True,
-                warnings: list[str] | None = None) -> Sandbox:
+def sandbox_for(*, trust: str, backend: str | None = None, warnings: list[str] | None = None) -> Sandbox:
     """Open the sandbox for code of ``trust`` level; raise SandboxUnavailable (SandboxRefused) if none may run it.
 
-    ``backend`` overrides RCB_SANDBOX_BACKEND; ``environments`` passes the per-environment
-    interpreters (paper scoring); ``warnings`` collects what a ``demo`` fallback says.
+    ``backend`` overrides RCB_SANDBOX_BACKEND; ``warnings`` collects what a ``demo`` fallback says.
+    Each paper gets its environment's interpreter (RCB_ENVS_DIR, RCB_ENV_PYTHONS), else RCB_PYTHON.
     """
     if trust not in TRUST_LEVELS:
         raise ValueError(f"unknown trust level {trust!r} (known: {', '.join(TRUST_LEVELS)})")
     name = backend if backend is not None else settings.RCB_SANDBOX_BACKEND
-    options: dict[str, Any] = {"python": settings.RCB_PYTHON or None}
-    if environments:
-        options.update(sandbox_environment_options())
-        # the workers' papers each live in a folder of their own (by content hash): one warm parent serves them all
-        options["papers_root"] = str(settings.RCB_PAPER_CACHE)
+    options: dict[str, Any] = {"python": settings.RCB_PYTHON or None, **sandbox_environment_options()}
+    # the workers' papers each live in a folder of their own (by content hash): one warm parent serves them all
+    options["papers_root"] = str(settings.RCB_PAPER_CACHE)
     if trust == DEMO:
         if name and name != "local":
             try:
@@ -93,14 +93,20 @@ def sandbox_for(*, trust: str, backend: str | None = None, environments: bool = 
 # --------------------------------------------------------------------------------------------
 # What a scoring job runs in: the worker's warm pool, and reference outcomes shared on this host
 
-_KEEP = threading.Event()
+#: the process that keeps its sandboxes between jobs (a work horse forked from it does not: it exits
+#: without closing what it opened, so it must not hold pooled sessions)
+_KEEP: dict[str, int] = {}
 _POOL_LOCK = threading.Lock()
 _POOL: dict[str, Any] = {}  # "key": the configuration it was made for, "pool": the SandboxPool
 
 
 def sandboxes_keep() -> None:
     """This process outlives its jobs (a scoring worker): keep their sandboxes warm between them."""
-    _KEEP.set()
+    _KEEP["pid"] = os.getpid()
+
+
+def _keeping() -> bool:
+    return _KEEP.get("pid") == os.getpid() and bool(settings.RCB_SANDBOX_POOL)
 
 
 def _pool_config(trust: str) -> tuple:
@@ -141,7 +147,7 @@ def sandboxes_warm(*, trust: str = PUBLIC) -> None:
     """Make the warm pool of a process that keeps its sandboxes ready before its first job: the
     backend's modules imported, the engine or bwrap checked. A sandbox that cannot be had now is
     only logged: each job tries again and says why it cannot run."""
-    if not (_KEEP.is_set() and settings.RCB_SANDBOX_POOL):
+    if not _keeping():
         return
     try:
         _pool_get(trust)
@@ -150,16 +156,17 @@ def sandboxes_warm(*, trust: str = PUBLIC) -> None:
 
 
 @contextmanager
-def job_sandbox(*, trust: str = PUBLIC) -> Iterator[Sandbox]:
-    """The sandbox a scoring job opens its papers in (closing a session gives a pooled one back).
+def job_sandbox(*, trust: str = PUBLIC, backend: str | None = None,
+                warnings: list[str] | None = None) -> Iterator[Sandbox]:
+    """The sandbox a scoring opens its papers in (closing a session gives a pooled one back).
 
-    The process's warm pool when it keeps sandboxes between jobs (``sandboxes_keep``, RCB_SANDBOX_POOL),
-    else a sandbox of the job's own, closed when the job is done.
+    The process's warm pool when it keeps sandboxes between jobs (``sandboxes_keep``, RCB_SANDBOX_POOL)
+    and no other backend is asked for, else a sandbox of its own (``sandbox_for``), closed at the end.
     """
-    if _KEEP.is_set() and settings.RCB_SANDBOX_POOL:
+    if backend is None and _keeping():
         yield _pool_get(trust)
         return
-    sandbox = sandbox_for(trust=trust)
+    sandbox = sandbox_for(trust=trust, backend=backend, warnings=warnings)
     try:
         yield sandbox
     finally:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.contrib import admin, messages
 
-from . import services
+from . import lifecycle
 from scoring.models import Job
 
 from .models import EvaluationRun, PredictionSubmission
@@ -21,7 +21,7 @@ def _moderate(modeladmin, request, queryset, *, label: str, **change):
     count = 0
     for submission in queryset.select_related("evaluation"):
         if submission.evaluation is not None:
-            services.evaluation_moderate(evaluation=submission.evaluation, **change)
+            lifecycle.evaluation_moderate(evaluation=submission.evaluation, **change)
             count += 1
     modeladmin.message_user(request, f"{count} submission(s): {label}", messages.SUCCESS)
 
@@ -48,19 +48,19 @@ def unmark_verified(modeladmin, request, queryset):
 
 @admin.action(description="Clear the engine's flags (reviewed: may be ranked)")
 def clear_flags(modeladmin, request, queryset):
-    n = sum(services.submission_flags_clear(submission=s, user=request.user) for s in queryset.select_related("evaluation"))
+    n = sum(lifecycle.submission_flags_clear(submission=s, user=request.user) for s in queryset.select_related("evaluation"))
     modeladmin.message_user(request, f"{n} submission(s): flags cleared", messages.SUCCESS)
 
 
 @admin.action(description="Cancel")
 def cancel(modeladmin, request, queryset):
-    n = sum(services.submission_cancel(submission=s, user=request.user) for s in queryset)
+    n = sum(lifecycle.submission_cancel(submission=s, user=request.user) for s in queryset)
     modeladmin.message_user(request, f"{n} submission(s) cancelled")
 
 
 @admin.action(description="Re-run (failed or cancelled)")
 def rerun(modeladmin, request, queryset):
-    n = sum(services.submission_rerun(submission=s, user=request.user) for s in queryset)
+    n = sum(lifecycle.submission_rerun(submission=s, user=request.user) for s in queryset)
     modeladmin.message_user(request, f"{n} submission(s) queued again")
 
 

@@ -24,11 +24,13 @@ from accounts.roles import user_is_reviewer
 from accounts.services import api_token_user
 from benchmark_core.generate import RunCardError, card_parse
 from benchmark_core.predictions import text_problem
-from leaderboard.models import Release
-from leaderboard.query import PageNotFound, table_page, table_rows
-from leaderboard.selectors.release_info import release_get, release_scorability
+from catalog.models import Release
+from catalog.tables import PageNotFound, table_page, table_rows
+from catalog.ranking import release_scorability
+from catalog.visibility import release_get
 
-from . import selectors, services
+from . import lifecycle, selectors
+from . import upload as uploads
 from .forms import SubmissionMetaForm
 from .models import PredictionSubmission, Status
 
@@ -253,7 +255,7 @@ def submissions_endpoint(request: HttpRequest) -> JsonResponse:
     if user is None:
         return _error(401, "send a valid API token: 'Authorization: Token <token>' (create one on your profile page)")
     request.user = user
-    limit = services.max_upload_bytes()
+    limit = uploads.max_upload_bytes()
     too_big = f"the file is larger than the limit of {limit // 1048576} MB per submission"
     try:
         if request.content_type == "multipart/form-data":
@@ -286,7 +288,7 @@ def submissions_endpoint(request: HttpRequest) -> JsonResponse:
     releases = selectors.releases_open()
     slug = str(source.get("release", "")).strip()
     # no slug: the site's default release, as the CLI's --release says, never another one silently; a
-    # held-out release named is found, so that the upload is refused saying why (services.HeldOut)
+    # held-out release named is found, so that the upload is refused saying why (uploads.HeldOut)
     release = selectors.release_published_get(slug=slug) if slug else _default_release()
     slugs = ", ".join(releases.values_list("slug", flat=True)) or "none"
     if release is None:
@@ -296,21 +298,21 @@ def submissions_endpoint(request: HttpRequest) -> JsonResponse:
     if closed:
         return _error(400, f"{closed}; open for submissions here: {slugs}", release=release.slug)
     try:
-        submission, created = services.prediction_submission_create(
+        submission, created = uploads.prediction_submission_create(
             user=user, release=release, data=data, file_name=file_name, **meta,
             allow_partial=str(source.get("allow_partial", "")).strip().lower() in _TRUE,
             publish=str(source.get("publish", "")).strip().lower() in _TRUE,
         )
-    except services.PartialCoverage as exc:
+    except uploads.PartialCoverage as exc:
         return _error(exc.http_status, exc.message, coverage=exc.coverage,
                       hint="nothing was stored; send it again with allow_partial=1 to submit it anyway")
-    except services.SubmissionError as exc:
+    except uploads.SubmissionError as exc:
         problems = [{"line": p.line, "message": p.message} for p in exc.problems]
         return _error(exc.http_status, exc.message, problems=problems)
     payload = submission_payload(request, submission)
     payload["duplicate"] = not created
     if not created:
-        payload["duplicate_note"], payload["duplicate_renamed"] = services.submission_duplicate_note(
+        payload["duplicate_note"], payload["duplicate_renamed"] = uploads.submission_duplicate_note(
             submission=submission, model_name=meta.get("model_name", ""))
     return JsonResponse(payload, status=201 if created else 200)
 
@@ -374,18 +376,18 @@ def submission_publish_endpoint(request: HttpRequest, pk: int, action: str) -> J
     user = request.user
     try:
         if action == "publish":
-            outcome = services.submission_publish(submission=submission, user=user)
+            outcome = lifecycle.submission_publish(submission=submission, user=user)
         elif action == "cancel":
-            if not services.submission_cancel(submission=submission, user=user):
+            if not lifecycle.submission_cancel(submission=submission, user=user):
                 return _error(409, f"only a queued, running or waiting submission can be cancelled "
                                    f"(this one is {submission.status})")
             outcome = "cancelled"
         else:
-            services.submission_unpublish(submission=submission, user=user)
+            lifecycle.submission_unpublish(submission=submission, user=user)
             outcome = "withdrawn"
     except PermissionError as exc:
         return _error(403, str(exc))
-    except services.SubmissionError as exc:
+    except uploads.SubmissionError as exc:
         return _error(409, exc.message)
     payload = submission_payload(request, submission)
     payload["outcome"] = outcome
@@ -452,7 +454,7 @@ def runs_endpoint(request: HttpRequest) -> JsonResponse:
         )
     except RunRefused as exc:
         return _error(exc.http_status, exc.message)
-    except services.SubmissionError as exc:  # the daily quota
+    except uploads.SubmissionError as exc:  # the daily quota
         return _error(exc.http_status, exc.message)
     return JsonResponse(run_payload(request, run), status=201)
 

@@ -10,7 +10,7 @@ class SubmissionsConfig(AppConfig):
         from scoring.models import JobKind  # noqa: PLC0415
 
         from .runs import GENERATION  # noqa: PLC0415
-        from .services import SUBMISSION_PAPER  # noqa: PLC0415
+        from .jobs import SUBMISSION_PAPER  # noqa: PLC0415
 
         kind_register(JobKind.SUBMISSION_PAPER, SUBMISSION_PAPER)
         kind_register(JobKind.GENERATION, GENERATION)

@@ -26,10 +26,10 @@ TERMINAL_STATUSES = (Status.FINISHED, Status.FAILED, Status.CANCELLED)
 
 class PredictionSubmission(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="prediction_submissions")
-    release = models.ForeignKey("leaderboard.Release", on_delete=models.PROTECT, related_name="submissions")
-    model = models.ForeignKey("leaderboard.LLMModel", on_delete=models.PROTECT, related_name="submissions")
+    release = models.ForeignKey("catalog.Release", on_delete=models.PROTECT, related_name="submissions")
+    model = models.ForeignKey("catalog.LLMModel", on_delete=models.PROTECT, related_name="submissions")
     evaluation = models.OneToOneField(
-        "leaderboard.Evaluation", on_delete=models.SET_NULL, null=True, blank=True, related_name="submission"
+        "catalog.Evaluation", on_delete=models.SET_NULL, null=True, blank=True, related_name="submission"
     )
     # what the submitter told us
     model_name = models.CharField(max_length=200)
@@ -73,7 +73,7 @@ class SubmissionPrediction(models.Model):
     """One uploaded completion, matched to a snippet of the submission's release."""
 
     submission = models.ForeignKey(PredictionSubmission, on_delete=models.CASCADE, related_name="predictions")
-    snippet = models.ForeignKey("leaderboard.Snippet", on_delete=models.CASCADE, related_name="+")
+    snippet = models.ForeignKey("catalog.Snippet", on_delete=models.CASCADE, related_name="+")
     sample = models.PositiveIntegerField(default=0)
     completion = models.TextField(blank=True)
 
@@ -106,7 +106,7 @@ class EvaluationRun(models.Model):
     """
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="evaluation_runs")
-    release = models.ForeignKey("leaderboard.Release", on_delete=models.PROTECT, related_name="evaluation_runs")
+    release = models.ForeignKey("catalog.Release", on_delete=models.PROTECT, related_name="evaluation_runs")
     submission = models.OneToOneField(PredictionSubmission, on_delete=models.SET_NULL, null=True, blank=True,
                                       related_name="run")
     model_name = models.CharField(max_length=200)

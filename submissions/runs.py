@@ -41,14 +41,15 @@ from benchmark_core.generate import (STOPPED, GenerateError, GenerateOptions, Pr
 from benchmark_core.masking import task_record
 from benchmark_core.predictions import text_problem
 from benchmark_core.problemset import paper_folder_load
-from leaderboard.models import Release, Snippet
+from catalog.models import Release, Snippet
 from scoring import queue
 from scoring.jobs import Heartbeat, KindSpec, job_create, job_execute
 from scoring.models import JOB_ACTIVE, Job, JobKind, JobStatus
 from scoring.paper_store import release_paper_archive_ensure, release_paper_folder
 
 from .models import RUN_ACTIVE, EvaluationRun, RunStatus
-from .services import SubmissionError, prediction_submission_create, quota_check, submission_cancel
+from .lifecycle import submission_cancel
+from .upload import SubmissionError, prediction_submission_create, quota_check
 
 __all__ = [
     "RunRefused", "endpoint_check", "evaluation_run_create", "evaluation_run_cancel", "generation_job_run",
@@ -496,7 +497,7 @@ def _body(job: Job, beat: Heartbeat) -> str:
 
 def generation_job_run(*, job_id: int, rq_job_id: str) -> Any:
     """One attempt of a run's generation (the RQ entry point calls this)."""
-    return job_execute(job_id=job_id, rq_job_id=rq_job_id, body=_body)
+    return job_execute(job_id=job_id, rq_job_id=rq_job_id, body=_body).result
 
 
 def _run_given_up(job: Job, reason: str) -> None:

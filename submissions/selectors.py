@@ -9,11 +9,10 @@ from django.db import connection
 from django.db.models import Count, Q, QuerySet, Sum
 
 from accounts.roles import user_is_reviewer
-from leaderboard.models import Evaluation, Release, ReleasePaper, SnippetResult
-from leaderboard.aggregates import MISSING
-from leaderboard.selectors.evaluations import HEAVY
-from leaderboard.selectors.release_info import release_scorability, scorable_unranked_reason
-
+from catalog.models import Evaluation, Release, SnippetResult
+from catalog.aggregates import MISSING
+from catalog.ranking import HEAVY
+from catalog.ranking import release_scorability, scorable_unranked_reason
 from scoring.models import Job, JobKind
 
 from .models import ACTIVE_STATUSES, PredictionSubmission, Status
@@ -32,7 +31,6 @@ __all__ = [
     "submission_engine_flags",
     "submission_quota",
     "releases_open",
-    "environments_overview",
     "run_get",
     "run_can_view",
     "runs_of_user",
@@ -278,9 +276,9 @@ def submission_engine_flags(*, submission: PredictionSubmission) -> list[dict]:
 
 
 def submission_quota(*, user: Any) -> dict:
-    from .services import _quota_used  # the same count the upload checks
+    from .upload import quota_used  # noqa: PLC0415  (the same count the upload checks)
 
-    return {"used": _quota_used(user), "limit": settings.RCB_SUBMISSIONS_PER_DAY, "unlimited": bool(user.is_staff)}
+    return {"used": quota_used(user), "limit": settings.RCB_SUBMISSIONS_PER_DAY, "unlimited": bool(user.is_staff)}
 
 
 def release_published_get(*, slug: str) -> Release | None:
@@ -310,24 +308,6 @@ def releases_open(*, runs: bool = False) -> QuerySet[Release]:
     if not runs:
         releases = releases.filter(held_out=False)
     return releases.distinct().order_by("-is_default", "-published_at")
-
-
-def environments_overview() -> list[dict[str, Any]]:
-    """Per paper with code, per release: its environment, the reference's status and time, the last
-    check and the jobs waiting for it (2 queries)."""
-    waiting = dict(
-        _paper_jobs().filter(status=Status.ENVIRONMENT)
-        .values("release_paper_id").annotate(n=Count("id")).values_list("release_paper_id", "n")
-    )
-    rows = []
-    for rp in (ReleasePaper.objects.exclude(folder="").select_related("release", "paper")
-               .order_by("environment_ok", "paper__paper_id", "release__name")):
-        status = {True: "passes", False: "fails", None: "not checked"}[rp.environment_ok]
-        rows.append({"release": rp.release, "paper": rp.paper.paper_id, "environment": rp.environment or "default",
-                     "status": status, "ok": rp.environment_ok, "error": rp.environment_error,
-                     "seconds": rp.reference_seconds, "checked_at": rp.environment_checked_at,
-                     "waiting": waiting.get(rp.pk, 0)})
-    return rows
 
 
 # --------------------------------------------------------------------------------------------

@@ -12,7 +12,6 @@ urlpatterns = [
     path("review/submissions/", views.review_queue, name="review_queue"),
     path("review/evaluations/<int:pk>/clear-flags/", views.evaluation_flags_clear, name="evaluation_flags_clear"),
     path("staff/environments/", views.environments_page, name="environments"),
-    path("queue/", views.queue_page, name="queue"),
     path("runs/new/", views.run_create, name="run_create"),
     path("runs/<int:pk>/", views.run_detail, name="run_detail"),
     path("runs/<int:pk>/cancel/", views.run_cancel, name="run_cancel"),

@@ -10,22 +10,24 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from accounts.roles import user_is_reviewer
-from leaderboard.page_cache import public_page
-from leaderboard.selectors.evaluations import evaluation_flags_pending
+from scoring.health import environments_overview
+from catalog.ranking import evaluation_flags_pending
 
-from . import selectors, services
+from . import lifecycle, selectors
+from . import upload as uploads
 from .flags import FLAG_KINDS
 from .forms import RunForm, SubmissionForm
 from .models import ACTIVE_STATUSES, Status
 
 __all__ = [
     "submission_create", "submission_list", "submission_detail", "submission_action", "review_queue",
-    "evaluation_flags_clear", "environments_page", "run_create", "run_detail", "run_cancel",
+    "evaluation_flags_clear", "environments_page", "queue_page", "run_create", "run_detail", "run_cancel",
 ]
 
 RESULTS_SHOWN = 2000  # a page with more rows gets slow; the API has them all
-#: the public queue page is cached (leaderboard.page_cache, a live page): a job changing state shows
-#: on the next request; progress counts and estimated waits are at most this many seconds old
+#: the public queue page is cached (leaderboard.page_cache, a live page: leaderboard/urls.py routes it):
+#: a job changing state shows on the next request; progress counts and estimated waits are at most
+#: this many seconds old
 QUEUE_PAGE_SECONDS = 5
 
 
@@ -34,13 +36,13 @@ def _upload_form(request: HttpRequest) -> tuple[SubmissionForm, str | None]:
     try:
         return SubmissionForm(request.POST, request.FILES), None
     except RequestDataTooBig:
-        return SubmissionForm(), f"the upload is too large; the limit is {services.max_upload_bytes() // 1048576} MB"
+        return SubmissionForm(), f"the upload is too large; the limit is {uploads.max_upload_bytes() // 1048576} MB"
 
 
 @login_required
 def submission_create(request: HttpRequest) -> HttpResponse:
     context = {"nav": "submit", "quota": selectors.submission_quota(user=request.user),
-               "max_mb": services.max_upload_bytes() // 1048576}
+               "max_mb": uploads.max_upload_bytes() // 1048576}
     if request.method != "POST":
         # ?release= (the header's Submit link from a release's pages) picks that release, when open;
         # a published one that is not open says why instead of the form silently offering others
@@ -55,14 +57,14 @@ def submission_create(request: HttpRequest) -> HttpResponse:
     problems: list = []
     if error is None and form.is_valid():
         upload = form.cleaned_data["file"]
-        if upload.size > services.max_upload_bytes():
+        if upload.size > uploads.max_upload_bytes():
             error, status = (
-                f"the file has {upload.size / 1048576:.1f} MB; the limit is {services.max_upload_bytes() // 1048576} MB",
+                f"the file has {upload.size / 1048576:.1f} MB; the limit is {uploads.max_upload_bytes() // 1048576} MB",
                 413,
             )
         else:
             try:
-                submission, created = services.prediction_submission_create(
+                submission, created = uploads.prediction_submission_create(
                     user=request.user,
                     release=form.cleaned_data["release"],
                     data=upload.read(),
@@ -79,17 +81,17 @@ def submission_create(request: HttpRequest) -> HttpResponse:
                     publish=request.POST.get("publish") == "1",
                     run_card=form.cleaned_data.get("run_card"),
                 )
-            except services.PartialCoverage as exc:
+            except uploads.PartialCoverage as exc:
                 # not an error: the user confirms (ticks the box and sends the file again) or completes it
                 return render(request, "submissions/create.html", {**context, "form": form, "partial": exc.coverage,
                                                                    "partial_warning": exc.message}, status=409)
-            except services.SubmissionError as exc:
+            except uploads.SubmissionError as exc:
                 error, problems, status = exc.message, exc.problems, exc.http_status
             else:
                 if created:
                     messages.success(request, f"Submission #{submission.pk} is queued for scoring.")
                     return redirect("submissions:submission_detail", pk=submission.pk)
-                note, renamed = services.submission_duplicate_note(submission=submission,
+                note, renamed = uploads.submission_duplicate_note(submission=submission,
                                                                    model_name=form.cleaned_data["model_name"])
                 if not renamed:
                     messages.info(request, note)
@@ -163,11 +165,11 @@ def submission_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 ACTIONS = {
-    "cancel": (services.submission_cancel, "Submission #{pk} is cancelled."),
-    "rerun": (services.submission_rerun, "Submission #{pk} is queued again."),
-    "publish": (services.submission_publish, "Submission #{pk} is public: it appears on the leaderboard."),
-    "unpublish": (services.submission_unpublish, "Submission #{pk} is private again."),
-    "clear-flags": (services.submission_flags_clear, "The flags of submission #{pk} are cleared: it may be ranked."),
+    "cancel": (lifecycle.submission_cancel, "Submission #{pk} is cancelled."),
+    "rerun": (lifecycle.submission_rerun, "Submission #{pk} is queued again."),
+    "publish": (lifecycle.submission_publish, "Submission #{pk} is public: it appears on the leaderboard."),
+    "unpublish": (lifecycle.submission_unpublish, "Submission #{pk} is private again."),
+    "clear-flags": (lifecycle.submission_flags_clear, "The flags of submission #{pk} are cleared: it may be ranked."),
 }
 
 
@@ -184,7 +186,7 @@ def submission_action(request: HttpRequest, pk: int, action: str) -> HttpRespons
         result = service(submission=submission, user=request.user)
     except PermissionError as exc:
         raise PermissionDenied(str(exc)) from None
-    except services.SubmissionError as exc:
+    except uploads.SubmissionError as exc:
         messages.error(request, exc.message)
     else:
         if result is False:
@@ -206,11 +208,10 @@ def _duration(seconds: float | None) -> str:
     return f"about {minutes} min" if minutes < 90 else f"about {minutes / 60:.1f} h"
 
 
-@public_page(stamp=selectors.scoring_queue_stamp, live_seconds=QUEUE_PAGE_SECONDS)
 def queue_page(request: HttpRequest) -> HttpResponse:
     """Public: the submissions waiting and running, each one's position and estimated wait.
 
-    From the page cache as a live page: anonymous visitors share one rendering, which the queue's
+    From the page cache as a live page (leaderboard/urls.py wraps it): anonymous visitors share one rendering, which the queue's
     stamp (its jobs' states) and a QUEUE_PAGE_SECONDS period keep current; a visitor with rows of
     their own (a logged-in submitter) gets the page rendered for them (page_cache: it looked at
     the user)."""
@@ -248,7 +249,7 @@ def evaluation_flags_clear(request: HttpRequest, pk: int) -> HttpResponse:
     if evaluation is None:
         raise Http404("no flagged evaluation without a submission")
     try:
-        cleared = services.evaluation_flags_clear(evaluation=evaluation, user=request.user)
+        cleared = lifecycle.evaluation_flags_clear(evaluation=evaluation, user=request.user)
     except PermissionError as exc:
         raise PermissionDenied(str(exc)) from None
     if cleared:
@@ -264,7 +265,7 @@ def environments_page(request: HttpRequest) -> HttpResponse:
     """Staff: each paper's environment and whether its reference code passes there."""
     if not request.user.is_staff:
         raise PermissionDenied("staff only")
-    rows = selectors.environments_overview()
+    rows = environments_overview()
     return render(request, "submissions/environments.html", {
         "nav": "submit", "rows": rows, "broken": sum(1 for r in rows if r["ok"] is False),
     })
@@ -293,7 +294,7 @@ def run_create(request: HttpRequest) -> HttpResponse:
                 with_paper=not data["without_paper"], max_cost_usd=data["max_cost_usd"], price_in=data["price_in"],
                 price_out=data["price_out"],
             )
-        except (RunRefused, services.SubmissionError) as exc:
+        except (RunRefused, uploads.SubmissionError) as exc:
             error, status = exc.message, exc.http_status
         else:
             messages.success(request, f"Evaluation #{run.pk} is queued: the Hub asks {run.model_id} for its answers.")

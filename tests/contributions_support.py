@@ -97,7 +97,7 @@ def contribution_env(tmp_path: Path):
     conn.flushdb()  # our own database index only
     with override_settings(
         MEDIA_ROOT=tmp_path / "media", RCB_PSET_ROOT=tmp_path / "psets", RQ_QUEUES=queues,
-        RCB_CONTRIB_WORKERS=2, RCB_RUN_TIMEOUT=60, **sandbox_settings(),
+        RCB_SCORING_THREADS=2, RCB_RUN_TIMEOUT=60, **sandbox_settings(),
     ):
         for name in queues:
             django_rq.get_queue(name).empty()

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 from django.utils import timezone
 
-from leaderboard.models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
-from leaderboard.aggregates import evaluation_aggregates_refresh
+from catalog.models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
+from catalog.aggregates import evaluation_aggregates_refresh
 
 CATEGORIES = ("syntax", "name", "type", "logic", "timeout")
 

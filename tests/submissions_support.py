@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from benchmark_core.problemset import load_problemset
 from benchmark_core.runner import reference_code
-from leaderboard.models import Paper, Release, ReleasePaper, Snippet
+from catalog.models import Paper, Release, ReleasePaper, Snippet
 
 # the processes of a site in small (Redis, PostgreSQL, the bucket, worker hosts): one place, bench/site_drill.py
 from bench.site_drill import (  # noqa: F401  (re-exported to the tests)

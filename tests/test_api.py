@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from django.core.cache import cache
 
-from leaderboard.models import LLMModel, Paper, Release
+from catalog.models import LLMModel, Paper, Release
 from leaderboard.importers.published import published_import
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared"  # as tests/conftest.py

@@ -1,12 +1,20 @@
-"""Architecture rules read from the source: no import cycles, one RQ site, one SnippetResult writer, one bootstrap."""
+"""Architecture rules read from the source: layers, no import cycles, one RQ site, one SnippetResult writer,
+one bootstrap, one scoring seam, one job attempt, small functions and files."""
 from __future__ import annotations
 
 import ast
+import functools
+import re
 from pathlib import Path
 
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("accounts", "benchmark_core", "contributions", "leaderboard", "rcbsite", "scoring", "submissions", "bench")
+PACKAGES = ("accounts", "benchmark_core", "catalog", "contributions", "leaderboard", "rcbsite", "scoring", "submissions",
+            "bench")
+#: the site's apps, bottom up (docs/architecture.md): an app imports its own layer and those below it, never above
+LAYERS = (("benchmark_core",), ("accounts", "catalog"), ("scoring",), ("submissions", "contributions"),
+          ("leaderboard",), ("rcbsite",))
+SITE_APPS = ("accounts", "catalog", "scoring", "submissions", "contributions", "leaderboard", "rcbsite")
 
 
 def _module_name(path: Path) -> str:
@@ -16,8 +24,10 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+@functools.lru_cache(maxsize=1)
 def _sources() -> dict[str, tuple[Path, ast.Module]]:
-    """Parse every module of the project's own packages (migrations excluded: they import by design)."""
+    """Parse every module of the project's own packages (migrations excluded: they import by design);
+    parsed once per test process (the trees are only read)."""
     found: dict[str, tuple[Path, ast.Module]] = {}
     for package in PACKAGES:
         base = ROOT / package
@@ -135,11 +145,11 @@ def test_graph_sees_function_level_imports():
     graph = import_graph()
     # the thin command calls the generator under bench/
     assert "bench.synthetic" in graph["leaderboard.management.commands.generate_synthetic"]
-    # a function-level import (succession queues re-scorings through submissions.services inside a function)
-    assert "submissions.services" in graph["contributions.succession"]
+    # a function-level import (succession queues re-scorings through submissions.upload inside a function)
+    assert "submissions.upload" in graph["contributions.succession"]
     tree = ast.parse("def f():\n    from .selectors import x\n")
     node = next(n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom))
-    assert _resolve("leaderboard.models", node) == "leaderboard.selectors"
+    assert _resolve("leaderboard.views", node) == "leaderboard.selectors"
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
@@ -331,3 +341,119 @@ def test_one_csv_writer():
     """Every CSV the site writes (API and pages) comes out of one function, with one cell rule."""
     writers = set().union(*(_csv_writers(module, tree) for module, (_path, tree) in _sources().items()))
     assert writers == {"leaderboard.csv.csv_text"}, sorted(writers)
+
+
+# --------------------------------------------------------------------------- layers
+def _layer(module: str) -> int | None:
+    top = module.split(".")[0]
+    return next((i for i, apps in enumerate(LAYERS) if top in apps), None)
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Edges from a module to a module of an app in a higher layer (bench and tests are no layer)."""
+    found = []
+    for module, targets in graph.items():
+        mine = _layer(module)
+        if mine is None:
+            continue
+        found += [f"{module} -> {t}" for t in targets if (_layer(t) or -1) > mine]
+    return sorted(found)
+
+
+def _text_imports(path: Path) -> set[str]:
+    """The top packages a file names in import statements and import_module("...") calls, read as
+    text (a second detector, independent of the ast graph)."""
+    text = path.read_text(encoding="utf-8")
+    names = set(re.findall(r"^\s*(?:from|import)\s+([A-Za-z_]\w*)", text, flags=re.M))
+    names |= set(re.findall(r"import_module\(\s*[\"']([A-Za-z_]\w*)", text))
+    return names
+
+
+def test_layer_detector():
+    graph = {"catalog.models": {"benchmark_core.hashing"}, "scoring.results": {"catalog.models", "submissions.x"},
+             "submissions.x": {"contributions.y"}, "bench.synthetic": {"leaderboard.models"}}
+    assert upward_imports(graph) == ["scoring.results -> submissions.x"]
+
+
+def test_no_import_runs_up_the_layers():
+    """benchmark_core <- accounts, catalog <- scoring <- submissions, contributions <- leaderboard <- rcbsite:
+    no module imports an app above its own, at module level or in a function."""
+    found = upward_imports(import_graph())
+    assert not found, "imports up the layers:\n" + "\n".join(found)
+
+
+def test_no_import_runs_up_the_layers_read_as_text():
+    offenders = []
+    for module, (path, _tree) in _sources().items():
+        mine = _layer(module)
+        if mine is None:
+            continue
+        offenders += [f"{path.relative_to(ROOT)} imports {name}" for name in sorted(_text_imports(path))
+                      if (_layer(name) or -1) > mine]
+    assert not offenders, offenders
+
+
+# --------------------------------------------------------------------------- the seam, the attempt, the sizes
+def _calls(name: str) -> set[str]:
+    """Modules of the project with a call to ``name`` (a bare name or an attribute)."""
+    found = set()
+    for module, (_path, tree) in _sources().items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                func = node.func
+                if (isinstance(func, ast.Name) and func.id == name) or (isinstance(func, ast.Attribute) and func.attr == name):
+                    found.add(module)
+    return found
+
+
+def test_run_tasks_is_called_by_one_site_module():
+    """Every verdict of the site comes out of scoring.evaluate (submissions, baselines, the demo, checks)."""
+    assert {m for m in _calls("run_tasks") if m.split(".")[0] in SITE_APPS} == {"scoring.evaluate"}
+
+
+def _functions(tree: ast.Module) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    return {n.name: n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def test_the_job_attempt_exists_once():
+    """Claiming an attempt, its heartbeat and its end are scoring.jobs' (job_execute); every kind's RQ entry
+    point runs under job_execute, itself or through the one function it calls."""
+    outside = {m for name in ("job_claim", "job_end", "Heartbeat") for m in _calls(name)} - {"scoring.jobs"}
+    assert not {m for m in outside if m.split(".")[0] in SITE_APPS}, outside
+    sources = _sources()
+    executes = {f"{m}.{name}" for m, (_p, tree) in sources.items() for name, fn in _functions(tree).items()
+                if any(isinstance(n, ast.Call) and ast.unparse(n.func) == "job_execute" for n in ast.walk(fn))}
+    by_name: dict[str, list[str]] = {}
+    for m, (_p, tree) in sources.items():
+        for name in _functions(tree):
+            by_name.setdefault(name, []).append(f"{m}.{name}")
+    entries = {node.value.value for _m, (_p, tree) in sources.items() for node in ast.walk(tree)
+               if isinstance(node, ast.keyword) and node.arg == "entry" and isinstance(node.value, ast.Constant)}
+    assert len(entries) >= 4, entries  # submission paper, contribution check, release baseline, generation
+    for entry in sorted(entries):
+        module, name = entry.rsplit(".", 1)
+        fn = _functions(sources[module][1])[name]
+        called = {ast.unparse(n.func).split(".")[-1] for n in ast.walk(fn) if isinstance(n, ast.Call)}
+        reached = {entry} | {q for c in called if len(by_name.get(c, [])) == 1 for q in by_name[c]}
+        assert reached & executes, f"{entry} does not run under scoring.jobs.job_execute"
+
+
+#: production code only: tests, bench, migrations and the demo's papers are not held to it
+MAX_FUNCTION_LINES, MAX_FILE_LINES = 100, 1200
+
+
+def test_site_functions_and_files_are_small():
+    """No function of the site's apps over 100 lines, no file over 1,200 (the engine's are checked apart)."""
+    offenders = []
+    for module, (path, tree) in _sources().items():
+        if module.split(".")[0] not in SITE_APPS:
+            continue
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > MAX_FILE_LINES:
+            offenders.append(f"{path.relative_to(ROOT)}: {lines} lines")
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {length} lines")
+    assert not offenders, offenders

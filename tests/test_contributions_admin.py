@@ -6,7 +6,7 @@ from django.contrib.auth.models import User
 from django.urls import reverse
 
 from contributions.models import PaperContribution
-from leaderboard.models import Evaluation, Paper, Release, ReleasePaper
+from catalog.models import Evaluation, Paper, Release, ReleasePaper
 
 pytestmark = pytest.mark.django_db
 
@@ -74,7 +74,7 @@ def test_the_next_release_draft_is_our_own_and_starts_from_the_latest_published(
     from django.utils import timezone
 
     from contributions.release_services import release_draft_get_or_create
-    from leaderboard.models import Snippet
+    from catalog.models import Snippet
 
     settings.RCB_PSET_ROOT = tmp_path / "psets"
     imported = Release.objects.create(name="Imported draft", slug="imported", status=Release.DRAFT)

@@ -125,7 +125,7 @@ def test_others_cannot_see_a_contribution(client, contributor):
 
 
 def test_paper_id_already_in_the_benchmark_or_in_review_is_refused(client, contributor, settings, tmp_path):
-    from leaderboard.models import Paper
+    from catalog.models import Paper
 
     settings.MEDIA_ROOT = tmp_path / "media"
     Paper.objects.create(paper_id="DyT", title="Transformers without Normalization")

@@ -13,7 +13,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from contributions.models import PaperContribution, Review
-from leaderboard.models import Evaluation, LLMModel, Release, Snippet, SnippetResult
+from catalog.models import Evaluation, LLMModel, Release, Snippet, SnippetResult
 
 from contributions_support import DEMO, WEAK_MODULE, contribution_env, run_worker, weak_paper_zip, zip_files, zip_folder
 

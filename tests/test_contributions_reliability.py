@@ -147,7 +147,7 @@ def test_lost_baseline_jobs_are_queued_again(env, client, contributor):
 
     from contributions.release_services import release_publish
     from contributions.services import contribution_review
-    from leaderboard.models import Evaluation
+    from catalog.models import Evaluation
 
     contribution = upload(client, zip_files(STRONG))
     assert run_worker() == 0
@@ -192,7 +192,7 @@ def test_worker_killed_mid_check_the_contribution_still_finishes(env, client, co
         "DATABASE_CONN_MAX_AGE": "0", "RCB_MEDIA_ROOT": str(settings.MEDIA_ROOT),
         "RCB_PSET_ROOT": str(settings.RCB_PSET_ROOT), "RCB_SANDBOX_BACKEND": settings.RCB_SANDBOX_BACKEND,
         "RCB_ALLOW_LOCAL_SANDBOX": "1" if getattr(settings, "RCB_ALLOW_LOCAL_SANDBOX", False) else "0",
-        "RCB_CONTRIB_WORKERS": "1",
+        "RCB_SCORING_THREADS": "1",
     }
 
     def start(*extra: str) -> subprocess.Popen:

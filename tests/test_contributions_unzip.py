@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from contributions.unzip import UnsafeArchive, UnzipLimits, safe_unpack
+from scoring.unzip import UnsafeArchive, UnzipLimits, safe_unpack
 
 
 def make_zip(entries: list[tuple[str | zipfile.ZipInfo, bytes]], *, compression=zipfile.ZIP_DEFLATED) -> bytes:

@@ -6,7 +6,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from benchmark_core.scoring import pareto_front
-from leaderboard.models import Evaluation, LLMModel
+from catalog.models import Evaluation, LLMModel
 from tests.factories import make_demo
 
 

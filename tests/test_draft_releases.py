@@ -1,4 +1,4 @@
-"""Draft releases are staff-only everywhere (leaderboard.selectors.release_info.release_get): pages,
+"""Draft releases are staff-only everywhere (catalog.visibility.release_get): pages,
 CSV, tasks, the API; 404 to anonymous visitors and to signed-in users who are not staff."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from accounts.services import api_token_create
-from leaderboard.models import Evaluation, LLMModel, Release, ReleasePaper, Snippet, SnippetResult
-from leaderboard.aggregates import evaluation_aggregates_refresh
+from catalog.models import Evaluation, LLMModel, Release, ReleasePaper, Snippet, SnippetResult
+from catalog.aggregates import evaluation_aggregates_refresh
 
 from factories import REFERENCE_FILE, make_demo
 
@@ -97,7 +97,7 @@ def test_a_draft_is_not_listed_to_the_public(draft):
 def test_publishing_opens_the_draft_to_everyone(draft):
     assert Client().get("/api/v1/leaderboard?release=v-draft").status_code == 404
     Release.objects.filter(pk=draft.pk).update(status=Release.PUBLISHED)
-    from leaderboard.selectors.release_info import release_memo_clear
+    from catalog.visibility import release_memo_clear
 
     release_memo_clear()
     assert Client().get("/api/v1/leaderboard?release=v-draft").status_code == 200

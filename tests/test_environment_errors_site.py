@@ -23,9 +23,10 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from benchmark_core import runner
-from leaderboard.models import ReleasePaper, Snippet
+from catalog.models import ReleasePaper, Snippet
 from leaderboard.importers.pset import pset_import
-from submissions import jobs, services
+from submissions import jobs, upload
+from scoring import health
 from submissions.models import Status
 from submissions.selectors import submission_quota
 
@@ -98,7 +99,7 @@ def test_environment_error_waits_uses_no_quota_alerts_staff_and_recovers_after_r
     user = User.objects.create_user("rae", "rae@example.org", "pw-rae-123456!")
     code = Snippet.objects.get(release=release).code
     data = json.dumps({"paper": "probe-env", "snippet": "double it", "completion": f"```python\n{code}\n```"}).encode()
-    sub, _ = services.prediction_submission_create(user=user, release=release, data=data, model_name="Model E")
+    sub, _ = upload.prediction_submission_create(user=user, release=release, data=data, model_name="Model E")
     job = sub.jobs.get()
 
     assert jobs.score_paper(job.pk, job.rq_job_id) == "environment"
@@ -129,7 +130,7 @@ def test_environment_error_waits_uses_no_quota_alerts_staff_and_recovers_after_r
     assert "its reference code fails in environment" in release_page
 
     # a second submission of the same paper meets the same broken environment: no second e-mail
-    sub2, _ = services.prediction_submission_create(user=user, release=release, data=data + b"\n",
+    sub2, _ = upload.prediction_submission_create(user=user, release=release, data=data + b"\n",
                                                     model_name="Model F")
     job2 = sub2.jobs.get()
     runner._REFERENCE.clear()  # an RQ work horse starts each job with an empty cache; in process we do it
@@ -172,7 +173,7 @@ def test_a_named_environment_waits_until_the_site_is_given_its_interpreter(tmp_p
     user = User.objects.create_user("ned", "ned@example.org", "pw-ned-123456!")
     code = Snippet.objects.get(release=release).code
     data = json.dumps({"paper": "probe-env", "snippet": "double it", "completion": f"```python\n{code}\n```"}).encode()
-    sub, _ = services.prediction_submission_create(user=user, release=release, data=data, model_name="Model N")
+    sub, _ = upload.prediction_submission_create(user=user, release=release, data=data, model_name="Model N")
     job = sub.jobs.get()
     assert jobs.score_paper(job.pk, job.rq_job_id) == "environment"
     job.refresh_from_db()
@@ -180,7 +181,7 @@ def test_a_named_environment_waits_until_the_site_is_given_its_interpreter(tmp_p
     # the operator names the environment's interpreter, then re-runs the waiting jobs
     settings.RCB_ENV_PYTHONS = f"numpy={sys.executable}"
     runner._REFERENCE.clear()
-    assert services.environment_jobs_requeue(paper_id="probe-env") == [job.pk]
+    assert health.environment_jobs_requeue(paper_id="probe-env") == [job.pk]
     job.refresh_from_db()
     assert jobs.score_paper(job.pk, job.rq_job_id) == "done"
     sub.refresh_from_db()

@@ -25,8 +25,8 @@ from django.contrib.auth.models import User
 from django.db import connection
 from rq import Worker
 
-from leaderboard.models import SnippetResult
-from submissions import services
+from catalog.models import SnippetResult
+from submissions import upload
 from submissions.models import PredictionSubmission, Status
 
 from submissions_support import (
@@ -135,7 +135,7 @@ def site(settings, tmp_path):
 
 
 def _submit(user, release, name: str, model: str) -> PredictionSubmission:
-    submission, created = services.prediction_submission_create(
+    submission, created = upload.prediction_submission_create(
         user=user, release=release, data=predictions_bytes(name), model_name=model, file_name=f"{name}.jsonl",
         with_paper="without-paper" not in name,
     )

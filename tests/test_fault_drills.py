@@ -8,8 +8,9 @@ from django.contrib.auth.models import User
 from django.db import OperationalError
 
 from accounts.services import api_token_create
-from leaderboard.models import SnippetResult
-from submissions import jobs, services
+from catalog.models import SnippetResult
+from scoring import evaluate
+from submissions import jobs, upload
 from scoring.jobs import job_retry_after_db_loss, jobs_watchdog
 from scoring.models import Job
 from submissions.models import PredictionSubmission, Status
@@ -69,7 +70,7 @@ def test_nothing_is_written_after_a_cancel(client, release, token, monkeypatch):
     """A cancel that lands while a test runs: its verdict is dropped, the job ends 'lost'."""
     sub = _submit(client, token)
     job = sub.jobs.get(paper__paper_id="rope")
-    real = services.run_tasks
+    real = evaluate.run_tasks  # the one call of the engine (scoring.evaluate.tasks_run)
 
     def cancelled_meanwhile(tasks, *, progress, **kwargs):
         def cancel_then_report(run):  # the first test has run; the cancel lands before its verdict is written
@@ -78,7 +79,7 @@ def test_nothing_is_written_after_a_cancel(client, release, token, monkeypatch):
 
         return real(tasks, progress=cancel_then_report, **kwargs)
 
-    monkeypatch.setattr(services, "run_tasks", cancelled_meanwhile)
+    monkeypatch.setattr(evaluate, "run_tasks", cancelled_meanwhile)
     assert jobs.score_paper(job.pk, job.rq_job_id) == "lost"
     assert not SnippetResult.objects.filter(evaluation_id=sub.evaluation_id, snippet__paper_id=job.paper_id).exists()
 
@@ -88,7 +89,7 @@ def test_a_dropped_database_connection_queues_the_job_again(client, release, tok
     sub = _submit(client, token)
     job = sub.jobs.get(paper__paper_id="rope")
     calls = {"n": 0}
-    real = services.run_tasks
+    real = evaluate.run_tasks  # the one call of the engine (scoring.evaluate.tasks_run)
 
     def connection_drops_once(tasks, *, progress, **kwargs):
         def write(run):  # the second verdict's write meets a dropped connection
@@ -99,7 +100,7 @@ def test_a_dropped_database_connection_queues_the_job_again(client, release, tok
 
         return real(tasks, progress=write, **kwargs)
 
-    monkeypatch.setattr(services, "run_tasks", connection_drops_once)
+    monkeypatch.setattr(evaluate, "run_tasks", connection_drops_once)
     assert jobs.score_paper(job.pk, job.rq_job_id) == "retry"
     job.refresh_from_db()
     assert job.status == Status.QUEUED and job.attempt == 2 and "database connection was lost" in job.history[-1]["event"]
@@ -115,7 +116,7 @@ def test_a_dropped_connection_while_settling_the_job_queues_it_again(client, rel
     """Lost around the scoring (claim, the submission's refresh), not in it: the same remedy, never RQ's failure."""
     sub = _submit(client, token)
     job = sub.jobs.get(paper__paper_id="rope")
-    real = services.submission_status_refresh
+    real = jobs.submission_status_refresh  # what the kind's settle calls around each attempt
     calls = {"n": 0}
 
     def refresh_drops_once(**kwargs):
@@ -124,7 +125,7 @@ def test_a_dropped_connection_while_settling_the_job_queues_it_again(client, rel
             raise OperationalError("server closed the connection unexpectedly")
         return real(**kwargs)
 
-    monkeypatch.setattr(services, "submission_status_refresh", refresh_drops_once)
+    monkeypatch.setattr(jobs, "submission_status_refresh", refresh_drops_once)
     assert jobs.score_paper(job.pk, job.rq_job_id) == "retry"
     job.refresh_from_db()
     assert job.status == Status.QUEUED and job.attempt == 2
@@ -158,13 +159,13 @@ def test_new_attempts_after_dropped_connections_do_not_count_as_dead_workers(cli
 
 def test_the_figures_of_a_failed_submission_are_marked_partial(client, settings):
     """A paper whose files are gone fails its job: the API and the page say the figures rest on part of the verdicts."""
-    from leaderboard.models import ReleasePaper, Snippet
+    from catalog.models import ReleasePaper, Snippet
 
     release = demo_release_create(slug="partial", papers=["rope", "minp-sampling"])
     ReleasePaper.objects.filter(release=release, paper__paper_id="minp-sampling").update(
         folder="/nonexistent/minp-sampling", archive="")
     user = User.objects.create_user("carol", "carol@example.org", "pw-carol-123!")
-    sub, _ = services.prediction_submission_create(
+    sub, _ = upload.prediction_submission_create(
         user=user, release=release, data=predictions_bytes(papers=["rope", "minp-sampling"]), model_name="Model-P",
     )
     outcomes = {j.paper.paper_id: jobs.score_paper(j.pk, j.rq_job_id) for j in sub.jobs.select_related("paper")}

@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from django.utils import timezone
 
-from leaderboard.models import Evaluation, LLMModel, Release
+from catalog.models import Evaluation, LLMModel, Release
 from tests.factories import make_demo
 
 pytestmark = pytest.mark.django_db

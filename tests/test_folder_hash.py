@@ -9,7 +9,7 @@ import pytest
 from benchmark_core.generate import problemset_hash
 from benchmark_core.hashing import folder_hash, release_hash
 from benchmark_core.problemset import load_problemset
-from leaderboard.models import ReleasePaper
+from catalog.models import ReleasePaper
 from leaderboard.importers.pset import pset_import
 
 DEMO = Path(__file__).resolve().parent.parent / "demo"

@@ -18,7 +18,7 @@ from benchmark_core.masking import snippet_base_indent
 from benchmark_core.problemset import load_problemset
 from benchmark_core.tamper import review_flags
 from leaderboard.selectors import boards
-from submissions import jobs, services
+from submissions import jobs, lifecycle, upload
 from submissions.models import PredictionSubmission, Status
 
 from submissions_support import DEMO, bwrap_jobs_settings, demo_release_create
@@ -55,7 +55,7 @@ def test_the_fd_forging_cheat_at_every_demo_snippet_is_never_ranked():
     release = demo_release_create()
     user = User.objects.create_user("forger", "f@example.org", "pw-forger-123!")
     data = _cheat_file()
-    submission, created = services.prediction_submission_create(
+    submission, created = upload.prediction_submission_create(
         user=user, release=release, data=data, model_name="Forger", file_name="forged.jsonl"
     )
     assert created and submission.predictions_count == len(data.splitlines()) >= 50
@@ -69,7 +69,7 @@ def test_the_fd_forging_cheat_at_every_demo_snippet_is_never_ranked():
     flagged = sum(1 for flags in evaluation.results.values_list("flags", flat=True) if review_flags(flags))
     assert passed == 0 or flagged >= passed, f"{passed} forged runs passed, only {flagged} flagged"
     assert evaluation.flagged_results == flagged
-    services.submission_publish(submission=submission, user=user)
+    lifecycle.submission_publish(submission=submission, user=user)
     board = boards.leaderboard_rows(release=release)
     row = next((r for r in board.rows if r.model_key == submission.model.key), None)
     assert row is None or (not row.ranked and row.tier is None), row

@@ -5,7 +5,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from leaderboard.models import SnippetResult
+from catalog.models import SnippetResult
 from tests.factories import make_demo
 
 pytestmark = pytest.mark.django_db

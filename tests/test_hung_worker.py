@@ -9,7 +9,9 @@ from django.utils import timezone
 
 from scoring.jobs import Heartbeat, jobs_watchdog, worker_answered_again, worker_losses, worker_name
 from scoring.models import Job, JobStatus
-from submissions import services
+from scoring import evaluate
+from submissions import jobs as submission_jobs
+from submissions import upload
 from submissions.models import Status
 
 from submissions_support import demo_release_create, in_process_scoring, predictions_bytes
@@ -23,7 +25,7 @@ def job(settings):
     settings.RCB_JOB_MAX_ATTEMPTS = 2
     release = demo_release_create(slug="hung", papers=["rope"])
     user = User.objects.create_user("hana", "hana@example.org", "pw-hana-123!")
-    sub, _ = services.prediction_submission_create(
+    sub, _ = upload.prediction_submission_create(
         user=user, release=release, data=predictions_bytes("demo-perfect", papers=["rope"]), model_name="Hung")
     return sub.jobs.get()
 
@@ -61,7 +63,7 @@ def test_a_hung_worker_that_answers_again_is_not_a_death_and_the_job_given_up_re
     job.refresh_from_db()
     Job.objects.filter(pk=job.pk).update(status=JobStatus.QUEUED)  # (as a re-run would)
     job.refresh_from_db()
-    assert services.scoring_job_run(job_id=job.pk, rq_job_id=job.rq_job_id) == "done"
+    assert submission_jobs.score_paper(job_id=job.pk, rq_job_id=job.rq_job_id) == "done"
     job.submission.refresh_from_db()
     assert job.submission.status == Status.FINISHED and job.submission.failure_reason == ""
 
@@ -106,7 +108,7 @@ def test_an_attempt_that_ends_on_a_dropped_connection_after_its_hang_still_says_
     meets the dropped connection (not the heartbeat): the job was given away, and its worker did not die."""
     from django.db import OperationalError
 
-    real = services.run_tasks
+    real = evaluate.run_tasks
 
     def hang_then_drop(tasks, *, progress, **kwargs):
         def write(run):
@@ -117,8 +119,8 @@ def test_an_attempt_that_ends_on_a_dropped_connection_after_its_hang_still_says_
 
         return real(tasks, progress=write, **kwargs)
 
-    monkeypatch.setattr(services, "run_tasks", hang_then_drop)
-    assert services.scoring_job_run(job_id=job.pk, rq_job_id=job.rq_job_id) == "retry"
+    monkeypatch.setattr(evaluate, "run_tasks", hang_then_drop)
+    assert submission_jobs.score_paper(job_id=job.pk, rq_job_id=job.rq_job_id) == "retry"
     job.refresh_from_db()
     assert job.status == JobStatus.QUEUED and worker_losses(job) == 0
     assert any(h["event"].startswith(f"the worker {worker_name()} answered again") for h in job.history)

@@ -19,10 +19,11 @@ from accounts.services import api_token_create
 from benchmark_core.cli import main as core_main
 from benchmark_core.predictions import MAX_DEPTH
 from benchmark_core import runner
-from leaderboard.models import Evaluation, LLMModel, Snippet
-from leaderboard.selectors import boards, evaluations
+from catalog.models import Evaluation, LLMModel, Snippet
+from catalog import ranking
+from leaderboard.selectors import boards
 from scoring.results import evaluation_results_write, result_row_from_run
-from submissions import services
+from submissions import lifecycle, upload
 from scoring.models import Job
 from submissions.models import PredictionSubmission, Status, SubmissionPrediction
 
@@ -196,17 +197,15 @@ def test_a_link_of_ten_thousand_characters_is_not_stored_by_any_path(client, rel
     assert len(long_link) == 10_014
     assert _post(client, token, json.dumps(_line()).encode(), link=long_link).status_code == 400
     client.force_login(user)
-    upload = io.BytesIO(json.dumps(_line()).encode())
-    upload.name = "p.jsonl"
     page = client.post(reverse("submissions:submission_create"),
-                       {"release": release.pk, "model_name": "W", "link": long_link, "file": upload, "allow_partial": "1"})
+                       {"release": release.pk, "model_name": "W", "link": long_link, "file": _upload(), "allow_partial": "1"})
     assert page.status_code == 400 and "at most 500 characters" in page.content.decode()
     # the service itself refuses what no caller checked
-    with pytest.raises(services.SubmissionError, match="'link' has 10014 characters; at most 500"):
-        services.prediction_submission_create(user=user, release=release, data=json.dumps(_line()).encode(),
+    with pytest.raises(upload.SubmissionError, match="'link' has 10014 characters; at most 500"):
+        upload.prediction_submission_create(user=user, release=release, data=json.dumps(_line()).encode(),
                                               model_name="S", link=long_link, allow_partial=True)
-    with pytest.raises(services.SubmissionError, match="finite number"):
-        services.prediction_submission_create(user=user, release=release, data=json.dumps(_line()).encode(),
+    with pytest.raises(upload.SubmissionError, match="finite number"):
+        upload.prediction_submission_create(user=user, release=release, data=json.dumps(_line()).encode(),
                                               model_name="S", decoding={"temperature": float("nan")}, allow_partial=True)
     assert PredictionSubmission.objects.count() == 0
 
@@ -352,10 +351,10 @@ def test_a_flagged_evaluation_is_not_ranked_until_a_reviewer_clears_it(client, r
                                       run=_flagged_run(snip, flags=["tampering:fd-write"] if n == 0 else []),
                                       completion="pass")
     Job.objects.filter(submission=sub).update(status=Status.FINISHED)
-    services.submission_status_refresh(submission_id=sub.pk)
+    lifecycle.submission_status_refresh(submission_id=sub.pk)
     sub.refresh_from_db()
     assert sub.status == Status.FINISHED and sub.evaluation.flagged_results == 1
-    services.submission_publish(submission=sub, user=user)
+    lifecycle.submission_publish(submission=sub, user=user)
 
     def row():
         table = boards.leaderboard_rows(release=release)
@@ -411,7 +410,7 @@ def test_staff_clear_flags_with_the_admin_action(client, release, token, user):
     resp = client.post(changelist, {"action": "clear_flags", "_selected_action": [sub.pk]})
     assert resp.status_code == 302
     sub.evaluation.refresh_from_db()
-    assert sub.evaluation.flags_cleared_by == "boss" and not evaluations.evaluation_flags_pending(sub.evaluation)
+    assert sub.evaluation.flags_cleared_by == "boss" and not ranking.evaluation_flags_pending(sub.evaluation)
 
 
 def test_a_flagged_evaluation_without_a_submission_says_so_and_reaches_the_review_page(client, release, user):

@@ -11,7 +11,7 @@ from django.contrib.contenttypes.models import ContentType
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from leaderboard.models import LLMModel, ReleasePaper
+from catalog.models import LLMModel, ReleasePaper
 from scoring.models import Job, JobKind, JobStatus
 from submissions.models import PredictionSubmission
 from submissions_support import demo_release_create

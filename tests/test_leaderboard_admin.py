@@ -6,9 +6,10 @@ import datetime as dt
 import pytest
 from django.contrib.auth.models import User
 
-from leaderboard.models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
-from leaderboard.selectors import boards, evaluations
-from leaderboard.aggregates import evaluation_aggregates_refresh, release_tiers_refresh
+from catalog.models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
+from catalog import ranking
+from leaderboard.selectors import boards
+from catalog.aggregates import evaluation_aggregates_refresh, release_tiers_refresh
 
 
 @pytest.fixture
@@ -36,9 +37,9 @@ def admin_client(client):
 
 @pytest.mark.django_db
 def test_admin_pages_load(admin_client, release):
-    for url in ("/admin/leaderboard/release/", f"/admin/leaderboard/release/{release.pk}/change/",
-                "/admin/leaderboard/evaluation/", "/admin/leaderboard/llmmodel/", "/admin/leaderboard/paper/",
-                "/admin/leaderboard/snippet/", "/admin/leaderboard/snippetresult/"):
+    for url in ("/admin/catalog/release/", f"/admin/catalog/release/{release.pk}/change/",
+                "/admin/catalog/evaluation/", "/admin/catalog/llmmodel/", "/admin/catalog/paper/",
+                "/admin/catalog/snippet/", "/admin/catalog/snippetresult/"):
         assert admin_client.get(url, HTTP_HOST="localhost").status_code == 200, url
 
 
@@ -47,7 +48,7 @@ def test_hide_action_removes_the_row_and_refreshes_tiers(admin_client, release):
     assert len(boards.leaderboard_rows(release=release).rows) == 3
     ev = Evaluation.objects.get(model__key="adm-2")
     response = admin_client.post(
-        "/admin/leaderboard/evaluation/",
+        "/admin/catalog/evaluation/",
         {"action": "hide", "_selected_action": [ev.pk]},
         HTTP_HOST="localhost",
     )
@@ -59,4 +60,4 @@ def test_hide_action_removes_the_row_and_refreshes_tiers(admin_client, release):
     assert set(release.tiers["with_paper"]["tiers"]) == {"adm-0", "adm-1"}
     assert {r.model_key: r.tier for r in rows} == release.tiers["with_paper"]["tiers"]
     visible = Evaluation.objects.filter(release=release, hidden=False).select_related("model")
-    assert release.tiers["with_paper"]["fingerprint"] == evaluations.tiers_fingerprint(visible)
+    assert release.tiers["with_paper"]["fingerprint"] == ranking.tiers_fingerprint(visible)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from leaderboard.models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
+from catalog.models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
 from leaderboard.selectors import boards
 from leaderboard.importers.published import published_import
 
@@ -141,7 +141,7 @@ def test_command_refuses_bad_files(tmp_path: Path):
 def test_imported_verdicts_are_shown_as_verdicts_without_links_to_nothing(client, published):
     """Issue 21 item 4: no "completion & output" link for an imported verdict, the reason said once,
     and imported failures' category named "not published", not "unknown"."""
-    from leaderboard.models import IMPORTED_NOTE
+    from catalog.models import IMPORTED_NOTE
 
     release = published.release
     snippet = Snippet.objects.filter(release=release).select_related("paper").order_by("id").first()

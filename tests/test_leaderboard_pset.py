@@ -10,7 +10,7 @@ import yaml
 from django.core.management import CommandError, call_command
 
 from benchmark_core.problemset import load_problemset
-from leaderboard.models import Evaluation, LLMModel, Release, ReleasePaper, Snippet, SnippetResult
+from catalog.models import Evaluation, LLMModel, Release, ReleasePaper, Snippet, SnippetResult
 from leaderboard.selectors import boards, details
 from leaderboard.importers.pset import pset_import
 from leaderboard.importers.published import published_import

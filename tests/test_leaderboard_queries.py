@@ -9,9 +9,9 @@ from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from leaderboard.models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
+from catalog.models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
 from leaderboard.selectors import boards, details, release_info
-from leaderboard.aggregates import evaluation_aggregates_refresh, release_tiers_refresh
+from catalog.aggregates import evaluation_aggregates_refresh, release_tiers_refresh
 
 N_PAPERS = 6
 

@@ -6,7 +6,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from benchmark_core.scoring import mcnemar_exact
-from leaderboard.models import Evaluation, LLMModel, Release
+from catalog.models import Evaluation, LLMModel, Release
 from tests.factories import make_demo
 
 pytestmark = pytest.mark.django_db
@@ -72,7 +72,7 @@ def test_compare_shows_figures_papers_disagreements_and_significance(client, dem
 
     from leaderboard.selectors.compare import models_compare
     from benchmark_core.scoring import paired_bootstrap
-    from leaderboard.selectors.evaluations import evaluation_totals
+    from catalog.ranking import evaluation_totals
 
     comparison = models_compare(release=demo.release, keys=[a, b])
     first, second = comparison.models

@@ -22,7 +22,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import include, path, reverse
 
 from leaderboard import page_cache
-from leaderboard.models import Evaluation, LLMModel, Release
+from catalog.models import Evaluation, LLMModel, Release
 from leaderboard.page_cache import public_page
 from tests.factories import make_demo
 from tests.test_pages import page_urls

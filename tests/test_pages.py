@@ -11,7 +11,7 @@ import pytest
 from django.core.cache import cache
 from django.urls import reverse
 
-from leaderboard.models import LLMModel, Paper
+from catalog.models import LLMModel, Paper
 from tests.factories import make_demo
 
 pytestmark = pytest.mark.django_db
@@ -150,12 +150,12 @@ def test_paper_page_renders_markdown_highlighting_and_tree(client, demo):
     assert re.search(r'<span class="[a-z]+">factor</span>|factor', html)
     assert 'data-snippet="multiply"' in html and "depth-1" in html
     # the paper's folder hash is labelled as the paper's, the release's hash as the release's
-    from leaderboard.models import Release, ReleasePaper
+    from catalog.models import Release, ReleasePaper
 
     ReleasePaper.objects.filter(release=demo.release, paper__paper_id="paper-1").update(content_hash="p" * 64)
     release = Release.objects.get(pk=demo.release.pk)
     release.content_hash = "r" * 64
-    release.save()  # its pages move on with it (leaderboard.aggregates)
+    release.save()  # its pages move on with it (catalog.aggregates)
     html = client.get(page_urls(demo)["paper"]).content.decode()
     release_dd = html.split("<dt>Release</dt>")[1].split("</dd>")[0]
     assert "r" * 12 in release_dd and "p" * 12 not in release_dd and "release hash" in release_dd
@@ -403,7 +403,7 @@ def test_500_page_renders_without_a_request_or_database():
 
 
 def test_drilldown_diffs_the_inserted_code_not_the_prose(client, demo):
-    from leaderboard.models import SnippetResult
+    from catalog.models import SnippetResult
 
     result = SnippetResult.objects.get(
         evaluation=demo.evaluations[0], snippet__paper__paper_id="paper-1", snippet__name="multiply"
@@ -422,7 +422,7 @@ def test_release_switcher_keeps_the_view(client, demo):
     html = client.get(reverse("leaderboard:leaderboard") + "?sort=model&dir=asc&open_weights=1").content.decode()
     assert 'class="inline-release"' not in html  # one release only: no switcher
     # add a second (published) release and the switcher appears, carrying the current parameters
-    from leaderboard.models import Release
+    from catalog.models import Release
 
     Release.objects.create(name="Other", slug="other", status=Release.PUBLISHED)
     html = client.get(reverse("leaderboard:leaderboard") + "?sort=model&dir=asc&open_weights=1").content.decode()
@@ -435,7 +435,7 @@ def test_release_switcher_keeps_the_view(client, demo):
 
 def test_pages_of_an_empty_draft_release(client):
     from django.contrib.auth.models import User
-    from leaderboard.models import Release
+    from catalog.models import Release
 
     Release.objects.create(name="Empty draft", slug="empty-draft", status=Release.DRAFT, is_default=True)
     client.force_login(User.objects.create_user("staff", is_staff=True))  # a draft is staff's only

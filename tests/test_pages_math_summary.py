@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from contributions.models import PaperContribution
 from contributions.release_services import release_draft_paper_add
-from leaderboard.models import Paper
+from catalog.models import Paper
 from leaderboard.templatetags.leaderboard_tags import render_markdown
 from tests.contributions_support import WEAK_MODULE, WEAK_TEST, contribution_env, zip_files
 from tests.factories import make_demo

@@ -8,7 +8,7 @@ from django.contrib.auth.models import Group, User
 from django.core.cache import cache
 from django.urls import reverse
 
-from leaderboard.models import Release
+from catalog.models import Release
 from tests.factories import make_demo
 
 pytestmark = pytest.mark.django_db
@@ -105,7 +105,7 @@ def test_staff_menu_lists_the_pages_each_role_may_open(client, two_releases):
 def test_submit_link_and_form_follow_the_release(client, two_releases):
     default, other = two_releases
     # a second release one can submit to (published, with a paper's code)
-    from leaderboard.models import ReleasePaper
+    from catalog.models import ReleasePaper
 
     second = Release.objects.create(name="Second", slug="second", status=Release.PUBLISHED)
     ReleasePaper.objects.create(release=second, paper=ReleasePaper.objects.filter(release=default).first().paper,
@@ -121,7 +121,7 @@ def test_submit_link_and_form_follow_the_release(client, two_releases):
 
 def test_signing_in_from_a_page_of_another_release_comes_back_to_it(client, two_releases):
     """Issue 21 item 6: the return URL keeps the path and its query (?release=)."""
-    from leaderboard.models import Paper, ReleasePaper
+    from catalog.models import Paper, ReleasePaper
 
     _, other = two_releases
     paper = Paper.objects.create(paper_id="only-in-other", title="Only in the other release")
@@ -137,7 +137,7 @@ def test_signing_in_from_a_page_of_another_release_comes_back_to_it(client, two_
 
 
 def test_a_paper_without_release_resolves_to_the_default_or_the_latest_release_that_has_it(client, two_releases):
-    from leaderboard.models import Paper, ReleasePaper
+    from catalog.models import Paper, ReleasePaper
 
     default, other = two_releases
     paper = Paper.objects.create(paper_id="only-in-other", title="Only in the other release")

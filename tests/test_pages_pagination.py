@@ -13,7 +13,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from leaderboard.models import LLMModel, Release
+from catalog.models import LLMModel, Release
 from tests.factories import make_demo
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_page_cache")]

@@ -8,7 +8,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from leaderboard import page_cache
-from leaderboard.models import LLMModel, Paper, Release
+from catalog.models import LLMModel, Paper, Release
 from tests.factories import make_demo
 from tests.test_pages import page_urls
 from tests.test_pages_pagination import PAGED

@@ -6,8 +6,8 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from leaderboard.aggregates import evaluation_aggregates_refresh
-from leaderboard.models import Evaluation, LLMModel, Snippet, SnippetResult
+from catalog.aggregates import evaluation_aggregates_refresh
+from catalog.models import Evaluation, LLMModel, Snippet, SnippetResult
 from submissions_support import demo_release_create
 
 

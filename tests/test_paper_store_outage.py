@@ -91,13 +91,13 @@ def test_a_job_whose_files_cannot_be_had_waits_saying_why_and_the_watchdog_resum
         settings.RQ_QUEUES = {n: {"URL": redis.url, "DEFAULT_TIMEOUT": 900} for n in ("default", "scoring", "contributions")}
         release = demo_release_create(slug="outage", papers=["rope"])
         user = User.objects.create_user("olga", "olga@example.org", "pw-olga-123!")
-        from submissions import services
+        from submissions import upload
 
-        sub, _ = services.prediction_submission_create(
+        sub, _ = upload.prediction_submission_create(
             user=user, release=release, data=predictions_bytes("demo-imperfect", papers=["rope"]), model_name="Outage")
         job = sub.jobs.get()
         bucket.refuse()
-        assert jobs.score_paper(job.pk, job.rq_job_id) == "retry"
+        assert jobs.score_paper(job.pk, job.rq_job_id) == "wait"
         job.refresh_from_db()
         # queued again, with the reason a user understands, not pushed to Redis (the watchdog does it)
         assert job.status == JobStatus.QUEUED and job.attempt == 2
@@ -111,7 +111,7 @@ def test_a_job_whose_files_cannot_be_had_waits_saying_why_and_the_watchdog_resum
         time.sleep(1.1)  # (a row queued less than a second ago is left to its own push)
         assert jobs_lost_requeue(stale_after=3) == [job.pk]
         job.refresh_from_db()
-        assert jobs.score_paper(job.pk, job.rq_job_id) == "retry"
+        assert jobs.score_paper(job.pk, job.rq_job_id) == "wait"
         bucket.accept()
         time.sleep(1.1)
         assert jobs_lost_requeue(stale_after=3) == [job.pk]

@@ -12,9 +12,9 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.urls import reverse
 
-from leaderboard.models import Evaluation, Release
+from catalog.models import Evaluation, Release
 from leaderboard.importers.published import PUBLISHED_RELEASE_SLUG
-from submissions import jobs, services
+from submissions import jobs, lifecycle, upload
 
 from submissions_support import bwrap_jobs_settings, demo_release_create, predictions_bytes
 
@@ -33,7 +33,7 @@ def scored(db):
     """A finished, private submission of the demo-imperfect answers on rope."""
     release = demo_release_create(papers=["rope"])
     owner = User.objects.create_user("olga", "olga@example.org", "pw-olga-123456!")
-    sub, _ = services.prediction_submission_create(user=owner, release=release, model_name="Olga model",
+    sub, _ = upload.prediction_submission_create(user=owner, release=release, model_name="Olga model",
                                                    data=predictions_bytes("demo-imperfect", papers=["rope"]))
     for job in sub.jobs.all():
         assert jobs.score_paper(job.pk, job.rq_job_id) == "done"
@@ -74,7 +74,7 @@ def test_owner_sees_private_drilldowns_raw_outputs_and_a_failures_filter(client,
     assert row["passed"] is False and row["category"] == failed.category and row["test_output"] == failed.output_tail
     assert row["completion"] == failed.completion and row["model"] == sub.model.key and row["evaluation"] == ev.pk
     # published: anybody may download them
-    services.submission_publish(submission=sub, user=sub.user)
+    lifecycle.submission_publish(submission=sub, user=sub.user)
     client.logout()
     assert client.get(outputs).status_code == 200
 

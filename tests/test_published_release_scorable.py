@@ -23,7 +23,7 @@ from django.urls import reverse
 from accounts.services import api_token_create
 from benchmark_core.cli import main as core_main
 from benchmark_core.problemset import load_problemset, paper_folder_load
-from leaderboard.models import Release, ReleasePaper, Snippet
+from catalog.models import Release, ReleasePaper, Snippet
 from leaderboard.importers.published import PUBLISHED_RELEASE_SLUG
 from submissions.models import PredictionSubmission, Status
 
@@ -186,7 +186,7 @@ def test_a_paper_in_an_unavailable_environment_is_not_scorable_from_the_import(t
     (pset / "papers.yaml").write_text(yaml.safe_dump(entries))
     call_command("import_published", str(UPSTREAM), stdout=io.StringIO())
     call_command("import_pset", str(pset), stdout=io.StringIO())
-    from leaderboard.selectors.release_info import release_scorability
+    from catalog.ranking import release_scorability
 
     scorability = release_scorability(release=Release.objects.get(slug=PUBLISHED_RELEASE_SLUG))
     assert scorability.scorable == ["Tanh-Init", "minp"]

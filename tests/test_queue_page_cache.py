@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from submissions import services
+from submissions import lifecycle, upload
 from scoring.models import Job
 from submissions.models import Status
 from submissions.views import QUEUE_PAGE_SECONDS
@@ -19,7 +19,7 @@ from submissions_support import demo_release_create, predictions_bytes
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_page_cache")]
 
-QUEUE = reverse("submissions:queue")
+QUEUE = reverse("leaderboard:queue")
 
 
 @pytest.fixture(autouse=True)
@@ -33,7 +33,7 @@ def _settings(settings, tmp_path):
 def submission():
     release = demo_release_create(papers=["rope", "focal-loss"])
     bob = User.objects.create_user("bob", "bob@example.org", "pw-bob-123456!")
-    sub, _ = services.prediction_submission_create(user=bob, release=release, data=predictions_bytes(papers=["rope", "focal-loss"]),
+    sub, _ = upload.prediction_submission_create(user=bob, release=release, data=predictions_bytes(papers=["rope", "focal-loss"]),
                                                    model_name="Secret model", allow_partial=True)
     return sub
 
@@ -51,7 +51,7 @@ def test_a_hit_is_one_query_and_every_change_of_a_job_shows_on_the_next_request(
     with CaptureQueriesContext(connection) as ctx:
         assert _summary(client).startswith("0 job(s) running, 2 waiting")
     assert len(ctx.captured_queries) == 1  # the queue's stamp; the page itself from the cache
-    # a worker claims a job (the same update as services._scoring_job_attempt)
+    # a worker claims a job (the same update as scoring.jobs.job_claim)
     now = timezone.now()
     Job.objects.filter(pk=jobs[0].pk).update(status=Status.RUNNING, started_at=now, heartbeat_at=now)
     assert _summary(client).startswith("1 job(s) running, 1 waiting")
@@ -64,7 +64,7 @@ def test_a_hit_is_one_query_and_every_change_of_a_job_shows_on_the_next_request(
     before = client.get(QUEUE).content
     Job.objects.filter(pk=jobs[1].pk).update(status=Status.RUNNING)
     assert client.get(QUEUE).content != before
-    services.submission_cancel(submission=submission, user=submission.user)
+    lifecycle.submission_cancel(submission=submission, user=submission.user)
     assert "Nothing is waiting" in client.get(QUEUE).content.decode()
 
 

@@ -16,7 +16,7 @@ from django.core.servers.basehttp import ThreadedWSGIServer
 from django.test.testcases import LiveServerThread, _StaticFilesHandler
 
 from accounts.services import api_token_create
-from leaderboard.models import Evaluation
+from catalog.models import Evaluation
 from submissions.models import PredictionSubmission
 
 from submissions_support import demo_release_create, predictions_bytes

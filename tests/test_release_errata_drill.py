@@ -19,8 +19,8 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 
 from accounts.services import api_token_create
-from leaderboard.models import Evaluation, LLMModel, Release, Snippet, SnippetResult
-from leaderboard.aggregates import evaluation_aggregates_refresh
+from catalog.models import Evaluation, LLMModel, Release, Snippet, SnippetResult
+from catalog.aggregates import evaluation_aggregates_refresh
 from submissions.models import PredictionSubmission, Status
 
 from submissions_support import (

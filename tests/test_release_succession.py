@@ -16,10 +16,10 @@ from django.utils import timezone
 from accounts.services import api_token_create
 from benchmark_core.problemset import load_problemset
 from contributions import errata, release_services, succession
-from leaderboard.models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
-from leaderboard.aggregates import evaluation_aggregates_refresh
+from catalog.models import Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet, SnippetResult
+from catalog.aggregates import evaluation_aggregates_refresh
 from scoring.results import ResultRow, evaluation_results_write
-from submissions import jobs, services
+from submissions import jobs, upload
 from submissions.models import PredictionSubmission, Status
 
 from submissions_support import DEMO, demo_release_create, predictions_bytes
@@ -255,9 +255,9 @@ def test_queue_page_positions_waits_and_privacy(client, user):
 
     release = demo_release_create(papers=["rope", "focal-loss"])
     bob = User.objects.create_user("bob")
-    first, _ = services.prediction_submission_create(user=bob, release=release, data=predictions_bytes(papers=["rope"]),
+    first, _ = upload.prediction_submission_create(user=bob, release=release, data=predictions_bytes(papers=["rope"]),
                                                      model_name="Secret model", allow_partial=True)
-    second, _ = services.prediction_submission_create(user=user, release=release,
+    second, _ = upload.prediction_submission_create(user=user, release=release,
                                                       data=predictions_bytes(papers=["focal-loss"]),
                                                       model_name="Mine", allow_partial=True)
     # one job of the first submission finished in 30 s: the pace of the estimate
@@ -271,7 +271,7 @@ def test_queue_page_positions_waits_and_privacy(client, user):
         (1, 1, 0, 30), (2, 2, 1, 90)]
     assert all(r["model_name"] == "" and r["id"] is None for r in body["rows"])  # anonymous to strangers
     client.force_login(user)
-    page = client.get(reverse("submissions:queue"))
+    page = client.get(reverse("leaderboard:queue"))
     assert page.status_code == 200 and b"Secret model" not in page.content
     assert f"#{second.pk} Mine".encode() in page.content and b"about 2 min" in page.content
     assert "no-cache" in page["Cache-Control"] or "max-age=0" in page["Cache-Control"]
@@ -328,7 +328,7 @@ def test_admin_action_make_default_warns_when_fewer_models_are_ranked(client, de
     _evaluation(demo, "ranked-model", source=Evaluation.PUBLISHED)
     empty = Release.objects.create(name="Empty", slug="empty", status=Release.PUBLISHED)
     client.force_login(User.objects.create_superuser("admin", "admin@example.org", "pw-admin-123456!"))
-    resp = client.post(reverse("admin:leaderboard_release_changelist"),
+    resp = client.post(reverse("admin:catalog_release_changelist"),
                        {"action": "make_default", "_selected_action": [empty.pk]}, follow=True)
     assert Release.objects.get(pk=empty.pk).is_default
     assert "Empty ranks 0 model(s), the current default Demo demo ranks 1" in resp.content.decode()

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 
-from leaderboard.models import ReleasePaper, SnippetResult
-from submissions import services
+from catalog.models import ReleasePaper, SnippetResult
+from submissions import lifecycle, upload
 from scoring.jobs import jobs_reconcile
 from scoring.models import Job
 from submissions.models import PredictionSubmission, Status
@@ -96,7 +96,7 @@ def user():
 
 
 def _submit(user, release, name: str = "demo-imperfect", model: str = "Drill model", papers=None) -> PredictionSubmission:
-    submission, created = services.prediction_submission_create(
+    submission, created = upload.prediction_submission_create(
         user=user, release=release, data=predictions_bytes(name, papers=papers), model_name=model, file_name=f"{name}.jsonl",
         allow_partial=True,
     )
@@ -253,7 +253,7 @@ def test_cancel_mid_run_stops_the_worker_within_a_heartbeat(user, workers):
         return SnippetResult.objects.filter(evaluation=submission.evaluation).count() >= 2
 
     wait_for(scoring, timeout=120, what="scoring to start", interval=0.05)
-    assert services.submission_cancel(submission=submission, user=user)
+    assert lifecycle.submission_cancel(submission=submission, user=user)
     submission.refresh_from_db()
     assert submission.status == Status.CANCELLED
     assert set(submission.jobs.values_list("status", flat=True)) == {Status.CANCELLED}

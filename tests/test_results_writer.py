@@ -3,7 +3,7 @@ and keeps the evaluation's count of flagged rows (and a reviewer's clearing) rig
 import pytest
 from django.utils import timezone
 
-from leaderboard.models import Evaluation, LLMModel, Snippet, SnippetResult
+from catalog.models import Evaluation, LLMModel, Snippet, SnippetResult
 from scoring.results import ResultRow, evaluation_results_write
 
 from submissions_support import demo_release_create

@@ -13,8 +13,8 @@ from django.contrib.auth.models import User
 from accounts.services import api_token_create
 from benchmark_core.cli import main as core_main
 from benchmark_core.generate import card_path
-from leaderboard.models import Evaluation
-from submissions import jobs, services
+from catalog.models import Evaluation
+from submissions import jobs, lifecycle
 from submissions.models import PredictionSubmission
 
 from submissions_support import DEMO, bwrap_jobs_settings, demo_release_create
@@ -103,7 +103,7 @@ def test_generate_from_the_site_release_submit_score_and_show_the_card(release, 
         jobs.score_paper(job.pk, job.rq_job_id)
     sub.refresh_from_db()
     assert sub.status == "finished"
-    services.submission_publish(submission=sub, user=sub.user)
+    lifecycle.submission_publish(submission=sub, user=sub.user)
     ev.refresh_from_db()
     assert ev.is_public and ev.scaled_pass_rate == 100.0
 

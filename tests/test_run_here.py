@@ -25,10 +25,10 @@ from django.test import Client
 from accounts.services import api_token_create
 from benchmark_core.masking import build_prompt
 from benchmark_core.problemset import load_problemset
-from leaderboard.models import Evaluation
+from catalog.models import Evaluation
 from scoring.models import Job, JobKind
 from submissions.models import EvaluationRun, PredictionSubmission, RunStatus
-from submissions.services import QuotaExceeded
+from submissions.upload import QuotaExceeded
 from submissions.runs import RunRefused, endpoint_check, evaluation_run_create
 
 from engine.chat_server import ChatServer, reference_answers
@@ -211,7 +211,7 @@ def _held_out_served_to_staff_only(release, owner_view: Client, evaluation_id: i
     the owner of an evaluation sees its completions and test output on the snippet's page, without them."""
     from django.contrib.auth.models import User
 
-    from leaderboard.models import Snippet
+    from catalog.models import Snippet
 
     snippet = Snippet.objects.filter(release=release).select_related("paper").first()
     paper = snippet.paper.paper_id
@@ -439,7 +439,7 @@ def test_cli_run_here_starts_a_run_and_reports_a_refusal(settings, live_server, 
 
 @pytest.mark.django_db
 def test_staff_page_holds_a_draft_out_and_makes_it_public(django_user_model):
-    from leaderboard.models import Release
+    from catalog.models import Release
 
     staff = Client()
     staff.force_login(django_user_model.objects.create_user("boss", password="pw-boss-1", is_staff=True))

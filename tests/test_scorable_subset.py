@@ -7,9 +7,9 @@ import datetime as dt
 
 import pytest
 
-from leaderboard.models import Evaluation, LLMModel, ReleasePaper, Snippet, SnippetResult
+from catalog.models import Evaluation, LLMModel, ReleasePaper, Snippet, SnippetResult
 from leaderboard.selectors import boards
-from leaderboard.aggregates import evaluation_aggregates_refresh
+from catalog.aggregates import evaluation_aggregates_refresh
 
 from test_leaderboard_queries import _count, _release_with_models
 
@@ -122,7 +122,7 @@ def succession_scenario(settings, tmp_path):
     """Published release 'v1' (rope and lion, no code here) with two imported models and a demo model;
     a contributed paper (focal-loss, with its code) approved into the draft; the draft published."""
     from contributions import release_services
-    from leaderboard.models import Paper, Release
+    from catalog.models import Paper, Release
     from submissions_support import DEMO, demo_release_create
 
     settings.RCB_PSET_ROOT = tmp_path / "psets"
@@ -192,8 +192,8 @@ def test_after_a_succession_no_model_without_verdicts_on_the_scorable_papers_is_
 def test_every_unranked_reason_is_its_own(settings, tmp_path):
     """Issue 21 item 2: hidden, baseline, flags awaiting review, missing snippets and a failing
     environment each say themselves, all of them when several apply."""
-    from leaderboard.selectors.evaluations import evaluation_unranked_reason
-    from leaderboard.selectors.release_info import release_scorability, scorable_unranked_reason
+    from catalog.ranking import evaluation_unranked_reason
+    from catalog.ranking import release_scorability, scorable_unranked_reason
     from submissions_support import demo_release_create
 
     release = demo_release_create(slug="reasons", papers=["rope", "focal-loss"])

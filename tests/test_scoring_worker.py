@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 
-from leaderboard.models import SnippetResult
-from submissions import services
+from catalog.models import SnippetResult
+from submissions import upload
 from scoring.models import Job
 from submissions.models import PredictionSubmission, Status
 
@@ -79,7 +79,7 @@ def _logs(tmp_path: Path) -> str:
 def _scored(user, release, tmp_path, name: str, model: str) -> PredictionSubmission:
     # (the same bytes twice would be the same submission: a blank line sets each apart)
     data = predictions_bytes(name, papers=PAPERS) + b"\n" * PredictionSubmission.objects.count()
-    submission, created = services.prediction_submission_create(
+    submission, created = upload.prediction_submission_create(
         user=user, release=release, data=data, model_name=model,
         file_name=f"{name}.jsonl", allow_partial=True,
     )

@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 # what manage.py imports: the project's code, templates and static files (no var/, no .env, no tests)
-TREE = ["manage.py", "rcbsite", "leaderboard", "submissions", "contributions", "accounts", "benchmark_core",
+TREE = ["manage.py", "rcbsite", "catalog", "leaderboard", "submissions", "contributions", "accounts", "benchmark_core",
         "scoring", "templates", "static", "scripts", "requirements.txt"]
 
 

@@ -8,9 +8,9 @@ import pytest
 from django.core.cache import cache
 
 from benchmark_core import runner
-from leaderboard.models import Evaluation, LLMModel, Release
-from leaderboard.importers.demo import results_store
+from catalog.models import Evaluation, LLMModel, Release, Snippet
 from leaderboard.importers.pset import pset_import
+from scoring.results import evaluation_results_write, result_row_from_run
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "demo"
@@ -37,7 +37,9 @@ def test_cli_and_site_give_the_same_interval(cli_results, client, tmp_path):
                                    source=Evaluation.DEMO)
     fields = set(runner.TestRun.__dataclass_fields__)
     runs = [runner.TestRun(**{k: v for k, v in row.items() if k in fields}) for row in cli_results["snippets"]]
-    results_store(evaluation=ev, runs=runs)
+    ids = {(p, f, n): i for i, p, f, n in Snippet.objects.filter(release=release).values_list("id", "paper__paper_id", "file", "name")}
+    evaluation_results_write(evaluation=ev, replace=True,  # the CLI's verdicts, stored as the site stores its own
+                             rows=[result_row_from_run(snippet_id=ids[(r.paper, r.file, r.snippet)], run=r) for r in runs])
     data = client.get(f"/api/v1/leaderboard?release={release.slug}", HTTP_HOST="localhost").json()
     row = next(r for r in data["rows"] if r["model"] == "imperfect")
     cli_lo, cli_hi = cli_results["summary"]["scaled_pass_rate_ci95"]

@@ -18,8 +18,8 @@ from django.urls import reverse
 from accounts.models import APIToken
 from accounts.services import api_token_create, api_token_revoke
 from benchmark_core.cli import main as core_main
-from leaderboard.models import Evaluation, LLMModel, SnippetResult
-from submissions import jobs, services
+from catalog.models import Evaluation, LLMModel, SnippetResult
+from submissions import jobs, lifecycle, upload
 from scoring.jobs import jobs_watchdog
 from scoring.models import Job
 from submissions.models import PredictionSubmission, Status, SubmissionPrediction
@@ -218,7 +218,7 @@ def test_quota_counts_neither_failed_nor_cancelled(client, release, token, user,
     second = _api_post(client, token, b"".join(lines[:4]))
     assert second.status_code == 429 and "quota" in second.json()["error"]
     sub = PredictionSubmission.objects.get(pk=first.json()["id"])
-    services.submission_cancel(submission=sub, user=user)
+    lifecycle.submission_cancel(submission=sub, user=user)
     assert _api_post(client, token, b"".join(lines[:4])).status_code == 201
 
 
@@ -305,7 +305,7 @@ def test_owner_sees_outputs_others_do_not_and_publish_puts_the_model_on_the_lead
     assert sub.evaluation.is_public and sub.published_at
     assert "Published-Model" in client.get(f"/leaderboard/?release={release.slug}").content.decode()
     # an admin hides it: gone from the leaderboard
-    services.evaluation_moderate(evaluation=sub.evaluation, hidden=True)
+    lifecycle.evaluation_moderate(evaluation=sub.evaluation, hidden=True)
     assert "Published-Model" not in client.get(f"/leaderboard/?release={release.slug}").content.decode()
 
 
@@ -390,7 +390,7 @@ def test_flags_for_reviewers(client, release, token, user):
 def test_a_release_without_code_takes_no_submission(client, release, user, token):
     from django.utils import timezone
 
-    from leaderboard.models import Paper, Release, ReleasePaper
+    from catalog.models import Paper, Release, ReleasePaper
 
     figures_only = Release.objects.create(name="Published figures", slug="figures", status=Release.PUBLISHED,
                                           published_at=timezone.now())
@@ -419,8 +419,8 @@ def test_a_release_without_code_takes_no_submission(client, release, user, token
         'id="release-closed"') == 0
     detail = client.get(reverse("leaderboard:release_detail", args=["figures"])).content.decode()
     assert 'id="submissions-closed"' in detail and "takes no submissions on this site" in detail
-    with pytest.raises(services.SubmissionError, match="no paper.s code is attached here"):
-        services.prediction_submission_create(user=user, release=figures_only, data=predictions_bytes(papers=["rope"]), allow_partial=True,
+    with pytest.raises(upload.SubmissionError, match="no paper.s code is attached here"):
+        upload.prediction_submission_create(user=user, release=figures_only, data=predictions_bytes(papers=["rope"]), allow_partial=True,
                                               model_name="X")
     assert PredictionSubmission.objects.count() == 0
 

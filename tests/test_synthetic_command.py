@@ -1,7 +1,7 @@
 """manage.py generate_synthetic: the thin command over bench/synthetic.py (bench/web_load uses it)."""
 import pytest
 from django.core.management import call_command
-from leaderboard.models import Evaluation, Release
+from catalog.models import Evaluation, Release
 
 @pytest.mark.django_db
 def test_generate_synthetic_command():

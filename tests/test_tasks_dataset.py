@@ -14,7 +14,7 @@ from django.utils import timezone
 from benchmark_core.cli import main as core_main
 from benchmark_core.problemset import load_problemset
 from benchmark_core.runner import reference_code
-from leaderboard.models import Release
+from catalog.models import Release
 
 from submissions_support import DEMO, demo_release_create
 

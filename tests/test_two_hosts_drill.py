@@ -25,9 +25,9 @@ from rq import Worker
 
 from bench.site_drill import Forwarder, Hosts, S3Server, netns_problem, session_kill
 from leaderboard.importers.pset import pset_import
-from leaderboard.models import Release, SnippetResult
+from catalog.models import Release, SnippetResult
 from scoring.jobs import jobs_reconcile
-from submissions import services
+from submissions import upload
 from submissions.models import Status
 
 from submissions_support import DEMO, RedisServer, predictions_bytes, wait_for, worker_env
@@ -116,7 +116,7 @@ def _release() -> Release:
 
 
 def _submit(user, release, name: str, model: str):
-    submission, created = services.prediction_submission_create(
+    submission, created = upload.prediction_submission_create(
         user=user, release=release, data=predictions_bytes(name), model_name=model, file_name=f"{name}.jsonl")
     assert created
     return submission

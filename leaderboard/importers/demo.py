@@ -2,27 +2,29 @@
 
 ``demo_load`` is what ``manage.py load_demo`` runs: the folder goes in through ``pset_import``, each
 demo/predictions/*.jsonl and the two baselines become a public evaluation, and what was not scored
-with the same input is run in the demo's sandbox (``scoring.sandbox.sandbox_for(trust=DEMO)``) and
-stored by ``results_store`` through the one writer of results, ``scoring.results.evaluation_results_write``.
+with the same input is scored as every paper of the site is, through ``scoring.evaluate`` (the
+demo's trust level: ``scoring.sandbox.sandbox_for(trust=DEMO)``), each verdict stored by the one
+writer of results, ``scoring.results.evaluation_results_write``.
 """
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from benchmark_core import scoring
 from benchmark_core.masking import PROMPT_VERSION
 from benchmark_core.predictions import parse_predictions
 from benchmark_core.problemset import ProblemSet, load_problemset
-from benchmark_core.runner import HARNESS_VERSION, Task, answer_code, reference_code, run_tasks
-from scoring.results import evaluation_results_write, result_row_from_run
-from scoring.sandbox import DEMO, sandbox_for
+from benchmark_core.runner import HARNESS_VERSION
+from catalog.aggregates import release_tiers_refresh
+from catalog.models import Evaluation, LLMModel, Release, ReleasePaper, Snippet
+from catalog.releases import release_set_default
+from scoring.evaluate import PaperWork, papers_evaluate
+from scoring.results import evaluation_results_write
+from scoring.sandbox import DEMO
 
-from ..aggregates import release_tiers_refresh
-from ..models import Evaluation, LLMModel, Release, ReleasePaper, Snippet
-from ..releases import release_set_default
 from .common import ImportProblem
 from .pset import pset_import
 
@@ -32,7 +34,6 @@ __all__ = [
     "DEMO_WITHOUT_PAPER_SUFFIX",
     "DemoLoadResult",
     "demo_load",
-    "results_store",
 ]
 
 DEMO_RELEASE_NAME = "demo"
@@ -61,29 +62,10 @@ class _DemoJob:
     key: str  # the model's key
     with_paper: bool
     info: dict[str, Any]  # models.yaml's entry, or {"baseline": kind}
-    tasks: list[Task]
-    completions: dict[tuple[str, str, str, int], str]
+    completions: dict[tuple[str, str, str, int], str]  # (paper, file, snippet, sample) -> the answer
+    samples: tuple[int, ...]
     digest: str  # the input hash: predictions (or baseline kind), release content, harness
-
-
-def results_store(
-    *, evaluation: Evaluation, runs: Iterable[Any], completions: dict[tuple[str, str, str, int], str] | None = None
-) -> Evaluation:
-    """Replace an evaluation's SnippetResult rows by benchmark_core TestRuns and refresh its aggregates."""
-    snippet_ids = {
-        (pid, f, n): i
-        for i, pid, f, n in Snippet.objects.filter(release_id=evaluation.release_id).values_list(
-            "id", "paper__paper_id", "file", "name"
-        )
-    }
-    completions = completions or {}
-    rows = [
-        result_row_from_run(snippet_id=snippet_ids[(run.paper, run.file, run.snippet)], run=run,
-                            completion=completions.get((run.paper, run.file, run.snippet, run.sample), ""))
-        for run in runs if (run.paper, run.file, run.snippet) in snippet_ids
-    ]
-    evaluation_results_write(evaluation=evaluation, rows=rows, replace=True, refresh_release=False)
-    return evaluation
+    baseline: str = ""  # LLMModel.REFERENCE / EMPTY: the baseline in place of answers
 
 
 def _demo_models(path: Path) -> dict[str, dict[str, Any]]:
@@ -101,21 +83,17 @@ def _demo_models(path: Path) -> dict[str, dict[str, Any]]:
 
 def _demo_release(demo_dir: Path) -> tuple[Release, ProblemSet, list[str]]:
     """Import the folder as the published release "demo" (the default one when there is none yet);
-    return it, the problem set read from the release's own copy of each paper, and the import's warnings."""
+    return it, the problem set the predictions are read against, and the import's warnings."""
     imported = pset_import(path=demo_dir, release_name=DEMO_RELEASE_NAME, status=Release.PUBLISHED)
     release = imported.release
     if not Release.objects.filter(is_default=True).exists():
         release_set_default(release=release)
-    pset = load_problemset(demo_dir)
-    folders = dict(ReleasePaper.objects.filter(release=release).values_list("paper__paper_id", "folder"))
-    for paper in pset.papers:  # score the release's copy, which is what the release stands for
-        paper.folder = Path(folders[paper.id])
-    return release, pset, list(imported.warnings)
+    return release, load_problemset(demo_dir), list(imported.warnings)
 
 
 def _demo_prediction_jobs(demo_dir: Path, pset: ProblemSet, base_hash: str, warnings: list[str]) -> list[_DemoJob]:
-    """A job per demo/predictions/*.jsonl, in name order: every sample's task of every snippet (no
-    code where the file has no answer), the answers, and the input hash; parse problems go to warnings."""
+    """A job per demo/predictions/*.jsonl, in name order: its answers by snippet and sample (a snippet
+    without one is scored as missing), its samples and the input hash; parse problems go to warnings."""
     jobs = []
     meta = _demo_models(demo_dir / "predictions" / "models.yaml")
     for path in sorted((demo_dir / "predictions").glob("*.jsonl")):
@@ -123,39 +101,21 @@ def _demo_prediction_jobs(demo_dir: Path, pset: ProblemSet, base_hash: str, warn
         predictions, problems = parse_predictions(raw, pset)
         if problems:
             warnings.extend(f"{path.name}:{p.line}: {p.message}" for p in problems)
-        index = {(p.paper, p.file, p.snippet, p.sample): p for p in predictions}
-        samples = sorted({p.sample for p in predictions}) or [0]
-        tasks, completions = [], {}
-        for sample in samples:
-            for paper, snip in pset.snippets:
-                pred = index.get((paper.id, snip.file, snip.name, sample))
-                code = answer_code(paper, snip, pred.completion) if pred else None
-                tasks.append(Task(paper, snip, code, sample))
-                if pred:
-                    completions[(paper.id, snip.file, snip.name, sample)] = pred.completion
+        completions = {(p.paper, p.file, p.snippet, p.sample): p.completion for p in predictions}
+        samples = tuple(sorted({p.sample for p in predictions}) or [0])
         digest = hashlib.sha256(raw + base_hash.encode()).hexdigest()
         key, with_paper = path.stem, True
         if key.endswith(DEMO_WITHOUT_PAPER_SUFFIX):
             key, with_paper = key[: -len(DEMO_WITHOUT_PAPER_SUFFIX)], False
-        jobs.append(_DemoJob(path.stem, key, with_paper, meta.get(key, {}), tasks, completions, digest))
+        jobs.append(_DemoJob(path.stem, key, with_paper, meta.get(key, {}), completions, samples, digest))
     return jobs
 
 
-def _demo_baseline_jobs(pset: ProblemSet, base_hash: str) -> list[_DemoJob]:
+def _demo_baseline_jobs(base_hash: str) -> list[_DemoJob]:
     """A job per baseline: the reference code, and the empty completion, for every snippet."""
-    jobs = []
-    for kind, (key, _name) in BASELINES.items():
-        tasks = [
-            Task(paper, snip, reference_code(paper, snip) if kind == LLMModel.REFERENCE else ())
-            for paper, snip in pset.snippets
-        ]
-        completions = {
-            (paper.id, snip.file, snip.name, 0): "\n".join(reference_code(paper, snip)) if kind == LLMModel.REFERENCE else ""
-            for paper, snip in pset.snippets
-        }
-        jobs.append(_DemoJob(key, key, True, {"baseline": kind}, tasks, completions,
-                             hashlib.sha256(f"{kind}:{base_hash}".encode()).hexdigest()))
-    return jobs
+    return [_DemoJob(key, key, True, {"baseline": kind}, {}, (0,),
+                     hashlib.sha256(f"{kind}:{base_hash}".encode()).hexdigest(), baseline=kind)
+            for kind, (key, _name) in BASELINES.items()]
 
 
 def _demo_evaluations(
@@ -189,24 +149,31 @@ def _demo_evaluations(
 
 
 def _demo_score(
-    todo: list[_DemoJob], evaluations: dict[str, Evaluation], *, result: DemoLoadResult,
-    backend: str | None, timeout: float, workers: int | None,
+    todo: list[_DemoJob], evaluations: dict[str, Evaluation], *, release: Release, result: DemoLoadResult,
+    backend: str | None, timeout: float,
 ) -> None:
-    """Run every task of the jobs in one sandbox of the demo's, store each job's runs with its input
-    hash (listed in ``result.scored``), and warn when the reference baseline does not pass fully."""
-    # the demo is our own trusted code: local is an acceptable fallback
-    sandbox = sandbox_for(trust=DEMO, backend=backend, environments=False, warnings=result.warnings)
-    result.backend = sandbox.describe()
-    try:
-        all_tasks = [t for job in todo for t in job.tasks]
-        runs = run_tasks(all_tasks, sandbox=sandbox, workers=workers, timeout=timeout)
-    finally:
-        sandbox.close()
-    start = 0
+    """Score every job on every paper through ``scoring.evaluate`` at the demo's trust level (our own
+    code: ``local`` is an acceptable fallback), each job's verdicts replacing its last input's; store
+    its input hash (listed in ``result.scored``), and warn when the reference baseline does not pass fully."""
+    snippet_ids = {(pid, f, n): i for i, pid, f, n in
+                   Snippet.objects.filter(release=release).values_list("id", "paper__paper_id", "file", "name")}
+    papers = list(ReleasePaper.objects.filter(release=release).exclude(folder="").select_related("paper"))
+    works = []
     for job in todo:
         ev = evaluations[job.name]
-        results_store(evaluation=ev, runs=runs[start : start + len(job.tasks)], completions=job.completions)
-        start += len(job.tasks)
+        evaluation_results_write(evaluation=ev, rows=[], replace=True, aggregates=False)  # a new input: anew
+        answers = {(snippet_ids[key[:3]], key[3]): text for key, text in job.completions.items() if key[:3] in snippet_ids}
+        works += [PaperWork(evaluation=ev, release_paper=rp, answers=answers, samples=job.samples, baseline=job.baseline)
+                  for rp in papers]
+    outcomes = papers_evaluate(works, trust=DEMO, backend=backend, warnings=result.warnings, timeout=timeout,
+                               aggregates=True, refresh_release=False)
+    result.backend = outcomes[0].sandbox if outcomes else ""
+    for outcome in outcomes:
+        if outcome.environment_error:
+            result.warnings.append(f"{outcome.paper_id}: not scored, its environment fails here: "
+                                   f"{outcome.environment_error}")
+    for job in todo:
+        ev = evaluations[job.name]
         ev.input_hash = job.digest
         ev.save(update_fields=["input_hash"])
         result.scored.append(job.name)
@@ -219,9 +186,7 @@ def _demo_score(
         )
 
 
-def demo_load(
-    *, demo_dir: str | Path, backend: str | None = None, timeout: float = 20.0, workers: int | None = None
-) -> DemoLoadResult:
+def demo_load(*, demo_dir: str | Path, backend: str | None = None, timeout: float = 20.0) -> DemoLoadResult:
     """Load our demo problem set as the published release "demo" and score its predictions; idempotent.
 
     Every demo/predictions/*.jsonl becomes a public evaluation of the model named by the file (its
@@ -233,11 +198,11 @@ def demo_load(
     demo_dir = Path(demo_dir).resolve()
     release, pset, warnings = _demo_release(demo_dir)
     base_hash = f"{release.content_hash}:{HARNESS_VERSION}"
-    jobs = _demo_prediction_jobs(demo_dir, pset, base_hash, warnings) + _demo_baseline_jobs(pset, base_hash)
+    jobs = _demo_prediction_jobs(demo_dir, pset, base_hash, warnings) + _demo_baseline_jobs(base_hash)
     result = DemoLoadResult(release=release, backend="", warnings=warnings)
     evaluations, todo = _demo_evaluations(jobs, release=release, result=result)
     if todo:
-        _demo_score(todo, evaluations, result=result, backend=backend, timeout=timeout, workers=workers)
+        _demo_score(todo, evaluations, release=release, result=result, backend=backend, timeout=timeout)
     release_tiers_refresh(release=release)
     return result
 

@@ -11,29 +11,18 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from benchmark_core.environments import environment_get
 from benchmark_core.hashing import folder_hash, ignored
 from benchmark_core.problemset import Paper as CorePaper
 from benchmark_core.problemset import ProblemSet, paper_entry, paper_entry_write, validate_problemset
+from scoring.health import environment_import_fields
 from scoring.paper_store import paper_archive_put
-
-from ..aggregates import release_touch
-from ..models import Paper, Release, ReleasePaper, Snippet
-from ..releases import release_content_hash, release_slug_unique
+from catalog.aggregates import release_touch
+from catalog.models import Paper, Release, ReleasePaper, Snippet
+from catalog.papers import paper_summary_text
+from catalog.releases import release_content_hash, release_slug_unique
 from .common import ImportProblem, paper_fields
 
-__all__ = ["PsetImportResult", "paper_copy_store", "paper_summary_text", "pset_import"]
-
-SUMMARY_MAX_CHARS = 50_000
-
-
-def paper_summary_text(*, paper: CorePaper) -> str:
-    """The summary shown on a paper's page: its Markdown paper text (the demo's, a contribution's
-    paper2code_paper.md), else ''. A .tex file is the paper itself and is not shown as a summary."""
-    if not (paper.paper_text_file and paper.paper_text_file.endswith(".md")):
-        return ""
-    text = paper.paper_text()
-    return text if len(text) <= SUMMARY_MAX_CHARS else ""
+__all__ = ["PsetImportResult", "paper_copy_store", "pset_import"]
 
 
 @dataclass
@@ -71,16 +60,6 @@ def _matching_published(pset: ProblemSet) -> Release | None:
         if have == names:
             return release
     return None
-
-
-def _environment_known(name: Any) -> dict[str, Any]:
-    """ReleasePaper fields for an environment known to be unavailable here (its papers cannot be
-    scored, whatever a job would find); {} otherwise: the first scoring job checks it."""
-    env = environment_get(str(name)) if name else None
-    if env is None or not env.unavailable:
-        return {}
-    return {"environment_ok": False, "environment_error": f"environment {env.name!r} is unavailable: {env.unavailable}",
-            "environment_checked_at": timezone.now()}
 
 
 def _copy_ignore(src: Path):
@@ -230,7 +209,7 @@ def _release_paper_store(
             "total_weight": sum(snippets[(c.file, c.name)].weight for c in paper.snippets),
             "entry": json.loads(json.dumps(entry, default=str)),
             "environment": str(entry.get("environment") or ""),
-            **_environment_known(entry.get("environment")),
+            **environment_import_fields(entry.get("environment")),
         },
     )
 

@@ -12,10 +12,9 @@ from django.db import transaction
 
 from benchmark_core import scoring
 from scoring.results import ResultRow, evaluation_results_write
-
-from ..aggregates import release_tiers_refresh
-from ..models import IMPORTED_FAILURE, Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet
-from ..releases import release_set_default
+from catalog.aggregates import release_tiers_refresh
+from catalog.models import IMPORTED_FAILURE, Evaluation, LLMModel, Paper, Release, ReleasePaper, Snippet
+from catalog.releases import release_set_default
 from .common import ImportProblem, paper_fields
 
 __all__ = ["PUBLISHED_RELEASE_SLUG", "PUBLISHED_RUN_DATE", "PublishedImportResult", "published_import"]

@@ -15,19 +15,22 @@ from typing import Any, Mapping
 from benchmark_core import scoring
 from benchmark_core.errors import CATEGORIES
 
-from ..models import Evaluation, Paper, Release, ReleasePaper
-from ..query import VIEWS
-from .caching import cached, release_version
-from .evaluations import (
+from catalog.models import Evaluation, Paper, Release, ReleasePaper
+from catalog.ranking import (
+    Scorability,
     evaluation_coverage,
     evaluation_missing_on,
     evaluation_totals,
     latest_per_model,
     public_evaluations,
     rate,
+    release_scorability,
+    scorable_unranked_reason,
     stored_tiers,
 )
-from .release_info import Scorability, release_scorability, scorable_unranked_reason
+
+from ..query import VIEWS
+from .caching import cached, release_version
 
 __all__ = [
     "FEW_PAPERS",
@@ -68,7 +71,7 @@ class LeaderboardRow:
     coverage: float  # percent of the release's snippets that have a result
     snippets: int  # snippets counted in this view
     ranked: bool  # complete, not a baseline, no flags awaiting review
-    unranked_reason: str  # why not ranked ("" when ranked): evaluations.evaluation_unranked_reason
+    unranked_reason: str  # why not ranked ("" when ranked): catalog.ranking.evaluation_unranked_reason
     knowledge_cutoff: str  # as given, e.g. "2024-06"
     knowledge_cutoff_date: dt.date | None  # last day it covers
     input_cost: float | None  # USD per million tokens
@@ -370,7 +373,7 @@ def leaderboard_rows(
     When only part of the release can be scored on this site (papers without their code, or whose
     environment fails: release_scorability), both views keep to the scorable papers: a model,
     published ones from their per-paper totals, is ranked on that subset only when it has a verdict
-    for every snippet of it (evaluations.evaluation_unranked_reason), and keeps its whole-release
+    for every snippet of it (catalog.ranking.evaluation_unranked_reason), and keeps its whole-release
     figure beside it (``full_*``); a model without any verdict there has no figure on the subset
     (``no_verdict``: the table's ``apart`` rows), never 0 %. Every unranked row says why
     (``unranked_reason``).

@@ -1,6 +1,6 @@
 """Reads kept in Django's cache: ``cached`` under a key that names ``release_version``.
 
-A release's version moves with every write that changes what it shows (leaderboard.aggregates), so
+A release's version moves with every write that changes what it shows (catalog.aggregates), so
 a kept figure is never served after its data changed.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 from django.core.cache import cache
 
-from ..models import Release
+from catalog.models import Release
 
 __all__ = ["cached", "release_version"]
 

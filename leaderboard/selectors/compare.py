@@ -14,9 +14,10 @@ from django.db.models import Q
 
 from benchmark_core import scoring
 
-from ..models import Evaluation, Release, Snippet, SnippetResult
+from catalog.models import Evaluation, Release, Snippet, SnippetResult
+from catalog.ranking import evaluation_coverage, evaluation_totals, latest_per_model, public_evaluations, rate
+
 from .caching import cached, release_version
-from .evaluations import evaluation_coverage, evaluation_totals, latest_per_model, public_evaluations, rate
 
 __all__ = ["COMPARE_MAX", "Comparison", "ModelHit", "models_compare", "models_search"]
 

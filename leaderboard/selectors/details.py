@@ -12,9 +12,10 @@ from typing import Any, Iterable
 from django.db.models import Count, IntegerField, Sum
 from django.db.models.functions import Cast
 
-from ..models import Evaluation, LLMModel, Paper, Release, Snippet, SnippetResult
+from catalog.models import Evaluation, LLMModel, Paper, Release, Snippet, SnippetResult
+from catalog.ranking import HEAVY, evaluation_coverage, latest_per_model, rate
+
 from .caching import cached, release_version
-from .evaluations import HEAVY, evaluation_coverage, latest_per_model, rate
 from .release_info import release_paper
 
 __all__ = [

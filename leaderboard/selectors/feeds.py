@@ -1,7 +1,7 @@
 """What the Atom feeds list: new ranked results and new releases (errata among them).
 
-Only published releases, through release_info (``releases_list`` and ``release_visible``, the one
-rule for drafts): a draft never appears, nor a result on one. Ranked means ranked on the release's
+Only published releases, through ``release_info.releases_list`` and ``catalog.visibility.release_visible``
+(the one rule for drafts): a draft never appears, nor a result on one. Ranked means ranked on the release's
 own board (boards.leaderboard_rows, the one definition). Bounded: the newest FEED_RELEASES releases.
 """
 from __future__ import annotations
@@ -9,9 +9,11 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from ..models import Evaluation, Release
+from catalog.models import Evaluation, Release
+from catalog.visibility import release_visible
+
 from .boards import leaderboard_rows
-from .release_info import release_visible, releases_list
+from .release_info import releases_list
 
 __all__ = ["FEED_ITEMS", "FEED_RELEASES", "FeedRelease", "FeedResult", "feed_releases", "feed_results"]
 

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 
 from django.db.models import Count
 
-from ..models import Release, Snippet, SnippetResult
+from catalog.models import Release, Snippet, SnippetResult
+from catalog.ranking import latest_per_model, public_evaluations
+
 from .caching import cached, release_version
-from .evaluations import latest_per_model, public_evaluations
 
 __all__ = ["NAMED_UP_TO", "HardSnippet", "Hardest", "hardest_snippets"]
 

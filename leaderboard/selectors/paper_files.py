@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..models import Release, ReleasePaper
+from catalog.models import Release, ReleasePaper
 from .details import snippet_get
 
 __all__ = ["release_tasks", "release_dataset", "snippet_masked_view"]

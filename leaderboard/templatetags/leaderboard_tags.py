@@ -18,7 +18,7 @@ from pygments.lexers import PythonLexer, TextLexer, get_lexer_for_filename
 from pygments.util import ClassNotFound
 
 from leaderboard.mathml import math_protect, math_restore
-from leaderboard.models import CATEGORY_LABELS
+from catalog.models import CATEGORY_LABELS
 from leaderboard.query import PAGE_PARAMS
 
 register = template.Library()

@@ -19,7 +19,7 @@ def test_sign_in_returns_to_the_release_page_and_the_token_page_is_post_redirect
     from django.core.cache import cache
 
     from accounts.models import APIToken
-    from leaderboard.models import Paper, Release, ReleasePaper
+    from catalog.models import Paper, Release, ReleasePaper
 
     cache.clear()
     make_demo(n_models=2, pset_dir=tmp_path / "pset")

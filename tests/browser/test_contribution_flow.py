@@ -48,7 +48,7 @@ def test_contribute_review_publish_in_a_browser(live_server, browser, tmp_path):
     from django.contrib.auth.models import Group, User
 
     from contributions.models import PaperContribution
-    from leaderboard.models import Evaluation, Release
+    from catalog.models import Evaluation, Release
 
     with contribution_env(tmp_path):
         User.objects.create_user("carla", password="carla-pass-4821")

@@ -4,8 +4,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from contributions.errata import release_errata
 from contributions.succession import release_default_switch_warning
-from leaderboard.models import Release
-from leaderboard.selectors.release_info import release_succession
+from catalog.models import Release
+from contributions.selectors import release_succession
 
 
 class Command(BaseCommand):

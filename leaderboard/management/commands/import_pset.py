@@ -20,7 +20,7 @@ class Command(BaseCommand):
         how = "attached to the published release" if result.attached else f"loaded into {result.release.status} release"
         self.stdout.write(f"{result.papers} papers, {result.snippets} snippets {how} {result.release.name!r}")
         if result.attached:
-            from leaderboard.selectors.release_info import release_scorability
+            from catalog.ranking import release_scorability
 
             scorable = release_scorability(release=result.release)
             if scorable.not_scorable:

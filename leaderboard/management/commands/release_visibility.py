@@ -1,8 +1,8 @@
 """Hold a release out (tasks and code for staff only; only evaluations run here) or make it public."""
 from django.core.management.base import BaseCommand, CommandError
 
-from leaderboard.models import Release
-from leaderboard.releases import ReleaseVisibilityError, release_held_out_set
+from catalog.models import Release
+from catalog.releases import ReleaseVisibilityError, release_held_out_set
 
 
 class Command(BaseCommand):

@@ -1,10 +1,11 @@
-"""Aggregates of the leaderboard and every invalidation of what is cached from them.
+"""Stored figures and every invalidation of what is cached from them.
 
 Stored figures of an evaluation (from its SnippetResult rows, with benchmark_core.scoring), the
 release's significance tiers, and the one place that says a release's data changed: its
-``data_version`` (in every key of leaderboard.page_cache and selectors.caching.cached) moves and this
-process's release memo is forgotten, from the services (bulk writes send no signals) and from the
-signal handlers below (every save/delete of what a release shows).
+``data_version`` (in every key of leaderboard.page_cache and leaderboard.selectors.caching.cached)
+moves and this process's release memo is forgotten, from the services (bulk writes send no signals)
+and from the signal handlers below (every save/delete of what a release shows; connected by
+``CatalogConfig.ready``).
 """
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ from django.utils import timezone
 from benchmark_core import scoring
 from benchmark_core.scoring import SnippetOutcome, summarize
 
-from .selectors import evaluations, release_info
+from . import ranking
 from .models import Evaluation, LLMModel, Paper, Release, Snippet, SnippetResult
+from .visibility import release_memo_clear
 
 __all__ = [
     "MISSING",
@@ -39,7 +41,7 @@ MISSING = "missing"
 
 def release_memo_forget() -> None:
     """Forget this process's memoized releases (other processes wait out its few seconds)."""
-    release_info.release_memo_clear()
+    release_memo_clear()
 
 
 def release_touch(*, release_id: int) -> None:
@@ -141,14 +143,14 @@ def release_tiers_refresh(*, release: Release, n_boot: int = STORED_N_BOOT) -> d
     for with_paper in (True, False):
         evs = [
             ev
-            for ev in evaluations.latest_per_model(evaluations.public_evaluations(release, with_paper=with_paper))
-            if evaluations.evaluation_ranked(ev)
+            for ev in ranking.latest_per_model(ranking.public_evaluations(release, with_paper=with_paper))
+            if ranking.evaluation_ranked(ev)
         ]
         if not evs:
             continue
-        tiers = scoring.significance_tiers({ev.model.key: evaluations.evaluation_totals(ev) for ev in evs}, n_boot=n_boot)
-        stored[evaluations.tiers_key(with_paper)] = {"fingerprint": evaluations.tiers_fingerprint(evs), "tiers": tiers}
-        result[evaluations.tiers_key(with_paper)] = tiers
+        tiers = scoring.significance_tiers({ev.model.key: ranking.evaluation_totals(ev) for ev in evs}, n_boot=n_boot)
+        stored[ranking.tiers_key(with_paper)] = {"fingerprint": ranking.tiers_fingerprint(evs), "tiers": tiers}
+        result[ranking.tiers_key(with_paper)] = tiers
     # update(), not save(): a concurrent writer's bump must not be overwritten
     Release.objects.filter(pk=release.pk).update(tiers=stored, data_version=F("data_version") + 1)
     release.tiers = stored

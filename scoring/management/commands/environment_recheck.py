@@ -1,18 +1,19 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from leaderboard.models import Release
-from submissions.services import environment_jobs_requeue
+from catalog.models import Release
+from scoring.health import environment_jobs_requeue
 
 
 class Command(BaseCommand):
     help = (
-        "Once a paper's environment is repaired, queue again the scoring jobs that ended in an environment "
-        "error; their submissions leave 'waiting'. A job whose environment still fails waits again."
+        "Once a paper's environment is repaired, queue again the jobs that ended in an environment error (a "
+        "submission's paper, a release baseline); their submissions leave 'waiting'. A job whose environment "
+        "still fails waits again."
     )
 
     def add_arguments(self, parser):
         parser.add_argument("--paper", default="", help="only this paper's jobs (paper id, e.g. DyT)")
-        parser.add_argument("--release", default="", help="only submissions to this release (slug)")
+        parser.add_argument("--release", default="", help="only jobs of this release (slug)")
 
     def handle(self, *args, paper: str, release: str, **options):
         target = None

@@ -1,21 +1,26 @@
-"""Which evaluations a release shows, and what the boards read of them.
+"""Ranking rules: which evaluations a release shows, which are ranked, and what this site can score.
 
 Public, not hidden evaluations (``public_evaluations``, optionally without their heavy JSON fields), the
-latest per model, whether one is ranked (complete, not a baseline, no flags awaiting review), its stored
-per-paper totals and coverage, and the fingerprint that tells whether the release's stored tiers
-(leaderboard.aggregates.release_tiers_refresh) were computed from exactly these evaluations.
+latest per model, whether one is ranked (complete, not a baseline, no flags awaiting review; on the
+scorable subset when only part of the release can be scored here: ``release_scorability``,
+``scorable_unranked_reason``), its stored per-paper totals and coverage, and the fingerprint that tells
+whether the release's stored tiers (catalog.aggregates.release_tiers_refresh) were computed from
+exactly these evaluations. The pages (leaderboard.selectors) and the stored figures (catalog.aggregates)
+read the same rules from here.
 """
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from django.db.models import Q
 
-from ..models import Evaluation, Release
+from .models import Evaluation, Release, ReleasePaper
 
 __all__ = [
     "HEAVY",
+    "Scorability",
     "evaluation_coverage",
     "evaluation_flags_pending",
     "evaluation_missing_on",
@@ -25,6 +30,10 @@ __all__ = [
     "latest_per_model",
     "public_evaluations",
     "rate",
+    "release_ranked_count",
+    "release_scorability",
+    "scorability_of",
+    "scorable_unranked_reason",
     "stored_tiers",
     "tiers_fingerprint",
     "tiers_key",
@@ -146,3 +155,63 @@ def stored_tiers(release: Release, with_paper: bool, ranked: list[Evaluation]) -
     if not entry or entry.get("fingerprint") != tiers_fingerprint(ranked):
         return None
     return entry.get("tiers") or {}
+
+
+# --------------------------------------------------------------------------- what this site can score
+@dataclass(frozen=True)
+class Scorability:
+    """Which papers of a release this site can score now, and why the others cannot."""
+
+    scorable: list[str]  # paper ids, sorted
+    not_scorable: list[dict[str, str]]  # [{"paper", "reason"}], sorted by paper
+    snippets: int  # snippets of the scorable papers
+    total_weight: int
+    paper_snippets: dict[str, int] = field(default_factory=dict)  # scorable paper id -> its snippets
+    failing: dict[str, int] = field(default_factory=dict)  # paper id -> snippets, environment failing here
+
+    @property
+    def partial(self) -> bool:
+        """Some papers cannot be scored here (but at least one can)."""
+        return bool(self.scorable) and bool(self.not_scorable)
+
+
+def scorability_of(release_papers: Iterable[ReleasePaper]) -> Scorability:
+    """Scorability of these rows (with their papers): no query."""
+    scorable, not_scorable, weight, paper_snippets, failing = [], [], 0, {}, {}
+    for rp in sorted(release_papers, key=lambda r: r.paper.paper_id):
+        pid = rp.paper.paper_id
+        if not rp.folder:
+            not_scorable.append({"paper": pid, "reason": "its code is not attached on this site"})
+        elif rp.environment_ok is False:
+            not_scorable.append({"paper": pid, "reason": f"its reference code fails in environment "
+                                 f"{rp.environment or 'default'}: {rp.environment_error[:300]}"})
+            failing[pid] = rp.snippet_count
+        else:
+            scorable.append(pid)
+            paper_snippets[pid] = rp.snippet_count
+            weight += rp.total_weight
+    return Scorability(scorable=scorable, not_scorable=not_scorable, snippets=sum(paper_snippets.values()),
+                       total_weight=weight, paper_snippets=paper_snippets, failing=failing)
+
+
+def release_scorability(*, release: Release, release_papers: Iterable[ReleasePaper] | None = None) -> Scorability:
+    """Papers with their code here whose environment is not known to fail are scorable (1 query;
+    none when the caller passes the release's ReleasePaper rows, with their papers)."""
+    if release_papers is None:
+        release_papers = ReleasePaper.objects.filter(release=release).select_related("paper")
+    return scorability_of(release_papers)
+
+
+def scorable_unranked_reason(ev: Evaluation, *, scorability: Scorability) -> str:
+    """Why an evaluation is not ranked on its release's board ("" when it is): over the whole
+    release, or on the scorable subset when only part of the release can be scored here."""
+    return evaluation_unranked_reason(ev, subset=scorability.paper_snippets if scorability.partial else None,
+                                      failing=scorability.failing)
+
+
+def release_ranked_count(*, release: Release, with_paper: bool = True) -> int:
+    """How many models the release's overall board ranks (its rows without an unranked reason)."""
+    scorability = release_scorability(release=release)
+    evaluations = latest_per_model(public_evaluations(release, with_paper=with_paper, light=True,
+                                                      keep=("paper_totals",)))
+    return sum(1 for ev in evaluations if not scorable_unranked_reason(ev, scorability=scorability))

@@ -1,4 +1,9 @@
-"""Papers, snippets, releases, models and their evaluations. Aggregates are stored on write."""
+"""The domain: papers, snippets, releases, models and their evaluations. Aggregates are stored on write.
+
+These models were the leaderboard app's; they moved here by state-only migrations
+(catalog/0001_initial, leaderboard/0010_models_to_catalog), so each keeps its table
+(``db_table``: ``leaderboard_*``), its rows and its ids.
+"""
 from __future__ import annotations
 
 from django.db import models
@@ -19,6 +24,7 @@ class Paper(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        db_table = "leaderboard_paper"
         ordering = ["paper_id"]
 
     def __str__(self) -> str:
@@ -49,6 +55,7 @@ class Release(models.Model):
     held_out = models.BooleanField(default=False, help_text="tasks and code served to staff only")
 
     class Meta:
+        db_table = "leaderboard_release"
         ordering = ["-published_at", "-created_at"]
 
     def __str__(self) -> str:
@@ -82,6 +89,7 @@ class ReleasePaper(models.Model):
     environment_checked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        db_table = "leaderboard_releasepaper"
         unique_together = [("release", "paper")]
         ordering = ["paper__paper_id"]
 
@@ -100,6 +108,7 @@ class Snippet(models.Model):
     code = models.TextField(blank=True)
 
     class Meta:
+        db_table = "leaderboard_snippet"
         unique_together = [("release", "paper", "file", "name")]
         ordering = ["paper__paper_id", "position"]
 
@@ -124,6 +133,7 @@ class LLMModel(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        db_table = "leaderboard_llmmodel"
         ordering = ["display_name"]
 
     def __str__(self) -> str:
@@ -180,8 +190,9 @@ class Evaluation(models.Model):
     computed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        db_table = "leaderboard_evaluation"
         ordering = ["-scaled_pass_rate"]
-        indexes = [models.Index(fields=["release", "is_public", "hidden"])]
+        indexes = [models.Index(fields=["release", "is_public", "hidden"], name="leaderboard_release_9ca384_idx")]
 
     def __str__(self) -> str:
         return f"{self.model} on {self.release}"
@@ -214,6 +225,7 @@ class SnippetResult(models.Model):
     flags = models.JSONField(default=list, blank=True, help_text="the engine's flags, e.g. 'tampering:os.exec'")
 
     class Meta:
+        db_table = "leaderboard_snippetresult"
         constraints = [
             models.UniqueConstraint(fields=["evaluation", "snippet", "sample"], name="one_result_per_snippet_sample")
         ]

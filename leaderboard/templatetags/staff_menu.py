@@ -1,4 +1,7 @@
-"""{% staff_menu %}: the pages that reviewers and staff work on, in the header's account menu."""
+"""{% staff_menu %}: the pages that reviewers and staff work on, in the header's account menu.
+
+The menu names pages of every app (and django-rq's), so it is the presentation app's: no app below
+leaderboard knows the others' pages."""
 from __future__ import annotations
 
 from typing import Any
@@ -7,7 +10,6 @@ from django import template
 from django.urls import NoReverseMatch, reverse
 
 from accounts.roles import user_is_reviewer
-
 from scoring import queue
 
 register = template.Library()
