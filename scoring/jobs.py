@@ -400,16 +400,19 @@ def _attempt_run(job: Job, rq_job_id: str, body: Callable[[Job, Heartbeat], Any]
 
 
 def _waits(exc: BaseException) -> bool:
-    """Whether ``exc`` says something outside the job is away for now (``JobWaits``), or no sandbox can
-    be opened on this host right now (an engine stopped); a sandbox refused by configuration is a
-    failure its owner must read, not a wait."""
-    from benchmark_core.sandbox.base import SandboxUnavailable  # noqa: PLC0415
+    """Whether ``exc`` says something outside the job is away for now (``JobWaits``), or the sandbox's
+    engine does not answer right now (``SandboxAway``: a stopped Docker engine), itself or as the
+    cause of what the job raised; any other sandbox that cannot be had (refused by the configuration,
+    an unknown backend, no binary) is a failure its owner must read, not a wait."""
+    from benchmark_core.sandbox.base import SandboxAway  # noqa: PLC0415
 
-    from .sandbox import SandboxRefused  # noqa: PLC0415
-
-    if isinstance(exc, JobWaits):
-        return True
-    return isinstance(exc, SandboxUnavailable) and not isinstance(exc, SandboxRefused)
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, (JobWaits, SandboxAway)):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__  # what it was raised from (explicit chaining only)
+    return False
 
 
 def _wait_reason(exc: BaseException) -> str:

@@ -28,6 +28,12 @@ class SandboxUnavailable(RuntimeError):
     """The backend cannot run on this host (no engine, no binary, no permission)."""
 
 
+class SandboxAway(SandboxUnavailable):
+    """The backend's engine does not answer *now* (a stopped or restarting Docker engine): unlike
+    the rest of SandboxUnavailable (no binary, no permission, an unknown backend), it may come back
+    by itself, so a site's job waits for it rather than failing."""
+
+
 @dataclass(frozen=True)
 class Limits:
     memory_mb: int = 4096

@@ -22,7 +22,7 @@ import threading
 import time
 from pathlib import Path
 
-from .base import PaperSpec, SandboxUnavailable
+from .base import PaperSpec, SandboxAway, SandboxUnavailable
 
 __all__ = [
     "BASE_PYTHON",
@@ -82,7 +82,7 @@ def docker_client():
         client = docker.from_env(version="auto", timeout=300)
         client.ping()
     except Exception as exc:  # noqa: BLE001 - any failure here means "no engine"
-        raise SandboxUnavailable(
+        raise SandboxAway(
             f"no Docker engine answers ({exc.__class__.__name__}: {exc}); start one (scripts/docker.sh) "
             "or set DOCKER_HOST"
         ) from exc
