@@ -89,6 +89,19 @@ def _start(page, url: str, *, server: ChatServer, name: str) -> str:
     return page.url
 
 
+def _goto(page, url: str) -> None:
+    """Open `url` on a page that may be refreshing itself (the run page's meta refresh, every 2 s): a
+    refresh that fires at the same moment interrupts Playwright's navigation, which is not a failure."""
+    for attempt in range(5):
+        try:
+            page.goto(url)
+            return
+        except Exception as exc:  # playwright's Error; only an interrupted navigation is retried
+            if "interrupted by another navigation" not in str(exc) or attempt == 4:
+                raise
+            page.wait_for_load_state()
+
+
 def test_start_progress_cancel_then_result_with_badge(stack, browser, live_server, django_user_model):
     release, server, worker_log = stack
     context = browser.new_context(viewport={"width": 1280, "height": 900})
@@ -120,7 +133,7 @@ def _flow(page, release, server, worker_log, live_server, django_user_model) -> 
     # start a run from the form; its page shows the answers coming in (it refreshes itself)
     run_url = _start(page, live_server.url, server=server, name="Slow endpoint")
     wait_for(lambda: EvaluationRun.objects.get().answers >= 3, timeout=120, what="some answers")
-    page.goto(run_url)
+    _goto(page, run_url)
     assert page.inner_text("#run-status") == "generating"
     assert "answers" in page.inner_text("#run-answers") and "tokens in" in page.inner_text("#run-tokens")
     page.screenshot(path=str(SHOTS / "run-here-01-progress.png"), full_page=True)
@@ -158,7 +171,7 @@ def _flow(page, release, server, worker_log, live_server, django_user_model) -> 
     assert row.is_visible() and "run here" in row.inner_text()
     page.screenshot(path=str(SHOTS / "run-here-04-leaderboard.png"), full_page=True)
     for path in ("/submissions/", run_url):
-        page.goto(path if path.startswith("http") else f"{live_server.url}{path}")
+        _goto(page, path if path.startswith("http") else f"{live_server.url}{path}")
         assert KEY not in page.content()
     assert KEY not in worker_log.read_text(errors="replace")
     assert not errors, errors
