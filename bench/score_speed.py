@@ -240,6 +240,32 @@ def warm_overhead(args, backends: list[str], runs: int = 40) -> None:
                    on - off <= 0.010)
 
 
+def detection_costs(name: str, runs) -> None:
+    """What each detection of the sandbox's second ring cost our runs, per run and per test case, as
+    each run's own process counted it (the proof's ``C`` line, ``warm/audit.py``): the set-up a spare
+    makes ahead (audit hook, wrappers, the first checkpoint), the hook's work on audited events
+    (stacks, proof lines), the checkpoints (snapshot comparisons, the library guard), the module
+    report at the end. Runs without the line (a fresh interpreter, a crash) are not counted."""
+    counted = [r for r in runs if "cost_hook_s" in r.extra]
+    if not counted:
+        print(f"  detections ({name}): no run reported its costs")
+        return
+    cases = max(1, sum(int(r.extra.get("tests_run") or 0) for r in counted))
+    total = {k: sum(float(r.extra.get(f"cost_{k}") or 0) for r in counted)
+             for k in ("prepare_s", "hook_s", "checkpoint_s", "report_s", "events", "checkpoints")}
+    hook_only = max(0.0, total["hook_s"] - total["checkpoint_s"])
+    seconds = sum(r.seconds for r in counted)
+    parts = (("set-up, made ahead by the spare", total["prepare_s"]), ("audit hook on events", hook_only),
+             ("checkpoints (snapshots, library guard)", total["checkpoint_s"]), ("module report", total["report_s"]))
+    print(f"  detections ({name}), {len(counted)} runs, {cases} test cases, {total['events'] / len(counted):.0f} "
+          f"audited events and {total['checkpoints'] / len(counted):.1f} checkpoints a run:")
+    for label, value in parts:
+        print(f"    {label:<40} {value / len(counted) * 1000:7.2f} ms a run, {value / cases * 1000:7.2f} ms a test case"
+              f" ({100 * value / seconds if seconds else 0:4.1f} % of the runs' seconds)")
+    figure(f"detections per run, in the run ({name})",
+           f"{(hook_only + total['checkpoint_s'] + total['report_s']) / len(counted) * 1000:.1f} ms", "-", None)
+
+
 def pooled_submissions(args, tasks: list[Task], t_cli: float, count: int = 5) -> None:
     """``count`` scorings of the set one after another through a warm pool vs one run of the same runs."""
     # room for every paper of the set: a pool smaller than the set evicts each paper before its next scoring
@@ -639,9 +665,12 @@ def main(argv: list[str] | None = None) -> int:
               f"{sum(f['runs'] for f in floors.values()):.1f} s of the same tests; per paper (ours / floor, a run):")
         for paper_id, f in floors.items():
             mine = [r.seconds for r in ours if r.paper == paper_id]
+            learned = max((int(r.extra.get("learned") or 0) for r in ours if r.paper == paper_id), default=0)
             if mine and f["runs"]:
                 print(f"    {paper_id:<22} {sum(mine) / len(mine) * 1000:8.1f} ms / {f['runs'] / len(mine) * 1000:8.1f} ms"
-                      f" = {sum(mine) / f['runs']:.2f}   (one import of its modules: {f['import']:.2f} s)")
+                      f" = {sum(mine) / f['runs']:.2f}   (one import of its modules: {f['import']:.2f} s; "
+                      f"learned imports a run had: {learned})")
+        detection_costs(name, ours)
         figure(f"floor ({name})", f"{floor:.1f} s", "-", None)
         if floor:
             figure(f"ours / floor ({name}{', whole set' if whole else ''})", f"{t_ours / floor:.2f}", target,

@@ -18,7 +18,7 @@ from .errors import classify
 from .masking import snippet_base_indent
 from .problemset import Paper, ProblemSet
 from .environments import DEFAULT_ENVIRONMENT
-from .sandbox.base import PaperSpec, RunResult, Sandbox, SandboxSession
+from .sandbox.base import PaperSpec, RunResult, Sandbox, SandboxSession, run_threads, threads_per_run
 from .sandbox.warm import AST_LOCK
 from .sandbox.warm_client import runner_options
 
@@ -294,6 +294,7 @@ def reference_run(session: SandboxSession, paper: Paper, *, timeout: float, runs
     with _PAPER_LOCKS[key]:
         known = _reference_known(key, store)
         if known is not None and (runs < 2 or known["deterministic"] is not None):
+            _reference_teach(session, known)
             return known
         results = [session.run({}, timeout=timeout) for _ in range(runs)]
         outcomes = [reference_outcome(r) for r in results]
@@ -306,6 +307,8 @@ def reference_run(session: SandboxSession, paper: Paper, *, timeout: float, runs
             # what the reference code did that a completion's run may do too (apply_proof)
             "audit": results[0].extra.get("audit"),
             "seconds": round(results[0].seconds, 3),
+            # what it imported: a session that believes this outcome learns it (``_reference_teach``)
+            "modules": list(results[0].extra.get("modules") or [])[:4096],
         }
         lost = next((r.extra["sandbox_error"] for r in results if r.extra.get("sandbox_error")), None)
         if lost:
@@ -325,6 +328,18 @@ def reference_run(session: SandboxSession, paper: Paper, *, timeout: float, runs
             except Exception:  # noqa: BLE001 - not remembered across processes: made again there
                 pass
         return info
+
+
+def _reference_teach(session: SandboxSession, known: dict) -> None:
+    """A session that will not run the reference (its outcome is known) is told what the reference
+    run imported, when its backend learns imports (the warm runner: ``WarmSession.learn``)."""
+    learn = getattr(session, "learn", None)
+    modules = known.get("modules")
+    if callable(learn) and isinstance(modules, list) and modules and known.get("passed"):
+        try:
+            learn(modules)
+        except Exception:  # noqa: BLE001 - a lesson lost costs time, never a verdict
+            pass
 
 
 def _reference_failure(result: RunResult) -> str:
@@ -522,6 +537,7 @@ class _Sessions:
         self.gates: dict[str, str | None] = {}
         self.early: dict[str, int] = defaultdict(int)  # paper id -> runs started before its gate was known
         self.closing: list[threading.Thread] = []
+        self.threads = 1  # what each run may use (the scheduler's share: ``base.threads_per_run``)
 
     def _open(self, paper: Paper) -> SandboxSession | None:
         """The paper's session, opened if needed (hold its paper lock); None once it is not wanted
@@ -543,7 +559,8 @@ class _Sessions:
         if getattr(session, "ready", None):
             # a warm runner reports proof: make the paper's reference run now, beside the first
             # runs, rather than make the first passing run wait for it
-            _background(reference_run, session, paper, timeout=paper.timeout or self.timeout, store=self.store)
+            _background(reference_run, session, paper, timeout=paper.timeout or self.timeout, store=self.store,
+                        threads=self.threads)
         return session
 
     def get(self, paper: Paper) -> SandboxSession | None:
@@ -665,10 +682,12 @@ def _open_failure(exc: BaseException) -> str:
     return text if type(exc).__name__ == "SandboxUnavailable" else f"{type(exc).__name__}: {text}"
 
 
-def _background(fn: Callable, *args, **kwargs) -> None:
-    """Call ``fn`` in a daemon thread; its failure is left to whoever needs its result."""
+def _background(fn: Callable, *args, threads: int = 1, **kwargs) -> None:
+    """Call ``fn`` in a daemon thread whose runs may use ``threads`` (``base.run_threads``); its failure
+    is left to whoever needs its result."""
 
     def call() -> None:
+        run_threads(threads)
         try:
             fn(*args, **kwargs)
         except Exception:  # noqa: BLE001 - the runs that need it try again and report
@@ -797,7 +816,10 @@ class _Scheduler:
                     self.halt()
                     return
 
-        executor = ThreadPoolExecutor(max_workers=workers)
+        # each run's share of the cores: never more threads in all than cores (``threads_per_run``)
+        threads = threads_per_run(min(workers, max(1, len(self.plan.todo))))
+        self.sessions.threads = threads
+        executor = ThreadPoolExecutor(max_workers=workers, initializer=run_threads, initargs=(threads,))
         try:
             if stop is not None:
                 if stop.is_set():

@@ -1,6 +1,7 @@
 """Verdicts of every isolating backend equal a fresh process's, on the NumPy demo and on a torch set."""
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,65 @@ def test_a_lazy_import_is_learned_and_judged_as_fresh(sandbox_backend_name, tmp_
     """issue 24: a paper whose test imports scipy.stats inside a test case (no scan sees it): the
     warm server learns it from the first run and imports it before forking the next spare; every
     verdict equals a fresh process's (the seconds are printed, not asserted)."""
+    pset = _lazy_paper(tmp_path)
+    (paper, snip), = pset.snippets
+    ref = reference_code(paper, snip)
+    wrong = tuple(line.replace("2.0", "3.0") for line in ref)
+    tasks = [Task(paper, snip, ref), Task(paper, snip, wrong), Task(paper, snip, ref), Task(paper, snip, ())]
+    fresh = run_tasks(tasks, sandbox=get_sandbox("local"), workers=1, timeout=120)
+    sandbox = get_sandbox(sandbox_backend_name)
+    try:
+        warm = run_tasks(tasks, sandbox=sandbox, workers=1, timeout=120)
+    finally:
+        sandbox.close()
+    assert _verdicts(warm) == _verdicts(fresh)
+    assert [r.passed for r in warm] == [True, False, True, False]
+    print(f"\n{sandbox_backend_name}: lazy scipy.stats, warm runs " + ", ".join(f"{r.seconds:.3f}" for r in warm)
+          + " s (fresh " + ", ".join(f"{r.seconds:.3f}" for r in fresh) + " s)")
+
+
+@pytest.mark.slow
+def test_a_known_reference_still_teaches_its_imports(sandbox_backend_name, tmp_path):
+    """issue 24: a session that believes a reference outcome kept by an earlier one (a worker's
+    reference store, the verdict cache) makes no reference run, so it learns from the outcome kept:
+    the reference run's imports are stored with it and told to the new runner; verdicts stay a
+    fresh process's."""
+    from benchmark_core import runner
+    from benchmark_core.cache import VerdictCache
+
+    pset = _lazy_paper(tmp_path)
+    (paper, snip), = pset.snippets
+    ref = reference_code(paper, snip)
+    tasks = [Task(paper, snip, ref), Task(paper, snip, ()), Task(paper, snip, ref), Task(paper, snip, ref)]
+    fresh = run_tasks(tasks, sandbox=get_sandbox("local"), workers=1, timeout=120)
+    store = VerdictCache(tmp_path / "references.sqlite")
+    sandbox = get_sandbox(sandbox_backend_name)
+    try:
+        first = run_tasks(tasks, sandbox=sandbox, workers=1, timeout=120, store=store)
+    finally:
+        sandbox.close()
+    sandbox = get_sandbox(sandbox_backend_name)
+    try:
+        # the reference's background thread stores it just after this process believes it
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not store._db.execute("SELECT 1 FROM reference").fetchone():
+            time.sleep(0.1)
+        with runner._REFERENCE_LOCK:
+            runner._REFERENCE.clear()  # as another worker process: only the store knows it
+        known = runner.reference_known(sandbox, paper, store=store)
+        assert known is not None and "scipy.stats" in known["modules"]
+        second = run_tasks(tasks, sandbox=sandbox, workers=1, timeout=120, store=store)
+    finally:
+        sandbox.close()
+    assert _verdicts(first) == _verdicts(second) == _verdicts(fresh)
+    learned = [int(r.extra.get("learned") or 0) for r in second]
+    assert max(learned) > 0, learned  # no reference run here, yet the later runs had scipy.stats
+    print(f"\n{sandbox_backend_name}: learned imports a run had, from the kept reference: {learned}; seconds "
+          + ", ".join(f"{r.seconds:.3f}" for r in second))
+
+
+def _lazy_paper(tmp_path: Path):
+    """A paper whose test imports scipy.stats inside its test cases (no scan sees it)."""
     folder = tmp_path / "set" / "lazy_00"
     folder.mkdir(parents=True)
     (folder / "lazy_00.py").write_text(
@@ -113,18 +173,57 @@ def test_a_lazy_import_is_learned_and_judged_as_fresh(sandbox_backend_name, tmp_
     (tmp_path / "set" / "papers.yaml").write_text(
         "- id: lazy_00\n  title: A lazy paper\n  venue: test\n  first_commit_date: '2025-01-01'\n"
         "  annotated_file_paths: lazy_00.py\n  context_file_paths: null\n")
-    pset = load_problemset(tmp_path / "set")
+    return load_problemset(tmp_path / "set")
+
+
+def _threads_paper(root: Path):
+    """A torch paper whose test prints the threads its run was given, then checks a product."""
+    folder = root / "set" / "threads_00"
+    folder.mkdir(parents=True)
+    body = "    y = x @ x.T\n"
+    (folder / "threads_00.py").write_text(
+        "import torch\n\n\ndef gram(x):\n"
+        f'    # <paper2code name="gram">\n{body}    # </paper2code name="gram">\n    return y\n')
+    (folder / "threads_00_ref.py").write_text(f"import torch\n\n\ndef gram(x):\n{body}    return y\n")
+    (folder / "paper2code_test.py").write_text(
+        "import os\nimport unittest\n\nimport torch\n\nimport threads_00 as m\nimport threads_00_ref as r\n\n\n"
+        "class TestGram(unittest.TestCase):\n"
+        "    def test_gram(self):\n"
+        "        print(f'threads={torch.get_num_threads()} omp={os.environ.get(\"OMP_NUM_THREADS\")}', flush=True)\n"
+        "        x = torch.randn(384, 384, generator=torch.Generator().manual_seed(3))\n"
+        "        torch.testing.assert_close(m.gram(x), r.gram(x))\n\n\n"
+        'if __name__ == "__main__":\n    unittest.main()\n')
+    (folder / "requirements.txt").write_text("torch\n")
+    (folder / "paper2code_paper.md").write_text("# Threads\n")
+    (root / "set" / "papers.yaml").write_text(
+        "- id: threads_00\n  title: Threads\n  venue: test\n  first_commit_date: '2025-01-01'\n"
+        "  annotated_file_paths: threads_00.py\n  context_file_paths: null\n")
+    return load_problemset(root / "set")
+
+
+@pytest.mark.slow
+def test_runs_share_the_cores_by_the_runs_in_flight(sandbox_backend_name, tmp_path):
+    """issue 24: a compute-heavy run never oversubscribes the cores: each run's BLAS/OpenMP/torch
+    threads are the cores shared by the runs the scheduler has in flight (one worker on two cores:
+    two threads a run; two workers: one each), and its verdicts equal a fresh process's."""
+    from benchmark_core.sandbox.base import threads_per_run
+
+    pset = _threads_paper(tmp_path)
     (paper, snip), = pset.snippets
     ref = reference_code(paper, snip)
-    wrong = tuple(line.replace("2.0", "3.0") for line in ref)
+    wrong = tuple(line.replace("x @ x.T", "x.T @ x") for line in ref)
     tasks = [Task(paper, snip, ref), Task(paper, snip, wrong), Task(paper, snip, ref), Task(paper, snip, ())]
     fresh = run_tasks(tasks, sandbox=get_sandbox("local"), workers=1, timeout=120)
-    sandbox = get_sandbox(sandbox_backend_name)
-    try:
-        warm = run_tasks(tasks, sandbox=sandbox, workers=1, timeout=120)
-    finally:
-        sandbox.close()
-    assert _verdicts(warm) == _verdicts(fresh)
-    assert [r.passed for r in warm] == [True, False, True, False]
-    print(f"\n{sandbox_backend_name}: lazy scipy.stats, warm runs " + ", ".join(f"{r.seconds:.3f}" for r in warm)
-          + " s (fresh " + ", ".join(f"{r.seconds:.3f}" for r in fresh) + " s)")
+    for workers in (1, 2):
+        sandbox = get_sandbox(sandbox_backend_name)
+        try:
+            warm = run_tasks(tasks, sandbox=sandbox, workers=workers, timeout=120)
+        finally:
+            sandbox.close()
+        assert _verdicts(warm) == _verdicts(fresh)
+        assert [r.passed for r in warm] == [True, False, True, False]
+        given = threads_per_run(workers)
+        for run in warm[:3]:  # (the blank never reaches its test)
+            assert f"threads={given} " in run.stdout, (workers, run.stdout[-300:])
+            assert f"omp={given if given > 1 else 1}" in run.stdout, run.stdout[-300:]
+        print(f"\n{sandbox_backend_name}, {workers} worker(s): {given} thread(s) a run")

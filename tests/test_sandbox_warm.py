@@ -379,7 +379,9 @@ def test_the_server_learns_what_a_run_imported(server, tmp_path):
     for msg in runs:
         assert msg["exit_code"] == 0, msg["stderr"]
         assert core(msg["proof"]) == {"completed": True, "tests_run": 2}
-        assert "modules" not in msg["proof"]  # the report is the server's, not the host's
+    # a run of the paper's own code (a reference run) reports its imports to the host too, which keeps
+    # them with the reference outcome (a later session that does not run it is told: runner._reference_teach)
+    assert "scipy.stats" in runs[0]["proof"]["modules"]
     assert runs[0]["learned"] == []
     assert {"scipy", "scipy.stats"} <= set(runs[1]["learned"]) and runs[2]["learned"] == runs[1]["learned"]
     print(f"\nlazy scipy.stats: run 1 {runs[0]['seconds']:.3f} s, run 2 {runs[1]['seconds']:.3f} s, "
@@ -402,6 +404,7 @@ def test_a_completion_cannot_teach_the_server(server, tmp_path):
     runs = [ask(client, files), ask(client, {}), ask(client, files)]
     assert all(msg["exit_code"] == 0 for msg in runs), [msg["stderr"] for msg in runs]
     assert runs[1]["learned"] == []  # the completion's run taught nothing, not even scipy.stats
+    assert "modules" not in runs[0]["proof"]  # nor is what it imported told to the host (kept for references)
     learned = set(runs[2]["learned"])
     assert {"scipy", "scipy.stats"} <= learned  # the reference run's imports
     assert not learned & {"evil_learn", "psutil", "pty", "json.evil_learn", "evil_pkg", "evil_pkg.sub"}, learned

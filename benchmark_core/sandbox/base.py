@@ -7,6 +7,8 @@ call from several threads at once: the scorer runs snippets of one paper in para
 from __future__ import annotations
 
 import importlib
+import os
+import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +23,39 @@ __all__ = [
     "SandboxUnavailable",
     "BACKENDS",
     "get_sandbox",
+    "run_threads",
+    "threads_per_run",
 ]
+
+
+class _RunThreads(threading.local):
+    value = 1
+
+
+#: the BLAS/OpenMP/torch threads a run started from this thread may use (``run_threads``)
+_RUN_THREADS = _RunThreads()
+
+
+def run_threads(threads: int | None = None) -> int:
+    """The threads a run started from the calling thread may use (BLAS, OpenMP, torch's intra-op
+    pool); with ``threads``, set it for this thread first. The scheduler sets it in each of its
+    workers (``threads_per_run``); a backend that can honour it sends it with each run (the warm
+    runner: ``request_payload``); 1 unless set."""
+    if threads is not None:
+        _RUN_THREADS.value = max(1, min(64, int(threads)))
+    return _RUN_THREADS.value
+
+
+def threads_per_run(runs_in_flight: int, cores: int | None = None) -> int:
+    """The threads each of ``runs_in_flight`` runs at once may use so that together they never use
+    more than the cores this process may run on (``os.sched_getaffinity``): ``cores // runs``, at
+    least 1 (more runs than cores: one thread each, as many runs as there are, the scheduler's choice)."""
+    if cores is None:
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cores = os.cpu_count() or 1
+    return max(1, cores // max(1, runs_in_flight))
 
 
 class SandboxUnavailable(RuntimeError):

@@ -28,7 +28,7 @@ from abc import abstractmethod
 from pathlib import Path
 from typing import Any, Mapping
 
-from .base import PaperSpec, RunResult, Sandbox, SandboxSession, SandboxUnavailable
+from .base import PaperSpec, RunResult, Sandbox, SandboxSession, SandboxUnavailable, run_threads
 
 __all__ = [
     "ANSWER_GRACE",
@@ -77,9 +77,11 @@ def run_uid_base() -> int:
 
 
 def request_payload(limits: Any, files: Mapping[str, str], timeout: float) -> dict[str, Any]:
-    """One run request of the protocol (the id is added by ``WarmClient.request``)."""
+    """One run request of the protocol (the id is added by ``WarmClient.request``); ``threads``: what
+    the scheduler gave runs started from this thread (``base.run_threads``)."""
     return {"files": dict(files), "timeout": timeout, "memory_mb": limits.memory_mb,
-            "output_bytes": limits.output_bytes, "pids": limits.pids, "file_size_mb": limits.file_size_mb}
+            "output_bytes": limits.output_bytes, "pids": limits.pids, "file_size_mb": limits.file_size_mb,
+            "threads": run_threads()}
 
 
 def spawn_lasting(argv: list[str], *, env: Mapping[str, str], pass_fds: tuple[int, ...] = (),
@@ -370,6 +372,20 @@ def _result_decode(msg: dict[str, Any], *, seconds: float) -> RunResult:
         "audit": {k: proof.get(k) for k in ("authentic", "forged", "forged_sample", "skipped", "events",
                                             "snapshots", "overflow", "channel_lost") if k in proof},
     }
+    # figures for the bench (no verdict reads them): what each detection cost the run, as its own
+    # process counted (``cost_hook_s``, ``cost_checkpoints``...), and how many of the modules it had
+    # were imported by the server's learning (``learned``)
+    costs = proof.get("costs")
+    for name, value in (costs.items() if isinstance(costs, dict) else ()):
+        if isinstance(name, str) and isinstance(value, (int, float)) and not isinstance(value, bool):
+            extra[f"cost_{name[:20]}"] = value
+    learned = msg.get("learned")
+    extra["learned"] = len(learned) if isinstance(learned, list) else 0
+    # what the run imported (its proof's M lines): a reference run's is kept with its outcome, so
+    # that a later session whose reference is not run again still learns it (``WarmSession.learn``)
+    modules = proof.get("modules")
+    if isinstance(modules, list):
+        extra["modules"] = [m for m in modules[:4096] if isinstance(m, str)]
     if msg.get("error"):
         extra["sandbox_error"] = str(msg["error"])[:500]
         extra["proof"] = False
@@ -440,6 +456,19 @@ class WarmSession(SandboxSession):
                     client.close()
                 client = self._start()
             return client
+
+    def learn(self, modules: list[str]) -> None:
+        """Tell the runner what the paper's reference run imported in an earlier session (its outcome
+        known, its run not made again here): the server imports what passes its own checks before
+        its next spares (``Server.learn_told``). Once per runner; nothing is answered."""
+        client = self.client
+        if client is None or client.dead or getattr(client, "taught", False) or not modules:
+            return
+        client.taught = True
+        try:
+            client.transport.write((json.dumps({"op": "learn", "modules": list(modules)[:4096]}) + "\n").encode())
+        except OSError:
+            pass
 
     def run(self, files: Mapping[str, str], *, timeout: float) -> RunResult:
         client = self._live_client()

@@ -66,7 +66,8 @@ class _WatchedModule(__import__("types").ModuleType):
         super().__delattr__(name)
 
 
-def _install_audit(fd: int, key: bytes, script: str, prepared: tuple | None = None, *, prepare: bool = False):
+def _install_audit(fd: int, key: bytes, script: str, prepared: tuple | None = None, *, prepare: bool = False,
+                   costs: list | None = None):
     """Install the run's audit hook writing to ``fd``; return the checkpoint emitter for launch()
     and the function that names the test script (``script`` empty: a pre-forked run's hook is
     installed before its run is known). That function names it once; later calls change nothing,
@@ -76,6 +77,10 @@ def _install_audit(fd: int, key: bytes, script: str, prepared: tuple | None = No
     (``snapshot_prepare``); the first checkpoint then only takes in what changed since (our own
     wrappers, what the fork did) instead of building it again in every run. With ``prepare``
     nothing is installed: the function that builds that snapshot is returned.
+
+    ``costs`` (``COSTS_FIELDS``, zeros): the hook adds what each detection costs this run as it goes,
+    for the bench to weigh (the launcher reports them on the proof's ``C`` line). Figures only: the
+    completion can reach the list like any object of this process, and no verdict reads it.
     """
     # every global this hook needs is bound now, in the factories' closures: later rebinding of the
     # runner's globals (reachable from the wrappers installed into unittest) must not change it
@@ -108,9 +113,33 @@ def _install_audit(fd: int, key: bytes, script: str, prepared: tuple | None = No
         return _audit_snapshot(protected, base, classes, first_sight, library)
     checkpoint = _audit_checkpoint(state, base, prepared is not None, emit, library[1], check_process,
                                    check_signals, (absorb, check_classes, first_sight, watched_names, snapshot_value))
+    if costs is not None:
+        checkpoint = _timed(checkpoint, costs, 2)
     describe_event = _audit_events(state, runner, trusted_roots, emit, stack_origin, checkpoint, text, safe_mod)
-    sys.addaudithook(_audit_hook(describe_event, emit, library[2]))
+    sys.addaudithook(_audit_hook(describe_event, emit, library[2], costs))
     return checkpoint, name_script
+
+
+#: what ``costs`` holds, in order: seconds in the hook for audited events (checkpoints included),
+#: those events, seconds in checkpoints (snapshot comparisons, the library guard), checkpoints,
+#: seconds of the run's set-up (hook, wrappers, first checkpoint: a spare does it ahead), seconds
+#: of the module report at the end
+COSTS_FIELDS = ("hook_s", "events", "checkpoint_s", "checkpoints", "prepare_s", "report_s")
+
+
+def _timed(function, costs: list, slot: int):
+    """``function`` adding its seconds to ``costs[slot]`` and one call to ``costs[slot + 1]``."""
+    from time import perf_counter
+
+    def timed(*args):
+        started = perf_counter()
+        try:
+            return function(*args)
+        finally:
+            costs[slot] += perf_counter() - started
+            costs[slot + 1] += 1
+
+    return timed
 
 
 def _audit_library(prepared: tuple | None, runner: str, protected: tuple[str, ...]) -> tuple:
@@ -499,23 +528,32 @@ def _audit_checkpoint(state: dict, base: dict, prepared: bool, emit, library_che
     return checkpoint
 
 
-def _audit_hook(describe_event, emit, library_busy: list):
-    """The hook itself: an audited event's detail, reported with the stack that raised it."""
+def _audit_hook(describe_event, emit, library_busy: list, costs: list | None = None):
+    """The hook itself: an audited event's detail, reported with the stack that raised it (its cost
+    added to ``costs``, when given)."""
     import _thread
 
+    from time import perf_counter
+
     audited, get_ident = _AUDITED, _thread.get_ident
+    clock = perf_counter if costs is not None else None
+    costs = costs if costs is not None else [0.0, 0]
 
     def hook(event, args) -> None:
         if event not in audited and not event.startswith("ctypes."):
             return
         if library_busy[0] and library_busy[0] == get_ident():
             return  # the library guard's own reads (gc.get_referents, ctypes), in this thread only
+        started = clock() if clock else 0.0  # timed here, not by a wrapper: no frame of ours added
         try:
             detail = describe_event(event, args)
         except Exception:  # noqa: BLE001 - an odd argument (a type without __module__): still reported
             detail = "?"
         if detail is not None:
             emit("E", event, detail, stack=True)
+        if clock:
+            costs[0] += clock() - started
+            costs[1] += 1
 
     return hook
 

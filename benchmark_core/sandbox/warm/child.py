@@ -11,7 +11,7 @@ import signal
 import sys
 import traceback
 
-from .common import LIBRARY_GUARD, RUN_NICE
+from .common import _THREAD_ENV, LIBRARY_GUARD, RUN_NICE
 from .launch import launch_prepare
 from .runs import Run
 
@@ -131,7 +131,26 @@ def _spare_request(control: int) -> "Run | None":
     run.uid = fields["uid"]
     run.memory_mb, run.file_size_mb, run.pids = fields["memory_mb"], fields["file_size_mb"], fields["pids"]
     run.cgroup_procs = list(fields.get("cgroups") or [])
+    run.threads = max(1, min(64, int(fields.get("threads") or 1)))
     return run
+
+
+def _threads_set(threads: int) -> None:
+    """The BLAS/OpenMP/torch threads this run may use (the scheduler's share of the cores for each
+    run in flight: ``base.threads_per_run``). The server imported everything with one (common.
+    ``_THREAD_ENV``), so no pool of threads was made before the fork; more are set here, before the
+    test: the variables (a fresh interpreter of the run's, its subprocesses, a library imported
+    later read them) and torch's pool when torch is loaded."""
+    if threads <= 1:
+        return
+    for var in _THREAD_ENV:
+        os.environ[var] = str(threads)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            torch.set_num_threads(threads)
+        except Exception:  # noqa: BLE001 - a torch without it: the run keeps one thread
+            pass
 
 
 def _child(server: "Server", fds: tuple[int, int, int], control: int) -> None:
@@ -167,6 +186,7 @@ def _child(server: "Server", fds: tuple[int, int, int], control: int) -> None:
         paper_dir = os.path.join(run.folder, "paper")
         os.chdir(paper_dir)
         _run_env(run, server)
+        _threads_set(run.threads)
         script = os.path.join(paper_dir, server.test_script)
         if go is None:
             os.set_inheritable(proof, True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from time import perf_counter
 
 from .audit import PROOF_EXIT, _install_audit, proof_mac
 from .common import _exit_code
@@ -34,16 +35,21 @@ def launch_prepare(proof_fd: int, prepared: tuple | None = None):
     seen); ``E <event> <detail>`` per audited action, most followed by the Python stack and ``X``;
     ``F <completed> <exit code>`` last.
     """
+    started = perf_counter()
     key = os.urandom(32)
     try:
         os.write(proof_fd, b"K " + key.hex().encode() + b"\n")
     except OSError:
         os._exit(PROOF_EXIT)
     import_testing()  # a warm server did it before forking; a fresh interpreter does it here
-    checkpoint, name_script = _install_audit(proof_fd, key, "", prepared)
+    costs = [0.0, 0, 0.0, 0, 0.0, 0.0]  # audit.COSTS_FIELDS
+    checkpoint, name_script = _install_audit(proof_fd, key, "", prepared, costs=costs)
     _wrap_harness(sys.audit)
     checkpoint("start")  # the snapshot of the test machinery, our wrappers in place
-    return _launcher(proof_fd, key, name_script)
+    # the set-up's seconds, the first checkpoint's among them; the run's own checkpoints come later
+    # (each from the hook: ``hook_s`` holds them too)
+    costs[:] = [0.0, 0, 0.0, 0, perf_counter() - started, 0.0]
+    return _launcher(proof_fd, key, name_script, costs)
 
 
 def _wrap_harness(audit) -> None:
@@ -82,8 +88,9 @@ def _wrap_harness(audit) -> None:
     _thread.start_new_thread = threading._start_new_thread = start_new_thread  # type: ignore[attr-defined]
 
 
-def _launcher(proof_fd: int, key: bytes, name_script):
-    """``go(script)``: run the script once, then write the proof's last line and exit."""
+def _launcher(proof_fd: int, key: bytes, name_script, costs: list):
+    """``go(script)``: run the script once, then write the proof's last line (after the ``C`` line of
+    what the detections cost, ``audit.COSTS_FIELDS``) and exit."""
     import atexit
     import runpy
     import threading
@@ -91,7 +98,8 @@ def _launcher(proof_fd: int, key: bytes, name_script):
     # everything used once the paper's code has run is bound now: it may rebind any global or
     # module attribute it can reach (os.write, the runner's functions: the wrappers' __globals__)
     # but not these locals
-    write, exit_, mac, audit, getpid = os.write, os._exit, proof_mac, sys.audit, os.getpid
+    write, exit_, mac, audit, getpid, clock = os.write, os._exit, proof_mac, sys.audit, os.getpid, perf_counter
+    ttype = type
     exit_code, print_exception, proof_exit = _exit_code, traceback.print_exception, PROOF_EXIT
     run_path, shutdown, run_exitfuncs = runpy.run_path, threading._shutdown, atexit._run_exitfuncs  # type: ignore[attr-defined]
     main_file = getattr(sys.modules.get("unittest.main"), "__file__", None) or ""
@@ -148,7 +156,14 @@ def _launcher(proof_fd: int, key: bytes, name_script):
             except BaseException:  # noqa: BLE001
                 code = code or 120  # what the interpreter reports when it cannot flush stdout
         audit("rcb.checkpoint", "end")
+        reported = clock()
         report_modules(before)
+        costs[5] = clock() - reported
+        try:  # figures only (the completion can reach the list): a number each, or the line is dropped
+            body = ("C\t" + "\t".join(repr(c) if ttype(c) in (int, float) else "0" for c in costs[:6])).encode()
+            write(proof_fd, body + b"\t" + mac(key, body) + b"\n")
+        except BaseException:  # noqa: BLE001
+            pass
         body = f"F\t{int(completed)}\t{code}\t{getpid()}".encode()
         try:
             write(proof_fd, body + b"\t" + mac(key, body) + b"\n")

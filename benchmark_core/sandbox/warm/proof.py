@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from .audit import proof_mac
+from .audit import COSTS_FIELDS, proof_mac
 from .common import is_runner
 
 #: names of ``M`` lines kept, at the most
@@ -55,6 +55,8 @@ def proof_read(data: bytes, *, paper_dir: str, test_script: str, runner: str, pi
         elif kind == "M" and len(parts) == 2:
             if len(out["modules"]) < MODULES_MAX:  # the server's import learning takes them (learn.py)
                 out["modules"] += parts[1].split(" ")[:MODULES_MAX - len(out["modules"])]
+        elif kind == "C" and len(parts) == 7:
+            out["costs"] = _proof_costs(parts[1:])
         elif kind == "S" and len(parts) == 3:
             out["snapshots"].setdefault(parts[1], parts[2])
         elif kind == "E" and len(parts) >= 3:
@@ -75,6 +77,20 @@ def proof_read(data: bytes, *, paper_dir: str, test_script: str, runner: str, pi
             finished = True
     out["events"] = list(events.values())
     return out
+
+
+def _proof_costs(fields: list[str]) -> dict:
+    """The ``C`` line: what the run's detections cost it (``audit.COSTS_FIELDS``), figures for the bench
+    only (the run's own process counted them: no verdict reads them)."""
+    costs: dict = {}
+    for name, text in zip(COSTS_FIELDS, fields):
+        try:
+            value = float(text)
+        except ValueError:
+            continue
+        if 0 <= value < 1e9:
+            costs[name] = int(value) if name in ("events", "checkpoints") else round(value, 6)
+    return costs
 
 
 def _proof_role(paper_dir: str, test_script: str, runner: str, trusted: tuple[str, ...]):

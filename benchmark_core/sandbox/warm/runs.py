@@ -73,6 +73,7 @@ class Run:
         self.output_bytes = int(request.get("output_bytes") or 64 * 1024)
         self.file_size_mb = int(request.get("file_size_mb") or 256)
         self.pids = int(request.get("pids") or 512)
+        self.threads = max(1, min(64, int(request.get("threads") or 1)))  # BLAS/OpenMP/torch threads
         self.files = request.get("files") or {}
         self.uid: int | None = None
         self.slot: int | None = None

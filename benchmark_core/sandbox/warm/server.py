@@ -19,7 +19,7 @@ from .common import (_ID_RE, _IGNORED, _THREAD_ENV, ARGS_PRELOAD, DISK_ALARM, DI
                      DRAIN_SECONDS, KEEP_RESULTS, PREPARE_RETRIES, PROOF_BYTES, PROTOCOL, RUNNER, split_lines)
 from .audit import PROOF_EXIT
 from .launch import snapshot_prepare
-from .proof import proof_read
+from .proof import MODULES_MAX, proof_read
 from .runs import Run, _Capture, _Spare
 from .learn import LEARN_MAX, REFUSED_MAX, import_clean, learn_candidates, learn_limits, learn_probe
 from .scan import (ALWAYS_PRELOAD, UNSAFE_TO_FORK, import_testing, named_roots, own_names, preload, scan_imports,
@@ -319,7 +319,8 @@ class Server:
         if spare is None:
             return None
         request = {"folder": run.folder, "uid": run.uid, "memory_mb": run.memory_mb,
-                   "file_size_mb": run.file_size_mb, "pids": run.pids, "cgroups": run.cgroup_procs}
+                   "file_size_mb": run.file_size_mb, "pids": run.pids, "cgroups": run.cgroup_procs,
+                   "threads": run.threads}
         try:
             os.write(spare.control, (json.dumps(request) + "\n").encode())  # far below a pipe's buffer
         except OSError:  # its end is closed: it is gone
@@ -406,6 +407,17 @@ class Server:
             except Exception as exc:  # noqa: BLE001 - a lesson lost costs time, never the server
                 os.write(2, f"[runner] import learning failed: {type(exc).__name__}: {exc}\n".encode())
 
+    def learn_told(self, names) -> None:
+        """The host's lesson (``{"op": "learn", "modules": [...]}``): what the paper's reference run
+        reported in an earlier session whose outcome the host kept (its reference is not run again
+        here, so nothing would be learned otherwise). Checked as a run's report is (``learn``)."""
+        if not isinstance(names, list):
+            return
+        try:
+            self.learn([n for n in names[:MODULES_MAX] if isinstance(n, str)])
+        except Exception as exc:  # noqa: BLE001 - a lesson lost costs time, never the server
+            os.write(2, f"[runner] import learning failed: {type(exc).__name__}: {exc}\n".encode())
+
     def learn(self, names: list[str]) -> None:
         """Import learning (learn.py): what a run of the paper's own code (its reference run)
         imported that this server had not, imported here (once a forked probe imported it cleanly)
@@ -451,7 +463,9 @@ class Server:
         proof = proof_read(bytes(run.proof), paper_dir=os.path.join(run.folder, "paper"),
                            test_script=self.test_script, runner=self.self_path, pid=run.pid,
                            trusted=(sys.prefix, sys.base_prefix, sys.exec_prefix))
-        run.modules = proof.pop("modules", [])  # for learn(), not the host's
+        run.modules = proof.pop("modules", [])  # for learn(); the host keeps a reference run's (own code)
+        if run.own_code and run.modules:
+            proof["modules"] = run.modules
         proof["overflow"] = run.proof_overflow
         # the hook ended the run because it could not report: its proof pipe was closed or replaced
         proof["channel_lost"] = code == PROOF_EXIT and not proof["authentic"]
@@ -591,6 +605,9 @@ class Server:
                     raise ValueError("a request is a JSON object")
             except ValueError as exc:
                 self.bad_request(None, f"bad request line: {exc}")
+                continue
+            if request.get("op") == "learn":
+                self.learn_told(request.get("modules"))
                 continue
             try:
                 self.start(request)
