@@ -345,7 +345,7 @@ class _Site:
             RCB_PAPER_STORAGE_ROOT=str(tmp / "var" / "paper-store"), RCB_PAPER_CACHE=str(tmp / "var" / "paper-cache"),
             RCB_REFERENCE_CACHE=str(tmp / "var" / "cache" / "references.sqlite3"),
             RCB_SANDBOX_BACKEND=args.backend, RCB_PYTHON=args.python, RCB_RUN_TIMEOUT=str(args.timeout),
-            RCB_SCORING_THREADS=str(args.workers), RCB_SUBMISSIONS_PER_DAY="1000",
+            RCB_SCORING_THREADS=str(site_job_runs(args)), RCB_SUBMISSIONS_PER_DAY="1000",
         )
         import django
 
@@ -406,6 +406,14 @@ class _Site:
 
             with psycopg.connect(self.pg_admin, autocommit=True) as db:
                 db.execute(f'DROP DATABASE IF EXISTS "{self.pg_name}" WITH (FORCE)')
+
+
+def site_job_runs(args) -> int:
+    """Runs at once per job of the site run: --site-job-runs, else the site's default (its workers share
+    the cores: rcbsite/settings.py RCB_SCORING_THREADS)."""
+    from benchmark_core.sandbox.base import threads_per_run
+
+    return args.site_job_runs or threads_per_run(args.site_workers, min(args.workers, os.cpu_count() or 1))
 
 
 def _pset_subset(src: Path, papers: set[str], dest: Path) -> Path:
@@ -472,7 +480,7 @@ def site_submissions(args, tasks: list[Task], cli_runs: list, t_cli: float, coun
         site.workers_start(args.site_workers)
         workers_cpu, own_cpu = site.workers_cpu(), _own_cpu()
         print(f"... {count} submissions through the queue: {args.site_workers} RQ worker(s) ({site.database.split(':')[0]}, "
-              f"{args.workers} runs at once per job)", flush=True)
+              f"{site_job_runs(args)} runs at once per job)", flush=True)
         started, started_wall = time.monotonic(), time.time()
         subs = []
         for n in range(count):
@@ -553,6 +561,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--site-workers", type=int, default=2,
                         help="RQ workers of the site run (default 2: docker compose's RCB_WORKERS, one per core "
                              "of the CLI's two)")
+    parser.add_argument("--site-job-runs", type=int, default=0,
+                        help="RCB_SCORING_THREADS of the site run: runs at once per job (default: the site's "
+                             "own, the cores // --site-workers)")
     parser.add_argument("--site-database", default="",
                         help="postgres://USER@HOST:PORT/DB: the site run's database is a fresh one on that "
                              "server (DB: where to connect to create it); default a SQLite file")

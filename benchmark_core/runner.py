@@ -736,8 +736,12 @@ def run_tasks(
     cache: "VerdictCache | None" = None,
     store: ReferenceStore | None = None,
     stop: threading.Event | None = None,
+    cores: int | None = None,
 ) -> list[TestRun]:
     """Run tasks in parallel (one session per paper); results come back in task order.
+
+    ``cores``: the cores this call's runs share (default: those the process may use); each run's
+    BLAS/OpenMP/torch threads are ``cores // runs in flight`` (``base.threads_per_run``).
 
     With ``cache``, a task whose verdict is stored for the same paper content, snippet, code and
     environment is not run again, provided the paper was shown deterministic in this environment
@@ -754,7 +758,7 @@ def run_tasks(
     plan = _tasks_prepare(tasks, sandbox=sandbox, timeout=timeout, cache=cache, progress=progress)
     scheduler = _Scheduler(tasks, plan, sandbox=sandbox, timeout=timeout, cache=cache,
                            store=cache if cache is not None else store)
-    scheduler.collect(workers=max(1, workers or os.cpu_count() or 1), progress=progress, stop=stop)
+    scheduler.collect(workers=max(1, workers or os.cpu_count() or 1), progress=progress, stop=stop, cores=cores)
     return _environment_faults(tasks, plan.results, scheduler.sessions)
 
 
@@ -804,7 +808,7 @@ class _Scheduler:
         self.halted = threading.Event()  # set once ``stop`` is, or when the call ends early (an exception)
 
     def collect(self, *, workers: int, progress: Callable[[TestRun], None] | None,
-                stop: threading.Event | None) -> None:
+                stop: threading.Event | None, cores: int | None = None) -> None:
         """Step 2: run the tasks left on ``workers`` threads; each verdict into ``plan.results`` and to
         ``progress`` as it comes. Once ``stop`` is set (or this fails) the runs going on are ended."""
         finished = threading.Event()
@@ -817,7 +821,7 @@ class _Scheduler:
                     return
 
         # each run's share of the cores: never more threads in all than cores (``threads_per_run``)
-        threads = threads_per_run(min(workers, max(1, len(self.plan.todo))))
+        threads = threads_per_run(min(workers, max(1, len(self.plan.todo))), cores)
         self.sessions.threads = threads
         executor = ThreadPoolExecutor(max_workers=workers, initializer=run_threads, initargs=(threads,))
         try:

@@ -8,6 +8,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from benchmark_core.sandbox.base import threads_per_run
 from rcbsite.envfile import env_file_read
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -270,7 +271,11 @@ RCB_JOB_MAX_ATTEMPTS = int(os.environ.get("RCB_JOB_MAX_ATTEMPTS", "3"))
 # sandboxes a worker keeps between jobs (benchmark_core.sandbox.pool): at most RCB_SANDBOX_POOL_SESSIONS,
 # closed after RCB_SANDBOX_POOL_IDLE_SECONDS idle, least recently used first while they hold more than
 # RCB_SANDBOX_POOL_MEMORY_MB together (0: no memory cap); RCB_SANDBOX_POOL=0 opens a sandbox per job.
-RCB_SCORING_THREADS = int(os.environ.get("RCB_SCORING_THREADS") or os.cpu_count() or 1)
+# Default: the host's cores shared by the RQ workers it runs (RCB_WORKERS, which `manage.py workers`
+# exports to them; blank: 1), so that the runs in flight on a host never outnumber its cores
+# (two workers on two cores: one run at a time each; benchmark_core.sandbox.base.threads_per_run).
+RCB_WORKERS = max(1, int(os.environ.get("RCB_WORKERS") or 1))
+RCB_SCORING_THREADS = int(os.environ.get("RCB_SCORING_THREADS") or threads_per_run(RCB_WORKERS))
 RCB_SANDBOX_POOL = env_bool("RCB_SANDBOX_POOL", True)
 RCB_SANDBOX_POOL_SESSIONS = int(os.environ.get("RCB_SANDBOX_POOL_SESSIONS", "16"))
 RCB_SANDBOX_POOL_IDLE_SECONDS = float(os.environ.get("RCB_SANDBOX_POOL_IDLE_SECONDS", "900"))

@@ -35,7 +35,7 @@ from benchmark_core.problemset import Paper as CorePaper
 from benchmark_core.problemset import paper_folder_load
 from benchmark_core.runner import (Task, TestRun, answer_code, reference_code, reference_failures_forget,
                                    reference_known, run_tasks)
-from benchmark_core.sandbox.base import Sandbox
+from benchmark_core.sandbox.base import Sandbox, threads_per_run
 from benchmark_core.sandbox.pool import SandboxPool
 from catalog.models import Evaluation, LLMModel, ReleasePaper, Snippet, SnippetResult
 
@@ -93,16 +93,19 @@ def paper_load(release_paper: ReleasePaper) -> CorePaper:
 def tasks_run(tasks: list[Task], *, sandbox: Sandbox, timeout: float | None = None,
               progress: Callable[[TestRun], None] | None = None,
               stop: threading.Event | None = None) -> list[TestRun]:
-    """The engine's ``run_tasks`` as the site runs it: RCB_SCORING_THREADS parallel runs, RCB_RUN_TIMEOUT
+    """The engine's ``run_tasks`` as the site runs it: RCB_SCORING_THREADS parallel runs on this worker's
+    share of the host's cores, RCB_RUN_TIMEOUT
     unless given (a paper's own timeout wins), this host's passing reference outcomes.
 
     A process outlives its scorings (a worker): failed reference outcomes it believed are forgotten
     first, so a repaired environment is seen at once.
     """
     reference_failures_forget()
+    # the cores of this job: the host's shared by its RCB_WORKERS workers (each run's threads: those
+    # shared by the job's runs in flight)
     return run_tasks(tasks, sandbox=sandbox, workers=settings.RCB_SCORING_THREADS,
                      timeout=timeout or settings.RCB_RUN_TIMEOUT, progress=progress, store=reference_store(),
-                     stop=stop)
+                     stop=stop, cores=threads_per_run(settings.RCB_WORKERS))
 
 
 def paper_evaluate(*, evaluation: Evaluation, release_paper: ReleasePaper, trust: str,

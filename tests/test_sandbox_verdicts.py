@@ -214,15 +214,16 @@ def test_runs_share_the_cores_by_the_runs_in_flight(sandbox_backend_name, tmp_pa
     wrong = tuple(line.replace("x @ x.T", "x.T @ x") for line in ref)
     tasks = [Task(paper, snip, ref), Task(paper, snip, wrong), Task(paper, snip, ref), Task(paper, snip, ())]
     fresh = run_tasks(tasks, sandbox=get_sandbox("local"), workers=1, timeout=120)
-    for workers in (1, 2):
+    # (one worker given one core: a site worker's share when two share two cores, scoring.evaluate)
+    for workers, cores in ((1, None), (2, None), (1, 1)):
         sandbox = get_sandbox(sandbox_backend_name)
         try:
-            warm = run_tasks(tasks, sandbox=sandbox, workers=workers, timeout=120)
+            warm = run_tasks(tasks, sandbox=sandbox, workers=workers, timeout=120, cores=cores)
         finally:
             sandbox.close()
         assert _verdicts(warm) == _verdicts(fresh)
         assert [r.passed for r in warm] == [True, False, True, False]
-        given = threads_per_run(workers)
+        given = threads_per_run(workers, cores)
         for run in warm[:3]:  # (the blank never reaches its test)
             assert f"threads={given} " in run.stdout, (workers, run.stdout[-300:])
             assert f"omp={given if given > 1 else 1}" in run.stdout, run.stdout[-300:]

@@ -165,3 +165,45 @@ def test_run_sh_keeps_the_site_up_when_its_worker_dies_and_the_supervisor_starts
         assert not _ping(port)
     finally:
         session_kill(site)
+
+
+@pytest.mark.parametrize("workers", ["", "1", "2", "3"])
+def test_a_hosts_workers_share_its_cores(workers):
+    """issue 24: by default each job of a host's RQ workers runs the cores // RCB_WORKERS tests at once
+    (at least one), so the runs in flight on the host never outnumber its cores; RCB_SCORING_THREADS
+    set says it outright."""
+    from benchmark_core.sandbox.base import threads_per_run
+
+    code = "from django.conf import settings; print(settings.RCB_SCORING_THREADS)"
+    env = {k: v for k, v in os.environ.items() if k != "RCB_SCORING_THREADS"}
+    env.update(RCB_WORKERS=workers, DJANGO_SETTINGS_MODULE="rcbsite.settings")
+    got = subprocess.run([sys.executable, "-c", f"import django; django.setup(); {code}"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert got.returncode == 0, got.stderr[-2000:]
+    assert int(got.stdout.split()[-1]) == threads_per_run(int(workers or 1))
+    env["RCB_SCORING_THREADS"] = "5"
+    got = subprocess.run([sys.executable, "-c", f"import django; django.setup(); {code}"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert int(got.stdout.split()[-1]) == 5
+
+
+def test_the_supervisor_tells_its_workers_how_many_they_are(monkeypatch):
+    """`manage.py workers --count N` exports RCB_WORKERS=N to the workers it starts (their settings
+    share the cores by it)."""
+    from django.core.management import call_command
+
+    from scoring.management.commands import workers as command
+
+    seen = {}
+
+    class Supervisor:
+        def __init__(self, argv, *, count, max_backoff, say):
+            seen["count"] = count
+
+        def run(self):
+            seen["env"] = os.environ.get("RCB_WORKERS")
+
+    monkeypatch.setattr(command, "WorkerSupervisor", Supervisor)
+    monkeypatch.setenv("RCB_WORKERS", "1")
+    call_command("workers", "--count", "3", "scoring")
+    assert seen == {"count": 3, "env": "3"}

@@ -33,4 +33,7 @@ class Command(BaseCommand):
             self.stdout.write(f"[workers] {line}")
             self.stdout.flush()
 
+        # the workers' settings share the host's cores between them (RCB_SCORING_THREADS' default:
+        # the cores // RCB_WORKERS runs at once per job, rcbsite/settings.py)
+        os.environ["RCB_WORKERS"] = str(count)
         WorkerSupervisor(rqworker_command(queues, *extra), count=count, max_backoff=max_backoff, say=say).run()
