@@ -122,6 +122,8 @@ def test_a_known_reference_still_teaches_its_imports(sandbox_backend_name, tmp_p
     tasks = [Task(paper, snip, ref), Task(paper, snip, ()), Task(paper, snip, ref), Task(paper, snip, ref)]
     fresh = run_tasks(tasks, sandbox=get_sandbox("local"), workers=1, timeout=120)
     store = VerdictCache(tmp_path / "references.sqlite")
+    with runner._REFERENCE_LOCK:
+        runner._REFERENCE.clear()  # a process that never ran this paper (another test of this file did)
     sandbox = get_sandbox(sandbox_backend_name)
     try:
         first = run_tasks(tasks, sandbox=sandbox, workers=1, timeout=120, store=store)

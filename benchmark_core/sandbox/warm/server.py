@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import gc
 import os
 import selectors
 import shutil
@@ -452,6 +453,7 @@ class Server:
             self.fresh, self.fresh_reason = True, f"learned imports left {', '.join(unsafe + extra)} behind"
         else:
             self.prepared = snapshot_prepare()  # the new modules in the snapshot every run starts from
+            gc.freeze()
         self.spare_drop()
         self.spare_fork()
 
@@ -633,6 +635,7 @@ class Server:
         preloaded, failed = self.preload_paper()
         if not self.fresh:
             self.prepared = snapshot_prepare()  # once, rather than in every run (_install_audit)
+            gc.freeze()  # what is here now is never walked by a run's collections: no copy-on-write for it
         # a preloaded module may have installed handlers; the server's own are set after
         self.send({"ready": True, "protocol": PROTOCOL, "preloaded": preloaded, "failed": failed,
                    "fresh": self.fresh, "fresh_reason": self.fresh_reason, "uid_mode": self.uid_base is not None})
