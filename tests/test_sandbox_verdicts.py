@@ -90,12 +90,7 @@ def test_a_lazy_import_is_learned_and_judged_as_fresh(sandbox_backend_name, tmp_
     """issue 24: a paper whose test imports scipy.stats inside a test case (no scan sees it): the
     warm server learns it from the first run and imports it before forking the next spare; every
     verdict equals a fresh process's (the seconds are printed, not asserted)."""
-    pset = _lazy_paper(tmp_path)
-    (paper, snip), = pset.snippets
-    ref = reference_code(paper, snip)
-    wrong = tuple(line.replace("2.0", "3.0") for line in ref)
-    tasks = [Task(paper, snip, ref), Task(paper, snip, wrong), Task(paper, snip, ref), Task(paper, snip, ())]
-    fresh = run_tasks(tasks, sandbox=get_sandbox("local"), workers=1, timeout=120)
+    tasks, fresh = _right_wrong_right_blank(_lazy_paper(tmp_path), ("2.0", "3.0"))
     sandbox = get_sandbox(sandbox_backend_name)
     try:
         warm = run_tasks(tasks, sandbox=sandbox, workers=1, timeout=120)
@@ -147,6 +142,16 @@ def test_a_known_reference_still_teaches_its_imports(sandbox_backend_name, tmp_p
     assert max(learned) > 0, learned  # no reference run here, yet the later runs had scipy.stats
     print(f"\n{sandbox_backend_name}: learned imports a run had, from the kept reference: {learned}; seconds "
           + ", ".join(f"{r.seconds:.3f}" for r in second))
+
+
+def _right_wrong_right_blank(pset, swap: tuple[str, str]):
+    """The one snippet of ``pset`` answered right, wrong (``swap`` applied to the reference), right and
+    blank; and those tasks' verdicts in a fresh process each."""
+    (paper, snip), = pset.snippets
+    ref = reference_code(paper, snip)
+    wrong = tuple(line.replace(*swap) for line in ref)
+    tasks = [Task(paper, snip, ref), Task(paper, snip, wrong), Task(paper, snip, ref), Task(paper, snip, ())]
+    return tasks, run_tasks(tasks, sandbox=get_sandbox("local"), workers=1, timeout=120)
 
 
 def _lazy_paper(tmp_path: Path):
@@ -210,12 +215,7 @@ def test_runs_share_the_cores_by_the_runs_in_flight(sandbox_backend_name, tmp_pa
     two threads a run; two workers: one each), and its verdicts equal a fresh process's."""
     from benchmark_core.sandbox.base import threads_per_run
 
-    pset = _threads_paper(tmp_path)
-    (paper, snip), = pset.snippets
-    ref = reference_code(paper, snip)
-    wrong = tuple(line.replace("x @ x.T", "x.T @ x") for line in ref)
-    tasks = [Task(paper, snip, ref), Task(paper, snip, wrong), Task(paper, snip, ref), Task(paper, snip, ())]
-    fresh = run_tasks(tasks, sandbox=get_sandbox("local"), workers=1, timeout=120)
+    tasks, fresh = _right_wrong_right_blank(_threads_paper(tmp_path), ("x @ x.T", "x.T @ x"))
     # (one worker given one core: a site worker's share when two share two cores, scoring.evaluate)
     for workers, cores in ((1, None), (2, None), (1, 1)):
         sandbox = get_sandbox(sandbox_backend_name)
