@@ -44,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -685,8 +686,8 @@ def main(argv: list[str] | None = None) -> int:
         # the health gate: one reference run per paper, the same test on the paper's own code, which the
         # floor (the snippets' runs only) does not hold; a kept reference outcome (the site's reference
         # store) spares it, a first scoring pays it
-        gate = sum(f["runs"] / n for paper_id, f in floors.items()
-                   if (n := sum(1 for t in tasks if t.paper.id == paper_id))) / cores
+        per_paper = Counter(t.paper.id for t in tasks)
+        gate = sum(f["runs"] / per_paper[paper_id] for paper_id, f in floors.items()) / cores
         if floor:
             print(f"  the health gate's reference runs (one per paper, not in the floor): ~{gate:.1f} s of the floor's "
                   f"kind of work; ours / (floor + them) = {t_ours / (floor + gate):.2f}")
