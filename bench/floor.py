@@ -8,7 +8,8 @@ paper's own) once, with torch held to one thread as the published way's runs are
 each line of stdin (``{"files": {relpath: text}}``), it copies the paper folder, writes the files,
 forks a child that runs ``paper2code_test.py`` as ``__main__`` in that copy, and waits for it. No
 sandbox, no audit hook, no proof, no uid: what is left is the test's own work. stdout: first
-``{"import_seconds": s}``, then one ``{"seconds": s, "exit_code": n}`` per run, in order.
+``{"import_seconds": s}``, then one ``{"seconds": s, "exit_code": n, "cpu_seconds": c, "minor_faults":
+f}`` per run, in order (``cpu_seconds``: the child's user + system time, from ``wait4``).
 
 This is the bench's yardstick (bench/score_speed.py), measured in the same run as ours; it runs
 only trusted code (the bench's own problem sets or the reference code of a published set).
@@ -70,9 +71,11 @@ def main() -> int:
                 except BaseException:  # noqa: BLE001
                     code = 1
                 os._exit(code)
-            _pid, status = os.waitpid(pid, 0)
+            _pid, status, usage = os.wait4(pid, 0)
             seconds = time.perf_counter() - begun
-            out.write(json.dumps({"seconds": round(seconds, 4), "exit_code": os.waitstatus_to_exitcode(status)}) + "\n")
+            out.write(json.dumps({"seconds": round(seconds, 4), "exit_code": os.waitstatus_to_exitcode(status),
+                                  "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 4),
+                                  "minor_faults": usage.ru_minflt}) + "\n")
             out.flush()
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -140,14 +140,35 @@ def floor_measure(args, tasks: list[Task]) -> dict[str, dict[str, float]]:
         answers = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
         if proc.returncode != 0 or len(answers) != len(group) + 1:
             raise RuntimeError(f"floor of {paper_id} failed: {proc.stderr[-2000:]}")
-        figures[paper_id] = {"import": answers[0]["import_seconds"], "runs": sum(a["seconds"] for a in answers[1:])}
+        figures[paper_id] = {"import": answers[0]["import_seconds"], "runs": sum(a["seconds"] for a in answers[1:]),
+                             "cpu": sum(a.get("cpu_seconds", 0.0) for a in answers[1:]),
+                             "faults": sum(a.get("minor_faults", 0) for a in answers[1:])}
     return figures
+
+
+def machine_busy() -> float:
+    """CPU seconds the whole machine has spent busy so far (every core, every process: /proc/stat's
+    user, nice, system, irq, softirq and steal), 0 where it cannot be read."""
+    try:
+        with open("/proc/stat") as fh:
+            fields = fh.readline().split()[1:]
+    except OSError:
+        return 0.0
+    ticks = [int(v) for v in fields[:8]] + [0] * 8
+    busy = ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6] + ticks[7]
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+#: the machine's busy CPU seconds while each ``timed`` call ran, in order
+BUSY: list[float] = []
 
 
 def timed(label: str, tasks, sandbox, **kw):
     print(f"... {label}", flush=True)
+    busy = machine_busy()
     started = time.monotonic()
     runs = run_tasks(tasks, sandbox=sandbox, **kw)
+    BUSY.append(machine_busy() - busy)
     return runs, time.monotonic() - started
 
 
@@ -627,14 +648,16 @@ def main(argv: list[str] | None = None) -> int:
     for sandbox in sandboxes:
         ours, t_ours = timed(f"ours: {sandbox.describe()}, warm runner, {args.workers} workers",
                              tasks, sandbox, workers=args.workers, timeout=args.timeout)
+        busy_ours = BUSY[-1]
         sandbox.close()
-        t_light = None
+        t_light = busy_light = None
         if whole:  # the import-bound papers on their own, in a sandbox of their own
             sandbox = get_sandbox(sandbox.name, python=args.python)
             _runs, t_light = timed(f"ours on the import-bound papers alone: {sandbox.describe()}",
                                    light, sandbox, workers=args.workers, timeout=args.timeout)
+            busy_light = BUSY[-1]
             sandbox.close()
-        measured.append((sandbox.name, ours, t_ours, t_light))
+        measured.append((sandbox.name, ours, t_ours, t_light, busy_ours, busy_light))
 
     floors = floor_measure(args, tasks)
     print()
@@ -642,7 +665,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"published way: {t_pub:8.1f} s   ({sum(r.passed for r in published)}/{len(published)} passed)")
     cores = max(1, min(args.workers, os.cpu_count() or 1))
     light_papers = {t.paper.id for t in light}
-    for name, ours, t_ours, t_light in measured:
+    for name, ours, t_ours, t_light, busy_ours, busy_light in measured:
         print(f"ours ({name}): {t_ours:8.1f} s   ({sum(r.passed for r in ours)}/{len(ours)} passed)")
         figure(f"ours ({name})", f"{t_ours:.1f} s", "-", None)
         if published is not None:
@@ -673,15 +696,26 @@ def main(argv: list[str] | None = None) -> int:
               f"{floor:.1f} s on {cores} workers; ours / floor = {t_ours / floor if floor else float('nan'):.2f} "
               + ("(target <= 1.25)" if target != "-" else "(the <= 1.25 target is a whole set's: --generate "
                  "published-like or realistic)"))
+        cpu_runs = sum(float(r.extra.get("cpu_seconds") or 0) for r in ours)
+        floor_cpu = sum(f["cpu"] for f in floors.values())
         print(f"  where the rest went: our runs' own seconds {work:.1f} s against the floor's "
-              f"{sum(f['runs'] for f in floors.values()):.1f} s of the same tests; per paper (ours / floor, a run):")
+              f"{sum(f['runs'] for f in floors.values()):.1f} s of the same tests; the CPU of our runs' processes "
+              f"{cpu_runs:.1f} s against the floor's {floor_cpu:.1f} s; the whole machine was busy {busy_ours:.1f} "
+              f"CPU seconds of {t_ours * cores:.1f} while ours ran (outside the runs' processes: "
+              f"{busy_ours - cpu_runs:.1f} s: servers, spares' set-up, reference runs, the host)")
+        print("  per paper, a run: wall ours / floor's; CPU ours / floor's; minor page faults ours / floor's")
         for paper_id, f in floors.items():
-            mine = [r.seconds for r in ours if r.paper == paper_id]
-            learned = max((int(r.extra.get("learned") or 0) for r in ours if r.paper == paper_id), default=0)
+            mine = [r for r in ours if r.paper == paper_id]
+            learned = max((int(r.extra.get("learned") or 0) for r in mine), default=0)
             if mine and f["runs"]:
-                print(f"    {paper_id:<22} {sum(mine) / len(mine) * 1000:8.1f} ms / {f['runs'] / len(mine) * 1000:8.1f} ms"
-                      f" = {sum(mine) / f['runs']:.2f}   (one import of its modules: {f['import']:.2f} s; "
-                      f"learned imports a run had: {learned})")
+                n = len(mine)
+                wall = sum(r.seconds for r in mine)
+                cpu = sum(float(r.extra.get("cpu_seconds") or 0) for r in mine)
+                faults = sum(int(r.extra.get("minor_faults") or 0) for r in mine)
+                print(f"    {paper_id:<22} {wall / n * 1000:6.1f} / {f['runs'] / n * 1000:6.1f} ms = {wall / f['runs']:.2f};"
+                      f" {cpu / n * 1000:6.1f} / {f['cpu'] / n * 1000:6.1f} ms = {cpu / f['cpu'] if f['cpu'] else 0:.2f};"
+                      f" {faults / n:6.0f} / {f['faults'] / n:6.0f}   (one import of its modules: {f['import']:.2f} s;"
+                      f" learned imports a run had: {learned})")
         detection_costs(name, ours)
         # the health gate: one reference run per paper, the same test on the paper's own code, which the
         # floor (the snippets' runs only) does not hold; a kept reference outcome (the site's reference
@@ -701,7 +735,9 @@ def main(argv: list[str] | None = None) -> int:
             bound = 1.25 * (light_floor + heavy_import)
             print(f"  import-bound papers alone: ours {t_light:.1f} s; floor {light_floor:.1f} s + one import of the "
                   f"environment's heavy modules {heavy_import:.1f} s; ours / (floor + import) = "
-                  f"{t_light / (light_floor + heavy_import):.2f} (target <= 1.25)")
+                  f"{t_light / (light_floor + heavy_import):.2f} (target <= 1.25); the machine busy "
+                  f"{busy_light:.1f} CPU seconds of {t_light * cores:.1f}, the floor's runs of them "
+                  f"{sum(floors[p]['cpu'] for p in light_papers):.1f} s of CPU")
             figure(f"ours / (floor + import), import-bound papers ({name})",
                    f"{t_light / (light_floor + heavy_import):.2f}", "<= 1.25", t_light <= bound)
 

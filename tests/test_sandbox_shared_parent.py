@@ -129,3 +129,49 @@ def test_a_run_of_one_paper_cannot_reach_the_other_papers_files(tmp_path):
         b.close()
     finally:
         sandbox.close()
+
+
+#: what a test sees at its first line: the lazily loaded scipy submodules that are in sys.modules
+LOOK_MODULES = ("import sys\nprint('MODS', sorted(m for m in ('scipy.special', 'scipy.linalg') if m in sys.modules))\n")
+TEST_TAIL = "\nimport unittest\n\n\nclass T(unittest.TestCase):\n    def test_ok(self):\n        self.assertTrue(True)\n\n\n" \
+    "if __name__ == '__main__':\n    unittest.main()\n"
+
+
+def test_papers_of_one_interpreter_get_parents_of_their_own_imports(tmp_path):
+    """A paper is served by a parent that imported nothing the paper does not import, the one that
+    imported the most of it; a paper that no parent fits gets a parent of its own imports (not a
+    runner of its own, which would import everything again). Submodules a paper names (``from scipy
+    import special``) are imported by its parent, and a paper that does not name them never has them."""
+    imports = {
+        "a_special": "import numpy\nimport scipy\nfrom scipy import special\n",
+        "b_numpy": "import numpy\n",
+        "c_linalg": "import numpy\nimport scipy\nfrom scipy import linalg\n",
+        "d_both": "import json\nimport numpy\nimport scipy\nfrom scipy import linalg, special\n",
+    }
+    for name, head in imports.items():
+        folder = tmp_path / "papers" / name
+        folder.mkdir(parents=True)
+        (folder / "paper2code_test.py").write_text(LOOK_MODULES + head + TEST_TAIL)
+    sandbox = get_sandbox("bwrap")
+    try:
+        specs = {name: PaperSpec(id=name, folder=tmp_path / "papers" / name) for name in imports}
+        sessions = {name: sandbox.open(spec) for name, spec in specs.items()}  # in this order
+        assert all(isinstance(s, ParentedSession) for s in sessions.values())
+        parents = {name: sandbox.parent_for(spec) for name, spec in specs.items()}
+        assert parents["a_special"].preloads == {"numpy", "scipy", "scipy.special"}
+        assert parents["b_numpy"].preloads == {"numpy"}
+        assert parents["c_linalg"] is parents["b_numpy"]  # a's parent holds scipy.special, which c does not import
+        assert parents["d_both"] is parents["a_special"]  # both fit d: the one that imported more of it
+        assert sessions["d_both"].server_pid == sessions["a_special"].server_pid != sessions["b_numpy"].server_pid
+        seen = {}
+        for name, session in sessions.items():
+            result = session.run({}, timeout=60)
+            assert result.exit_code == 0, result.stderr
+            seen[name] = next(ln for ln in result.stdout.splitlines() if ln.startswith("MODS"))
+        # what each run holds at its first line: its own named imports at most, never another paper's
+        assert seen == {"a_special": "MODS ['scipy.special']", "b_numpy": "MODS []",
+                        "c_linalg": "MODS ['scipy.linalg']", "d_both": "MODS ['scipy.linalg', 'scipy.special']"}
+        for session in sessions.values():
+            session.close()
+    finally:
+        sandbox.close()

@@ -62,6 +62,38 @@ def test_scan_imports_finds_third_party_only(tmp_path):
     assert set(found) == {"numpy", "scipy", "torch", "jax", "pandas"}
 
 
+def test_parent_names_are_third_party_imports_and_the_submodules_of_them_named(tmp_path):
+    """What a warm parent may import ahead for a paper: its third-party modules and the submodules of
+    those it names, never the standard library's, the paper's own or a fork-unsafe framework's."""
+    (tmp_path / "helpers.py").write_text("import numpy as np\nfrom numpy import linalg\n")
+    (tmp_path / "paper2code_test.py").write_text(
+        "import os.path\nimport helpers\nfrom scipy import stats, special\nimport matplotlib.pyplot as plt\n"
+        "from helpers import np\nimport jax.numpy\n\ndef f():\n    import scipy.optimize\n")
+    names = warm.parent_names(str(tmp_path))
+    assert set(names) == {"numpy", "scipy", "matplotlib", "jax", "numpy.linalg", "scipy.stats", "scipy.special",
+                          "matplotlib.pyplot"}
+    assert names.index("scipy") < names.index("scipy.stats")  # a package before its submodules
+
+
+def test_parent_pick_serves_a_paper_from_a_parent_holding_only_what_it_imports():
+    """Both backends pick an environment's warm parent so: one whose preloads the paper all imports, of
+    those the one holding the most; none when every parent holds something the paper does not import."""
+    from types import SimpleNamespace
+
+    from benchmark_core.sandbox.warm_client import parent_pick
+
+    torch = SimpleNamespace(preloads={"torch"})
+    torch_numpy = SimpleNamespace(preloads={"torch", "numpy"})
+    scientific = SimpleNamespace(preloads={"numpy", "scipy", "scipy.stats"})
+    refused = SimpleNamespace(preloads=None)
+    parents = [refused, torch, torch_numpy, scientific]
+    assert parent_pick(parents, {"torch", "numpy", "einops"}) is torch_numpy
+    assert parent_pick(parents, {"torch"}) is torch
+    assert parent_pick(parents, {"numpy", "scipy", "scipy.stats", "pandas"}) is scientific
+    assert parent_pick(parents, {"numpy", "scipy"}) is None  # scipy.stats is not the paper's
+    assert parent_pick([refused], set()) is None
+
+
 def core(proof: dict) -> dict:
     """The proof's verdict part (the audit trail beside it is compared by tamper.audit_verdict)."""
     return {"completed": proof["completed"], "tests_run": proof["tests_run"]}

@@ -27,9 +27,9 @@ from typing import Any
 from .base import Limits, PaperSpec, Sandbox, SandboxSession, SandboxUnavailable
 from .cgroups import RunCgroups, SandboxCgroups
 from .process import child_env
-from .warm_client import (READY_TIMEOUT, WARM_SCRIPT, FileTransport, NotServed, WarmClient, WarmSession, host_pid,
-                          runner_options,
-                          run_uid_base, spawn_lasting)
+from .warm import UNSAFE_TO_FORK, parent_names
+from .warm_client import (PARENTS_PER_ENVIRONMENT, READY_TIMEOUT, WARM_SCRIPT, FileTransport, NotServed, WarmClient,
+                          WarmSession, host_pid, parent_pick, runner_options, run_uid_base, spawn_lasting)
 
 __all__ = ["BwrapSandbox", "BwrapSession", "WARM_SCRIPT", "bwrap_available"]
 
@@ -191,9 +191,10 @@ class BwrapSandbox(Sandbox):
         self._infos_lock = threading.Lock()
         self.info = self.interpreter_info(self.python)
         self.is_root = os.geteuid() == 0
-        #: (interpreter, papers' folder) -> its warm parent; what a parent refused to serve, and why
-        self._parents: dict[tuple[str, str], _Parent] = {}
-        self._parents_refused: dict[tuple[str, str], str] = {}
+        #: (interpreter, papers' folder) -> its warm parents (one per set of preloaded modules, see
+        #: ``parent_for``); what a parent of some modules refused to serve, and why
+        self._parents: dict[tuple[str, str], list[_Parent]] = {}
+        self._parents_refused: dict[tuple[str, str, tuple[str, ...]], str] = {}
         self._parents_lock = threading.Lock()
         #: this sandbox's cgroup folder: each run's memory and processes bounded (root only); the
         #: sandbox in a cpu cgroup weighted as docker weighs a container of as many runs (DockerSandbox:
@@ -238,9 +239,10 @@ class BwrapSandbox(Sandbox):
     def _environment_id(info: dict[str, Any]) -> str:
         return f"bwrap:{info['executable']}:{info['version']}:{info['packages']}"
 
-    def command(self, paper: PaperSpec, *, parent_root: Path | None = None) -> list[str]:
-        """The bwrap command line that starts the warm runner for ``paper``; with ``parent_root``, the
-        warm parent of the papers under that folder (``paper`` first), see ``warm.zygote_serve``."""
+    def command(self, paper: PaperSpec, *, parent_root: Path | None = None, modules: tuple[str, ...] = ()) -> list[str]:
+        """The bwrap command line that starts the warm runner for ``paper``; with ``parent_root``, a
+        warm parent of the papers under that folder that imports ``modules`` (``paper``'s
+        environment), see ``warm.zygote_serve``."""
         python = self.paper_python(paper)
         limits = self.limits
         args = [self.binary, "--die-with-parent", "--new-session", *self._namespace_args(), *_system_binds()]
@@ -268,7 +270,6 @@ class BwrapSandbox(Sandbox):
         if parent_root is not None:
             # the papers are read by their servers only (root there): a run copies its own paper, and
             # its uid cannot pass the 0700 folder to see another paper's files
-            rel = Path(paper.folder).resolve().relative_to(parent_root)
             args += [
                 "--perms", "0700", "--dir", f"{INSIDE}/papers",
                 "--ro-bind", str(parent_root), f"{INSIDE}/papers/all",
@@ -276,8 +277,8 @@ class BwrapSandbox(Sandbox):
                 "--chdir", INSIDE,
                 "--",
                 python, f"{INSIDE}/warm.py", "--zygote", "--papers", f"{INSIDE}/papers/all",
-                "--first-paper", f"{INSIDE}/papers/all/{rel.as_posix()}", "--work", f"{INSIDE}/runs",
-                "--python", python, *runner_extra,
+                "--modules", ",".join(modules) or ",", "--work", f"{INSIDE}/runs", "--python", python,
+                *runner_extra,
             ]
             return args + self._preload_args()
         args += [
@@ -321,11 +322,13 @@ class BwrapSandbox(Sandbox):
         return BwrapSession(self, paper)
 
     def parent_for(self, paper: PaperSpec) -> "_Parent":
-        """The warm parent of the paper's environment and folder (started on first use).
+        """A warm parent of the paper's environment and folder that may serve it (``parent_pick``:
+        one whose preloaded modules the paper all imports), started on first use with the paper's
+        own (``warm.parent_names``), up to PARENTS_PER_ENVIRONMENT; NotServed when none may.
 
         The folder is the one holding the paper's folder, or the option ``papers_root`` when the paper
         lies below it: a store that keeps each paper in a folder of its own (the site's paper cache,
-        by content hash) still has one parent per environment, not one per paper."""
+        by content hash) still has its parents per environment, not one per paper."""
         root = Path(paper.folder).resolve().parent
         shared = self.options.get("papers_root")
         if shared:
@@ -333,25 +336,36 @@ class BwrapSandbox(Sandbox):
             if shared_root in root.parents or shared_root == root:
                 root = shared_root
         key = (self.paper_python(paper), str(root))
+        preload = [m.strip() for m in self.options.get("preload") or () if m.strip()]
+        names = set(parent_names(str(paper.folder))) | set(preload)
+        wanted = tuple(sorted(m for m in names if m.split(".")[0] not in UNSAFE_TO_FORK))
         with self._parents_lock:
-            parent = self._parents.get(key)
-            if parent is not None and not parent.alive:
-                parent.close()
-                parent = None
-            if parent is None:
-                if key in self._parents_refused:
-                    raise NotServed(self._parents_refused[key])
-                parent = _Parent(self, paper, root)
-                if parent.refused:
-                    self._parents_refused[key] = parent.refused
+            parents = []
+            for parent in self._parents.get(key, []):
+                if parent.alive:
+                    parents.append(parent)
+                else:
                     parent.close()
-                    raise NotServed(parent.refused)
-                self._parents[key] = parent
+            self._parents[key] = parents
+            parent = parent_pick(parents, names)
+            if parent is not None:
+                return parent
+            if key + (wanted,) in self._parents_refused:
+                raise NotServed(self._parents_refused[key + (wanted,)])
+            if len(parents) >= PARENTS_PER_ENVIRONMENT:
+                raise NotServed(f"{PARENTS_PER_ENVIRONMENT} warm parents of {key[0]} already, none importing only "
+                                "what the paper imports")
+            parent = _Parent(self, paper, root, wanted)
+            if parent.refused:
+                self._parents_refused[key + (wanted,)] = parent.refused
+                parent.close()
+                raise NotServed(parent.refused)
+            parents.append(parent)
             return parent
 
     def close(self) -> None:
         with self._parents_lock:
-            parents = list(self._parents.values())
+            parents = [p for group in self._parents.values() for p in group]
             self._parents.clear()
         for parent in parents:
             parent.close()
@@ -401,12 +415,12 @@ class _Parent:
     """One warm parent: a bwrap sandbox whose runner imported an environment's modules once and
     forks a server per paper (warm.zygote_serve); papers are those under one folder."""
 
-    def __init__(self, sandbox: "BwrapSandbox", paper: PaperSpec, root: Path):
-        self.sandbox, self.root = sandbox, root
+    def __init__(self, sandbox: "BwrapSandbox", paper: PaperSpec, root: Path, modules: tuple[str, ...]):
+        self.sandbox, self.root, self.modules = sandbox, root, modules
         self.lock = threading.Lock()
         self.ctl, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         filter_fd = seccomp_filter_fd(refuse_memfd=sandbox.run_cgroups() is None)
-        argv = sandbox.command(paper, parent_root=root) + ["--control-fd", str(child.fileno())]
+        argv = sandbox.command(paper, parent_root=root, modules=modules) + ["--control-fd", str(child.fileno())]
         if filter_fd is not None:
             argv[1:1] = ["--seccomp", str(filter_fd)]
         fds = (child.fileno(),) + (() if filter_fd is None else (filter_fd,))
@@ -449,6 +463,11 @@ class _Parent:
     @property
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    @property
+    def preloads(self) -> set[str] | None:
+        """What the parent imported (``warm_client.parent_pick``); None when it serves no paper."""
+        return None if self.refused else set(self.ready.get("preloaded") or ())
 
     def serve(self, paper: PaperSpec) -> WarmClient:
         """A client of a new server of ``paper``, forked from this parent; NotServed when it refuses."""

@@ -41,8 +41,9 @@ from .docker_images import (BASE_PYTHON, LABEL, PYTHON, base_image_ensure, confi
                             requirements_for_paper)
 from .docker_transport import Container, DockerParent, MuxChannel, StandaloneChannel, files_archive
 from .process import child_env
-from .warm import UNSAFE_TO_FORK, scan_imports
-from .warm_client import READY_TIMEOUT, NotServed, WarmClient, WarmSession, run_uid_base, runner_options
+from .warm import UNSAFE_TO_FORK, parent_names
+from .warm_client import (PARENTS_PER_ENVIRONMENT, READY_TIMEOUT, NotServed, WarmClient, WarmSession, parent_pick,
+                          run_uid_base, runner_options)
 
 __all__ = [
     "DockerSandbox",
@@ -54,8 +55,6 @@ __all__ = [
 
 #: a paper whose copies (one per parallel run, plus its own) would take more gets a container of its own
 PARENT_PAPER_MB = 256
-#: warm parents per environment image (one per set of preloaded modules, see DockerSandbox.parent_for)
-PARENTS_PER_IMAGE = 4
 
 
 def _folder_mb(folder: Path) -> int:
@@ -335,15 +334,15 @@ class DockerSandbox(Sandbox):
     def parent_for(self, paper: PaperSpec) -> DockerParent:
         """A warm parent that may serve ``paper`` (started, without waiting for its imports, when none
         does): one of its environment image whose preloaded modules the paper all imports (a fresh
-        interpreter would hold no other), up to PARENTS_PER_IMAGE per image; NotServed when the
-        paper must have a container of its own (too big to share one, a fork-unsafe framework, a
-        parent that refused)."""
+        interpreter would hold no other: ``parent_pick``), up to PARENTS_PER_ENVIRONMENT per image;
+        NotServed when the paper must have a container of its own (too big to share one, a
+        fork-unsafe framework, a parent that refused)."""
         if _folder_mb(Path(paper.folder)) * (self.parallel + 2) > PARENT_PAPER_MB:
             raise NotServed("the paper is too big to share a container")
         image = self.image_for(paper)
         preload = [m.strip() for m in self.options.get("preload") or () if m.strip()]
-        modules = set(scan_imports(str(paper.folder)))
-        wanted = tuple(sorted((modules | set(preload)) - set(UNSAFE_TO_FORK)))
+        names = set(parent_names(str(paper.folder))) | set(preload)
+        wanted = tuple(sorted(m for m in names if m.split(".")[0] not in UNSAFE_TO_FORK))
         with self._parents_lock:
             if self.closed:
                 raise NotServed("the sandbox is closed")
@@ -351,13 +350,13 @@ class DockerSandbox(Sandbox):
             for gone in set(self._parents.get(image, [])) - set(parents):
                 gone.close()
             self._parents[image] = parents
-            for parent in parents:
-                if parent.serves(modules | set(preload)):
-                    return parent
+            parent = parent_pick(parents, names)
+            if parent is not None:
+                return parent
             if (image, wanted) in self._parents_refused:
                 raise NotServed(self._parents_refused[(image, wanted)])
-            if len(parents) >= PARENTS_PER_IMAGE:
-                raise NotServed(f"{PARENTS_PER_IMAGE} warm parents of {image} already, none importing only "
+            if len(parents) >= PARENTS_PER_ENVIRONMENT:
+                raise NotServed(f"{PARENTS_PER_ENVIRONMENT} warm parents of {image} already, none importing only "
                                 "what the paper imports")
             parent = DockerParent(self, image, list(wanted))
             parents.append(parent)

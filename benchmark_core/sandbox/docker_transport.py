@@ -389,12 +389,13 @@ class DockerParent:
     def refused(self) -> str:
         return str((self.ready or {}).get("refused") or "")
 
-    def serves(self, modules: set[str]) -> bool:
-        """Whether a paper importing ``modules`` may be served: the parent holds nothing it does not
-        import (what it asked for, until it says what it could import)."""
+    @property
+    def preloads(self) -> set[str] | None:
+        """What the parent holds (what it asked for, until it says what it could import); None once
+        it refused every paper (``warm_client.parent_pick``)."""
         if self.ready is not None:
-            return not self.refused and set(self.ready.get("preloaded") or ()) <= modules
-        return set(self.modules) <= modules
+            return None if self.refused else set(self.ready.get("preloaded") or ())
+        return set(self.modules)
 
     def control(self, msg: dict[str, Any], *, wait: float | None = None) -> dict[str, Any] | None:
         """Send a message to the parent itself; with ``wait``, its answer (None when none came)."""

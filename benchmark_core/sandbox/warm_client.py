@@ -35,12 +35,14 @@ __all__ = [
     "READY_TIMEOUT",
     "WARM_SCRIPT",
     "NotServed",
+    "PARENTS_PER_ENVIRONMENT",
     "ProcessTransport",
     "Transport",
     "WarmClient",
     "WarmSession",
     "host_pid",
     "json_object",
+    "parent_pick",
     "request_payload",
     "result_from_message",
     "run_uid_base",
@@ -63,6 +65,22 @@ _TAIL = 65536
 
 class NotServed(Exception):
     """A warm parent does not serve this paper (the paper gets a runner of its own)."""
+
+
+#: warm parents per environment (an interpreter for bwrap, an image for docker): one per set of
+#: preloaded modules, see ``parent_pick``
+PARENTS_PER_ENVIRONMENT = 4
+
+
+def parent_pick(parents: list, names: set[str]):
+    """Of an environment's live warm parents, the one to serve a paper whose ``warm.parent_names``
+    are ``names``: one whose preloads (``parent.preloads``: a set, None when it serves nothing) are
+    all among them (a fresh interpreter running the paper would import each), the most of them
+    (its server then imports the least on top). None when none may: the host then starts a parent
+    that imports the paper's own ``names`` (while the environment has fewer than
+    ``PARENTS_PER_ENVIRONMENT``), else the paper gets a runner of its own. Both backends pick so."""
+    fits = [p for p in parents if p.preloads is not None and p.preloads <= names]
+    return max(fits, key=lambda p: len(p.preloads), default=None)
 
 
 def runner_options(options: Mapping[str, Any]) -> list[str]:
@@ -379,6 +397,9 @@ def _result_decode(msg: dict[str, Any], *, seconds: float) -> RunResult:
     for name, value in (costs.items() if isinstance(costs, dict) else ()):
         if isinstance(name, str) and isinstance(value, (int, float)) and not isinstance(value, bool):
             extra[f"cost_{name[:20]}"] = value
+    for name in ("cpu_seconds", "minor_faults"):  # the run's child's own (wait4), for the bench
+        if isinstance(msg.get(name), (int, float)) and not isinstance(msg.get(name), bool):
+            extra[name] = msg[name]
     learned = msg.get("learned")
     extra["learned"] = len(learned) if isinstance(learned, list) else 0
     # what the run imported (its proof's M lines): a reference run's is kept with its outcome, so

@@ -56,7 +56,7 @@ from .launch import launch, launch_prepare, snapshot_prepare
 from .proof import proof_read
 from .runs import Bounded, Run
 from .scan import (ALWAYS_PRELOAD, AST_LOCK, NEVER_PRELOAD, TESTING_MODULES, UNSAFE_TO_FORK, import_testing, own_names,
-                   preload, scan_imports, scan_submodules)
+                   parent_names, preload, scan_imports, scan_submodules)
 from .server import Server
 from .zygote import zygote_serve
 
@@ -64,6 +64,6 @@ __all__ = [
     "ALWAYS_PRELOAD", "AST_LOCK", "Bounded", "HOME_ENV", "LIBRARY_GUARD", "NEVER_PRELOAD", "PROOF_EXIT",
     "PROTECTED_MODULES", "PROTOCOL", "RUNNER", "Run", "SPARE_NAME", "Server", "TESTING_MODULES", "UNSAFE_TO_FORK",
     "_install_audit", "_library_guard", "import_testing", "ipc_remove", "launch", "launch_prepare", "main",
-    "own_names", "preload", "proof_mac", "proof_read", "remove_tree", "run_home_env", "scan_imports",
+    "own_names", "parent_names", "preload", "proof_mac", "proof_read", "remove_tree", "run_home_env", "scan_imports",
     "scan_submodules", "snapshot_prepare", "split_lines", "zygote_serve",
 ]

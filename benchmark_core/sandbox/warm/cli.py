@@ -27,11 +27,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--proof-fd", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--zygote", action="store_true", help="warm parent of several papers (zygote_serve)")
     parser.add_argument("--papers", help="with --zygote: the folder holding the papers it may serve")
-    parser.add_argument("--first-paper", help="with --zygote: the paper whose imports it makes")
     parser.add_argument("--control-fd", type=int, help="with --zygote: the control socket's descriptor")
     parser.add_argument("--mux", action="store_true",
                         help="with --zygote: requests and every server's streams as tagged lines on stdin/stdout")
-    parser.add_argument("--modules", help="with --zygote, instead of --first-paper: the modules to import")
+    parser.add_argument("--modules", help="with --zygote: the modules to import, comma-separated (the host's "
+                        "scan of a paper: parent_names)")
     args = parser.parse_args(argv)
     if args.no_library_guard:
         LIBRARY_GUARD[0] = False
@@ -39,9 +39,9 @@ def main(argv: list[str] | None = None) -> int:
         launch(args.launch, args.proof_fd if args.proof_fd is not None else -1)
         return 0  # not reached
     if args.zygote:
-        if not (args.papers and args.work and (args.first_paper or args.modules is not None)
+        if not (args.papers and args.work and args.modules is not None
                 and (args.mux or args.control_fd is not None)):
-            parser.error("--zygote needs --papers, --work, --first-paper or --modules, and --control-fd or --mux")
+            parser.error("--zygote needs --papers, --work, --modules, and --control-fd or --mux")
         ARGS_PRELOAD[:] = [m.strip() for m in args.preload.split(",") if m.strip()]
         return zygote_serve(args)
     if not args.paper or not args.work:

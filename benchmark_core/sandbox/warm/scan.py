@@ -61,6 +61,17 @@ def scan_submodules(paper: str) -> list[str]:
     return found
 
 
+def parent_names(paper: str) -> list[str]:
+    """What a warm parent of the paper's environment may import ahead for it: its third-party
+    modules and the submodules of those it names (``scipy.stats``), which its server would
+    otherwise import (``Server.preload_paper``). A parent whose preloads are all among a paper's
+    ``parent_names`` may serve it: a fresh interpreter running the paper's files would import them
+    too (``zygote._serve_refusal``; the hosts pick a parent by them: ``warm_client.parent_pick``)."""
+    top = scan_imports(paper)
+    third = set(top)
+    return top + [m for m in scan_submodules(paper) if m.split(".")[0] in third and m not in third]
+
+
 def named_roots(paper: str) -> set[str]:
     """The first component of every absolute import anywhere in the paper's files (inside functions
     too): the packages the paper itself names (``learn``: a run may teach the server only those)."""

@@ -47,6 +47,9 @@ class Server:
         self.stdin_open = True
         self.out_fd = -1
         self.statuses: dict[int, int] = {}
+        #: CPU seconds (user + system) and minor page faults of each ended run's child (wait4: the
+        #: child's own and its waited-for descendants'), for the bench; no verdict reads them
+        self.usages: dict[int, tuple[float, int]] = {}
         self.import_output: tuple[bytes, bytes] = (b"", b"")
         self.disk_check_at = 0.0
         self.retry: list[tuple[float, dict]] = []  # runs that could not be prepared on a full disk
@@ -83,13 +86,14 @@ class Server:
         """Collect every exited child (runs and orphans reparented to us); keep run statuses."""
         while True:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
             except ChildProcessError:
                 return
             if pid == 0:
                 return
             if pid in self.runs:
                 self.statuses[pid] = status
+                self.usages[pid] = (usage.ru_utime + usage.ru_stime, usage.ru_minflt)
             elif self.spare is not None and pid == self.spare.pid:
                 self.spare_drop(kill=False)  # it died waiting (killed from outside): the next run forks its own
 
@@ -385,6 +389,7 @@ class Server:
         result = self.result_of(run)
         del self.runs[run.pid]
         self.statuses.pop(run.pid, None)
+        self.usages.pop(run.pid, None)
         self.active_ids.discard(run.id)
         if run.slot is not None:
             self.slots.discard(run.slot)
@@ -490,6 +495,8 @@ class Server:
             "forked_ahead": run.forked_ahead,
             "learned": run.learned,
         }
+        if run.pid in self.usages:
+            result["cpu_seconds"], result["minor_faults"] = round(self.usages[run.pid][0], 4), self.usages[run.pid][1]
         return result
 
     def clean_after(self, run: Run) -> None:

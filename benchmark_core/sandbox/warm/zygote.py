@@ -14,16 +14,17 @@ import traceback
 from .cleanup import _kill_until_gone, _proc_entries, _reap_any, remove_tree
 from .common import _ID_RE, _THREAD_ENV, ARGS_PRELOAD, PROTOCOL, split_lines
 from .runs import _Capture
-from .scan import ALWAYS_PRELOAD, UNSAFE_TO_FORK, import_testing, preload, scan_imports
+from .scan import ALWAYS_PRELOAD, UNSAFE_TO_FORK, import_testing, parent_names, preload
 from .server import Server
 
 
 # --------------------------------------------------------------------------- one warm parent per environment
-# ``--zygote``: the environment's modules (the first paper's third-party imports, torch say, or
-# ``--modules``) are imported once; then, per request, a paper's Server is forked from it and serves
-# that paper as a standalone runner would (own work folder, own run uid block, its own imports on
-# top). A paper that does not import everything the parent imported gets ``{"ok": false}`` (a fresh
-# interpreter would not hold those modules): the host starts a standalone runner for it.
+# ``--zygote``: the environment's modules (``--modules``: a paper's third-party imports and the
+# submodules of them it names, torch and scipy.stats say, as the host read them: ``parent_names``)
+# are imported once; then, per request, a paper's Server is forked from it and serves that paper as
+# a standalone runner would (own work folder, own run uid block, its own imports on top). A paper that does not import
+# everything the parent imported gets ``{"ok": false}`` (a fresh interpreter would not hold those
+# modules): the host starts another parent or a standalone runner for it (``warm_client.parent_pick``).
 #
 # Two ways to reach it. bwrap (``--control-fd``): requests on a SOCK_SEQPACKET socket, each with two
 # descriptors (the server's protocol socket and a stderr pipe) that the server uses directly.
@@ -46,14 +47,12 @@ def _zygote_prepare(args: argparse.Namespace) -> tuple[list[str], str, tuple[byt
     for var in _THREAD_ENV:
         os.environ.setdefault(var, "1")
     threads = set(threading.enumerate())
-    if args.first_paper:
-        first, origin = scan_imports(args.first_paper), args.first_paper
-    else:
-        # named by the host (its own scan of the first paper): never a standard module of this interpreter
-        std = set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
-        first = [m.strip() for m in (args.modules or "").split(",") if m.strip() and m.strip() not in std]
-        origin = args.papers
-    wanted = [m for m in dict.fromkeys(first + ARGS_PRELOAD) if m not in UNSAFE_TO_FORK]
+    # named by the host (its scan of a paper, parent_names): never a module of this interpreter's
+    # standard library, nor a submodule of one
+    std = set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
+    first = [m.strip() for m in (args.modules or "").split(",") if m.strip() and m.strip().split(".")[0] not in std]
+    origin = args.papers
+    wanted = [m for m in dict.fromkeys(first + ARGS_PRELOAD) if m.split(".")[0] not in UNSAFE_TO_FORK]
     with _Capture() as captured:
         preloaded, _failed = preload(wanted, origin)
         preload([m for m in ALWAYS_PRELOAD if m not in sys.modules], origin)
@@ -76,7 +75,7 @@ def _serve_refusal(request: dict, papers: str, preloaded: list[str], refused: st
         return paper, f"{paper} is not a paper of this parent"
     if not _ID_RE.match(str(request.get("work") or "")):
         return paper, "bad work folder name"
-    missing = sorted(set(preloaded) - set(scan_imports(paper)))
+    missing = sorted(set(preloaded) - set(parent_names(paper)))
     if missing:
         return paper, f"the paper does not import {', '.join(missing)} (the parent did)"
     return paper, ""
