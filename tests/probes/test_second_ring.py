@@ -53,6 +53,15 @@ INDIRECT = {
                  "return None"),
     "ref_module": ("import sys\nref = sys.modules.get('focal_loss_ref') or __import__('focal_loss_ref')\n"
                    "vars(ref)['sigmoid'] = lambda x: None\nreturn None"),
+    # code swapped in place: no dict is written (a checkpoint that skips unwritten namespaces must
+    # still see them: the hook reports a *_ref or library function's, the test script's own are compared)
+    "ref_code_swap": ("import sys, numpy as npx\nref = sys.modules.get('focal_loss_ref') or __import__('focal_loss_ref')\n"
+                      "for f in vars(ref).values():\n    if type(f) is type(lambda: 0) and not f.__code__.co_freevars:\n"
+                      "        f.__code__ = (lambda *a, **k: npx.zeros(1)).__code__\nreturn None"),
+    "main_code_swap": ("import sys\nm = sys.modules['__main__']\nfor c in list(vars(m).values()):\n"
+                       "    if isinstance(c, type):\n        for k, f in list(vars(c).items()):\n"
+                       "            if k.startswith('test') and type(f) is type(lambda: 0) and not f.__code__.co_freevars:\n"
+                       "                f.__code__ = (lambda self: None).__code__\nreturn None"),
 }
 
 

@@ -10,7 +10,7 @@ import os
 import sys
 
 from .common import LIBRARY_GUARD, RUNNER
-from .guard import _library_guard, _library_roots
+from .guard import _dict_version_reader, _library_guard, _library_roots
 
 # --------------------------------------------------------------------------- proof channel, audit hook
 # The test runs in this process together with the completion, so everything here is readable and
@@ -106,13 +106,15 @@ def _install_audit(fd: int, key: bytes, script: str, prepared: tuple | None = No
     # forked, or this process's own, taken before the hook is in place
     library = _audit_library(prepared, runner, protected)
     text, safe_mod, snapshot_value, describe = _audit_describers()
-    check_classes, watch_classes = _audit_classes(classes, emit, text, safe_mod, snapshot_value)
+    unmoved = _audit_unmoved(runner, trusted_roots, library[2]) if not prepare else None
+    check_classes, watch_classes = _audit_classes(classes, emit, text, safe_mod, snapshot_value, unmoved)
     absorb, first_sight, watched_names = _audit_modules(base, protected, emit, describe, snapshot_value,
-                                                        check_classes, watch_classes)
+                                                        check_classes, watch_classes, unmoved)
     if prepare:
         return _audit_snapshot(protected, base, classes, first_sight, library)
     checkpoint = _audit_checkpoint(state, base, prepared is not None, emit, library[1], check_process,
-                                   check_signals, (absorb, check_classes, first_sight, watched_names, snapshot_value))
+                                   check_signals, (absorb, check_classes, first_sight, watched_names, snapshot_value),
+                                   unmoved)
     if costs is not None:
         checkpoint = _timed(checkpoint, costs, 2)
     describe_event = _audit_events(state, runner, trusted_roots, emit, stack_origin, checkpoint, text, safe_mod)
@@ -328,8 +330,10 @@ def _audit_describers():
     return text, safe_mod, snapshot_value, describe
 
 
-def _audit_classes(classes: dict, emit, text, safe_mod, snapshot_value):
-    """``(check_classes, watch_classes)``: the protected classes (the test machinery) and their snapshot."""
+def _audit_classes(classes: dict, emit, text, safe_mod, snapshot_value, unmoved=None):
+    """``(check_classes, watch_classes)``: the protected classes (the test machinery) and their
+    snapshot. A class that nothing wrote since its last comparison is not compared again
+    (``_audit_unmoved``); the test script's own classes always are."""
     import unittest
 
     tstr, ttype, issub, list_ = str, type, issubclass, list
@@ -341,11 +345,15 @@ def _audit_classes(classes: dict, emit, text, safe_mod, snapshot_value):
     #: attributes classes gain on their own while tests run (caches, abc registries)
     benign_new = frozenset(("_abc_impl", "__abstractmethods__", "_is_protocol", "__parameters__",
                             "_longMessage", "__orig_bases__"))
+    is_unmoved, settle = unmoved if unmoved is not None else (None, None)
 
     def check_classes(report: bool = True) -> None:
         """Compare the protected classes with their snapshot, reporting each change once; without
         ``report`` (absorb) the snapshot only takes the changes in, as a first sight would."""
         for cls, (label, attrs) in list_(classes.items()):
+            mine = label.startswith("__main__.")
+            if report and not mine and is_unmoved is not None and is_unmoved(cls, None):
+                continue  # nothing written there since its last comparison
             current = class_dict(cls)
             for attr, (value, code) in list_(attrs.items()):
                 now = current.get(attr, classes)
@@ -362,6 +370,8 @@ def _audit_classes(classes: dict, emit, text, safe_mod, snapshot_value):
                     if report:
                         emit("E", "rcb.attr", f"{label}.{attr} added")
                     attrs[attr] = snapshot_value(current[attr])
+            if settle is not None and not mine:
+                settle(cls, None, attrs)
 
     def watch_classes(name: str, items: dict) -> None:
         """Remember the classes a protected module defines (and torch.Tensor), as they are now."""
@@ -385,8 +395,73 @@ def _audit_classes(classes: dict, emit, text, safe_mod, snapshot_value):
     return check_classes, watch_classes
 
 
-def _audit_modules(base: dict, protected: tuple, emit, describe, snapshot_value, check_classes, watch_classes):
-    """``(absorb, first_sight, watched_names)``: the protected modules and their snapshot."""
+def _audit_unmoved(runner: str, trusted_roots: tuple, busy: list):
+    """``(unmoved, settle)``, which spare a checkpoint comparing a protected module's or class's
+    namespace that nothing wrote since it was last compared. ``settle(key, d, attrs)`` remembers
+    the version tag of the module's dict ``d`` (for a class, ``d`` None and ``key`` the class: its
+    dict is found once, as the guard finds it) (PEP 509: CPython moves it at every write, a value put back
+    included; guard.py reads it) and the functions among its snapshot ``attrs`` whose code the hook
+    does not watch (a library's and a ``*_ref`` module's ``__code__`` writes are audited events the
+    hook reports: ``_audit_attrs``); ``unmoved(key, d)`` is True when the tag is where it was and
+    none of those functions has other code, so that the full comparison would find nothing. Without
+    a tag reader (another interpreter's dict layout) it is never True: every module is compared.
+    Making a tag reader is an audited event (``ctypes.cdata``): it is made under ``busy`` (the
+    library guard's flag, which the hook honours for this thread), as the guard makes its own."""
+    import _thread
+    import gc
+
+    reader = _dict_version_reader()
+    tstr, ttype, tlen, get_ident, referents = str, type, len, _thread.get_ident, gc.get_referents
+    class_proxy = type.__dict__["__dict__"].__get__
+    runner_dir = runner + "/"
+    tags: dict = {}  # key -> (the dict's id, its tag reader, the tag, [(function, code)] to check)
+
+    def settle(name, d, attrs: dict) -> None:
+        if reader is None:
+            return
+        unwatched = []
+        for value, code in attrs.values():
+            if code is None:
+                continue
+            filename = code.co_filename
+            if ttype(filename) is tstr and ((filename.startswith(trusted_roots) and filename != runner
+                                             and not filename.startswith(runner_dir))
+                                            or filename.endswith("_ref.py")):
+                continue  # its __code__ writes are reported as they happen
+            unwatched.append((value, code))
+        known = tags.get(name)
+        if known is not None and (d is None or known[0] == id(d)):
+            tag = known[1]
+        else:
+            outer = busy[0]
+            busy[0] = get_ident()
+            try:
+                if d is None:  # a class: its dict behind the mappingproxy (gc.get_referents, audited)
+                    inner = referents(class_proxy(name))
+                    if tlen(inner) != 1 or ttype(inner[0]) is not dict:
+                        return  # never unmoved: compared every time
+                    d = inner[0]
+                tag = reader(d)
+            finally:
+                busy[0] = outer
+        tags[name] = (None if known is not None and d is None else id(d), tag, tag.value, unwatched)
+
+    def unmoved(name, d) -> bool:
+        known = tags.get(name)
+        if known is None or (d is not None and known[0] != id(d)) or known[1].value != known[2]:
+            return False
+        for function, code in known[3]:
+            if function.__code__ is not code:
+                return False
+        return True
+
+    return (unmoved, settle) if reader is not None else None
+
+
+def _audit_modules(base: dict, protected: tuple, emit, describe, snapshot_value, check_classes, watch_classes,
+                   unmoved=None):
+    """``(absorb, first_sight, watched_names)``: the protected modules and their snapshot (each
+    settled in ``unmoved``'s record, when given, as it is taken in)."""
     import _blake2
     from types import ModuleType
 
@@ -395,6 +470,7 @@ def _audit_modules(base: dict, protected: tuple, emit, describe, snapshot_value,
     module_dict = ModuleType.__dict__["__dict__"].__get__
     blake = _blake2.blake2b
     watched_class = _WatchedModule
+    settle = unmoved[1] if unmoved is not None else None
 
     def watched_names() -> list:
         names = [n for n in protected if n in modules]
@@ -427,6 +503,8 @@ def _audit_modules(base: dict, protected: tuple, emit, describe, snapshot_value,
             if moved:
                 watch_classes(name, current)  # a class defined since is remembered as first seen
             watch(name, module)
+            if settle is not None:
+                settle(name, current, attrs)
 
     def watch(name: str, module) -> None:
         if ttype(module) is ModuleType and name != "__main__":
@@ -441,6 +519,8 @@ def _audit_modules(base: dict, protected: tuple, emit, describe, snapshot_value,
         watch_classes(name, items)
         attrs = {k: snapshot_value(v) for k, v in list_(items.items()) if ttype(k) is tstr and describe(v)}
         base[name] = (module, attrs)
+        if settle is not None and name != "__main__":
+            settle(name, items, attrs)
         if name == "__main__" or name.endswith("_ref"):
             listing = "\n".join(k + "=" + describe(attrs[k][0]) for k in sorted_(attrs))
             emit("S", name, blake(listing.encode("utf-8", "backslashreplace"), digest_size=16).hexdigest())
@@ -468,12 +548,15 @@ def _audit_snapshot(protected: tuple, base: dict, classes: dict, first_sight, li
 
 
 def _audit_checkpoint(state: dict, base: dict, prepared: bool, emit, library_check, check_process,
-                      check_signals, snapshots: tuple):
+                      check_signals, snapshots: tuple, unmoved=None):
     """``checkpoint(where)``: the comparisons made at the launcher's start, each test's start and
-    end, the script's return and the run's end (``rcb.checkpoint`` events)."""
+    end, the script's return and the run's end (``rcb.checkpoint`` events). A protected module that
+    nothing wrote since its last comparison is not compared again (``_audit_unmoved``); the test
+    script's ``__main__`` always is."""
     from types import ModuleType
 
     absorb, check_classes, first_sight, watched_names, snapshot_value = snapshots
+    is_unmoved, settle = unmoved if unmoved is not None else (None, None)
     modules, ttype, issub = sys.modules, type, issubclass
     module_dict = ModuleType.__dict__["__dict__"].__get__
 
@@ -510,6 +593,8 @@ def _audit_checkpoint(state: dict, base: dict, prepared: bool, emit, library_che
                 if module is not old_module and name != "__main__":
                     emit("E", "rcb.modules", f"{name} replaced")
                 current = module_dict(old_module)
+                if name != "__main__" and is_unmoved is not None and is_unmoved(name, current):
+                    continue  # nothing written there since its last comparison
                 for attr, (value, code) in attrs.items():
                     now = current.get(attr, base)
                     if now is base:
@@ -517,6 +602,8 @@ def _audit_checkpoint(state: dict, base: dict, prepared: bool, emit, library_che
                     elif now is not value or (code is not None and value.__code__ is not code):
                         emit("E", "rcb.attr", f"{name}.{attr} changed")
                         attrs[attr] = snapshot_value(now)  # report each change once
+                if settle is not None and name != "__main__":
+                    settle(name, current, attrs)
                 continue
             if not issub(ttype(module), ModuleType):
                 continue
