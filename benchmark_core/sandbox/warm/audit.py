@@ -106,12 +106,14 @@ def _install_audit(fd: int, key: bytes, script: str, prepared: tuple | None = No
     # forked, or this process's own, taken before the hook is in place
     library = _audit_library(prepared, runner, protected)
     text, safe_mod, snapshot_value, describe = _audit_describers()
-    unmoved = _audit_unmoved(runner, trusted_roots, library[2]) if not prepare else None
+    # the tags as the server settled them when it took its snapshot (valid in its forks: same addresses)
+    unmoved = _audit_unmoved(runner, trusted_roots, library[2], prepared[3] if prepared is not None
+                             and len(prepared) > 3 else None)
     check_classes, watch_classes = _audit_classes(classes, emit, text, safe_mod, snapshot_value, unmoved)
     absorb, first_sight, watched_names = _audit_modules(base, protected, emit, describe, snapshot_value,
                                                         check_classes, watch_classes, unmoved)
     if prepare:
-        return _audit_snapshot(protected, base, classes, first_sight, library)
+        return _audit_snapshot(protected, base, classes, first_sight, library, check_classes, unmoved)
     checkpoint = _audit_checkpoint(state, base, prepared is not None, emit, library[1], check_process,
                                    check_signals, (absorb, check_classes, first_sight, watched_names, snapshot_value),
                                    unmoved)
@@ -345,14 +347,14 @@ def _audit_classes(classes: dict, emit, text, safe_mod, snapshot_value, unmoved=
     #: attributes classes gain on their own while tests run (caches, abc registries)
     benign_new = frozenset(("_abc_impl", "__abstractmethods__", "_is_protocol", "__parameters__",
                             "_longMessage", "__orig_bases__"))
-    is_unmoved, settle = unmoved if unmoved is not None else (None, None)
+    is_unmoved, settle = unmoved[:2] if unmoved is not None else (None, None)
 
     def check_classes(report: bool = True) -> None:
         """Compare the protected classes with their snapshot, reporting each change once; without
         ``report`` (absorb) the snapshot only takes the changes in, as a first sight would."""
         for cls, (label, attrs) in list_(classes.items()):
             mine = label.startswith("__main__.")
-            if report and not mine and is_unmoved is not None and is_unmoved(cls, None):
+            if not mine and is_unmoved is not None and is_unmoved(cls, None):
                 continue  # nothing written there since its last comparison
             current = class_dict(cls)
             for attr, (value, code) in list_(attrs.items()):
@@ -395,7 +397,7 @@ def _audit_classes(classes: dict, emit, text, safe_mod, snapshot_value, unmoved=
     return check_classes, watch_classes
 
 
-def _audit_unmoved(runner: str, trusted_roots: tuple, busy: list):
+def _audit_unmoved(runner: str, trusted_roots: tuple, busy: list, tags: dict | None = None):
     """``(unmoved, settle)``, which spare a checkpoint comparing a protected module's or class's
     namespace that nothing wrote since it was last compared. ``settle(key, d, attrs)`` remembers
     the version tag of the module's dict ``d`` (for a class, ``d`` None and ``key`` the class: its
@@ -406,7 +408,9 @@ def _audit_unmoved(runner: str, trusted_roots: tuple, busy: list):
     none of those functions has other code, so that the full comparison would find nothing. Without
     a tag reader (another interpreter's dict layout) it is never True: every module is compared.
     Making a tag reader is an audited event (``ctypes.cdata``): it is made under ``busy`` (the
-    library guard's flag, which the hook honours for this thread), as the guard makes its own."""
+    library guard's flag, which the hook honours for this thread), as the guard makes its own.
+    ``tags``: the record a warm server settled when it took its snapshot (``snapshot_prepare``),
+    this process's copy since the fork; the third item returned is the record itself."""
     import _thread
     import gc
 
@@ -414,7 +418,8 @@ def _audit_unmoved(runner: str, trusted_roots: tuple, busy: list):
     tstr, ttype, tlen, get_ident, referents = str, type, len, _thread.get_ident, gc.get_referents
     class_proxy = type.__dict__["__dict__"].__get__
     runner_dir = runner + "/"
-    tags: dict = {}  # key -> (the dict's id, its tag reader, the tag, [(function, code)] to check)
+    # key -> (the dict's id, its tag reader, the tag, [(function, code)] to check)
+    tags = tags if tags is not None else {}
 
     def settle(name, d, attrs: dict) -> None:
         if reader is None:
@@ -455,7 +460,7 @@ def _audit_unmoved(runner: str, trusted_roots: tuple, busy: list):
                 return False
         return True
 
-    return (unmoved, settle) if reader is not None else None
+    return (unmoved, settle, tags) if reader is not None else None
 
 
 def _audit_modules(base: dict, protected: tuple, emit, describe, snapshot_value, check_classes, watch_classes,
@@ -470,7 +475,7 @@ def _audit_modules(base: dict, protected: tuple, emit, describe, snapshot_value,
     module_dict = ModuleType.__dict__["__dict__"].__get__
     blake = _blake2.blake2b
     watched_class = _WatchedModule
-    settle = unmoved[1] if unmoved is not None else None
+    is_unmoved, settle = unmoved[:2] if unmoved is not None else (None, None)
 
     def watched_names() -> list:
         names = [n for n in protected if n in modules]
@@ -488,6 +493,9 @@ def _audit_modules(base: dict, protected: tuple, emit, describe, snapshot_value,
                 del base[name]  # seen anew below, as a module first seen
                 continue
             current = module_dict(module)
+            if is_unmoved is not None and is_unmoved(name, current):
+                watch(name, module)  # nothing written there since the server's snapshot
+                continue
             moved = False
             for attr, (value, code) in list_(attrs.items()):
                 now = current.get(attr, base)
@@ -530,8 +538,12 @@ def _audit_modules(base: dict, protected: tuple, emit, describe, snapshot_value,
     return absorb, first_sight, watched_names
 
 
-def _audit_snapshot(protected: tuple, base: dict, classes: dict, first_sight, library: tuple):
-    """The function building a warm server's prepared snapshot (``snapshot_prepare``)."""
+def _audit_snapshot(protected: tuple, base: dict, classes: dict, first_sight, library: tuple, check_classes,
+                    unmoved):
+    """The function building a warm server's prepared snapshot (``snapshot_prepare``): the
+    protected modules and classes, the library guard's, and the version tags of the protected
+    namespaces as taken (``_audit_unmoved``: a run's first checkpoint then compares only what moved
+    since, its launcher's wrappers)."""
     from types import ModuleType
 
     modules, ttype, issub = sys.modules, type, issubclass
@@ -542,7 +554,8 @@ def _audit_snapshot(protected: tuple, base: dict, classes: dict, first_sight, li
             module = modules.get(name)
             if issub(ttype(module), ModuleType):
                 first_sight(name, module, watched=False)
-        return base, classes, library
+        check_classes(report=False)  # each protected class's tag settled
+        return (base, classes, library) + ((unmoved[2],) if unmoved is not None else ())
 
     return snapshot
 
@@ -556,7 +569,7 @@ def _audit_checkpoint(state: dict, base: dict, prepared: bool, emit, library_che
     from types import ModuleType
 
     absorb, check_classes, first_sight, watched_names, snapshot_value = snapshots
-    is_unmoved, settle = unmoved if unmoved is not None else (None, None)
+    is_unmoved, settle = unmoved[:2] if unmoved is not None else (None, None)
     modules, ttype, issub = sys.modules, type, issubclass
     module_dict = ModuleType.__dict__["__dict__"].__get__
 
