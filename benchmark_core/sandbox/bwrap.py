@@ -27,9 +27,9 @@ from typing import Any
 from .base import Limits, PaperSpec, Sandbox, SandboxSession, SandboxUnavailable
 from .cgroups import RunCgroups, SandboxCgroups
 from .process import child_env
-from .warm import UNSAFE_TO_FORK, parent_names
 from .warm_client import (PARENTS_PER_ENVIRONMENT, READY_TIMEOUT, WARM_SCRIPT, FileTransport, NotServed, WarmClient,
-                          WarmSession, host_pid, parent_pick, runner_options, run_uid_base, spawn_lasting)
+                          WarmSession, host_pid, paper_preloads, parent_pick, runner_options, run_uid_base,
+                          spawn_lasting)
 
 __all__ = ["BwrapSandbox", "BwrapSession", "WARM_SCRIPT", "bwrap_available"]
 
@@ -336,9 +336,7 @@ class BwrapSandbox(Sandbox):
             if shared_root in root.parents or shared_root == root:
                 root = shared_root
         key = (self.paper_python(paper), str(root))
-        preload = [m.strip() for m in self.options.get("preload") or () if m.strip()]
-        names = set(parent_names(str(paper.folder))) | set(preload)
-        wanted = tuple(sorted(m for m in names if m.split(".")[0] not in UNSAFE_TO_FORK))
+        names, wanted = paper_preloads(paper, self.options)
         with self._parents_lock:
             parents = []
             for parent in self._parents.get(key, []):

@@ -41,9 +41,8 @@ from .docker_images import (BASE_PYTHON, LABEL, PYTHON, base_image_ensure, confi
                             requirements_for_paper)
 from .docker_transport import Container, DockerParent, MuxChannel, StandaloneChannel, files_archive
 from .process import child_env
-from .warm import UNSAFE_TO_FORK, parent_names
-from .warm_client import (PARENTS_PER_ENVIRONMENT, READY_TIMEOUT, NotServed, WarmClient, WarmSession, parent_pick,
-                          run_uid_base, runner_options)
+from .warm_client import (PARENTS_PER_ENVIRONMENT, READY_TIMEOUT, NotServed, WarmClient, WarmSession, paper_preloads,
+                          parent_pick, run_uid_base, runner_options)
 
 __all__ = [
     "DockerSandbox",
@@ -340,9 +339,7 @@ class DockerSandbox(Sandbox):
         if _folder_mb(Path(paper.folder)) * (self.parallel + 2) > PARENT_PAPER_MB:
             raise NotServed("the paper is too big to share a container")
         image = self.image_for(paper)
-        preload = [m.strip() for m in self.options.get("preload") or () if m.strip()]
-        names = set(parent_names(str(paper.folder))) | set(preload)
-        wanted = tuple(sorted(m for m in names if m.split(".")[0] not in UNSAFE_TO_FORK))
+        names, wanted = paper_preloads(paper, self.options)
         with self._parents_lock:
             if self.closed:
                 raise NotServed("the sandbox is closed")

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .base import PaperSpec, RunResult, Sandbox, SandboxSession, SandboxUnavailable, run_threads
+from .warm import UNSAFE_TO_FORK, parent_names
 
 __all__ = [
     "ANSWER_GRACE",
@@ -42,6 +43,7 @@ __all__ = [
     "WarmSession",
     "host_pid",
     "json_object",
+    "paper_preloads",
     "parent_pick",
     "request_payload",
     "result_from_message",
@@ -70,6 +72,15 @@ class NotServed(Exception):
 #: warm parents per environment (an interpreter for bwrap, an image for docker): one per set of
 #: preloaded modules, see ``parent_pick``
 PARENTS_PER_ENVIRONMENT = 4
+
+
+def paper_preloads(paper: PaperSpec, options: Mapping[str, Any]) -> tuple[set[str], tuple[str, ...]]:
+    """What a warm parent serving ``paper`` may hold: the names a fresh interpreter running the paper
+    would import (``warm.parent_names``, plus the sandbox option ``preload``), and of them the ones a
+    new parent for it imports (sorted; a fork-unsafe framework never: ``warm.UNSAFE_TO_FORK``)."""
+    preload = [m.strip() for m in options.get("preload") or () if m.strip()]
+    names = set(parent_names(str(paper.folder))) | set(preload)
+    return names, tuple(sorted(m for m in names if m.split(".")[0] not in UNSAFE_TO_FORK))
 
 
 def parent_pick(parents: list, names: set[str]):
