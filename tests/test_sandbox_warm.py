@@ -223,9 +223,20 @@ _SNAPSHOT_SCRIPT = """
 import os, sys
 sys.path.insert(0, {folder!r})
 import warm
-import numpy, numpy.testing, unittest, unittest.result
+import numpy, unittest
 warm.import_testing()
-prepared = warm.snapshot_prepare() if {prepared!r} else None
+mode = {mode!r}
+# a parent's snapshot (a warm parent's, a server's before it learned imports), brought up to date
+early = warm.snapshot_prepare() if mode == "updated" else None
+import numpy.testing, unittest.result, json.decoder
+class Late:  # a class a library module gained after the early snapshot
+    value = 1
+Late.__module__ = "numpy"
+numpy.Late = Late
+json.decoder.__dict__["scanstring"] = json.decoder.scanstring  # a library dict that moved
+prepared = {{"none": None, "fresh": "fresh", "updated": early}}[mode]
+if prepared is not None:
+    prepared = warm.snapshot_prepare(None if prepared == "fresh" else prepared)
 r, w = os.pipe()
 checkpoint, _name_script = warm._install_audit(w, b"k" * 32, "/nowhere/paper2code_test.py", prepared)
 # what the launcher changes between the hook and its first checkpoint: not reported
@@ -235,7 +246,10 @@ checkpoint("start")
 unittest.TestCase.assertEqual = lambda *a, **k: None
 numpy.testing.assert_allclose = lambda *a, **k: None
 unittest.result.TestResult.addFailure = lambda *a: None
+numpy.Late.value = 2
+json.decoder.__dict__["py_scanstring"] = None
 sys.audit("rcb.checkpoint", "test")
+sys.audit("rcb.checkpoint", "end")  # the library namespaces are compared at the run's end
 os.close(w)
 data = b""
 while True:
@@ -248,20 +262,24 @@ print("\\n".join(sorted(line.rsplit("\\t", 1)[0] for line in data.decode().split
 
 
 def test_the_prepared_snapshot_reports_what_one_built_in_the_run_does():
-    # a warm server builds the protected modules' snapshot once, before forking (snapshot_prepare): a
-    # run that starts from it reports the same patches, and nothing more, as one that builds its own
+    # a warm server builds the protected modules' snapshot once, before forking (snapshot_prepare),
+    # or brings up to date one its warm parent took before the paper's imports: a run that starts
+    # from either reports the same patches, and nothing more, as one that builds its own
     import subprocess
 
     out = {}
-    for prepared in (True, False):
-        code = _SNAPSHOT_SCRIPT.format(folder=str(WARM_SCRIPT.parent), prepared=prepared)
-        out[prepared] = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                                       timeout=120).stdout
-    assert out[True] == out[False]
+    for mode in ("none", "fresh", "updated"):
+        code = _SNAPSHOT_SCRIPT.format(folder=str(WARM_SCRIPT.parent), mode=mode)
+        out[mode] = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                   timeout=120).stdout
+    assert out["fresh"] == out["none"]
+    assert out["updated"] == out["none"]
     for patch in ("unittest.case.TestCase.assertEqual changed", "numpy.testing.assert_allclose changed",
-                  "unittest.result.TestResult.addFailure changed"):
-        assert patch in out[True]
-    assert "startTest" not in out[True]
+                  "unittest.result.TestResult.addFailure changed", "numpy.Late.value changed",
+                  "json.decoder.py_scanstring changed"):
+        assert patch in out["none"]
+    assert "startTest" not in out["none"]
+
 
 def test_a_start_checkpoint_raised_by_the_completion_absorbs_nothing(server):
     # only the launcher's own first checkpoint takes in changes unreported; one the paper's code raises

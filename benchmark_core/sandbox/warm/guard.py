@@ -92,9 +92,17 @@ def _library_guard(roots: tuple[str, ...], runner: str, protected: tuple[str, ..
           "sys_tag": [reader(module_dict(sys.modules["sys"])["modules"]) if reader else None, -1]}
     str_keys, is_library = _guard_filters(roots, runner)
     watch, watch_values, watch_classes = _guard_watchers(st, reader)
-    take = _guard_take(st, is_library, watch, watch_classes, watch_values, frozenset(protected))
+    protected_set = frozenset(protected)
+
+    def watch_inside(name: str, d) -> None:
+        """What a library module's dict holds that is watched too: the classes it defines, its
+        functions' keyword defaults (a protected module's tables)."""
+        watch_classes(name, d)
+        watch_values(name, d, name in protected_set)
+
+    take = _guard_take(st, is_library, watch, watch_inside)
     diff = _guard_diff(st, str_keys)
-    check = _guard_check(st, reader, diff, take, str_keys)
+    check = _guard_check(st, reader, diff, take, str_keys, watch_inside)
     return take, check, st["busy"]
 
 
@@ -191,7 +199,7 @@ def _guard_watchers(st: dict, reader):
     return watch, watch_values, watch_classes
 
 
-def _guard_take(st: dict, is_library, watch, watch_classes, watch_values, protected_set: frozenset):
+def _guard_take(st: dict, is_library, watch, watch_inside):
     """``take()``: watch every library module (and the classes it defines) not watched yet."""
     import gc
     import threading as _threading
@@ -217,8 +225,7 @@ def _guard_take(st: dict, is_library, watch, watch_classes, watch_values, protec
                 seen_modules[name] = module
                 d = module_dict(module)
                 watch(name, d, "m")
-                watch_classes(name, d)
-                watch_values(name, d, name in protected_set)
+                watch_inside(name, d)
             if sys_tag[0] is not None:
                 sys_tag[1] = sys_tag[0].value
         finally:
@@ -300,20 +307,22 @@ def _guard_diff(st: dict, str_keys):
     return diff
 
 
-def _guard_check(st: dict, reader, diff, take, str_keys):
+def _guard_check(st: dict, reader, diff, take, str_keys, watch_inside):
     """``check(emit, report=True, full=True)``: compare what moved since the last check."""
     import threading as _threading
     from operator import attrgetter
 
     tlen, list_, dict_, map_, zip_, range_, any_ = len, list, dict, map, zip, range, any
     labels, dicts, copies, readers, versions = st["labels"], st["dicts"], st["copies"], st["readers"], st["versions"]
+    kinds = st["kinds"]
     modules, seen_modules, busy, sys_tag = sys.modules, st["seen_modules"], st["busy"], st["sys_tag"]
     get_value = attrgetter("value")
     get_ident = _threading.get_ident
 
     def check(emit, report: bool = True, full: bool = True) -> None:
-        """Compare what moved since the last check (``report`` False: take it in silently); with
-        ``full`` False only take in modules imported since (and report replaced entries)."""
+        """Compare what moved since the last check (``report`` False: take it in silently, as a
+        guard made now would hold it: a moved module's new classes and functions watched too);
+        with ``full`` False only take in modules imported since (and report replaced entries)."""
         if not full:
             pass
         elif reader is not None:
@@ -324,7 +333,7 @@ def _guard_check(st: dict, reader, diff, take, str_keys):
                         if report:
                             compare(i, emit)
                         else:
-                            copies[i] = dict_(dicts[i])
+                            take_in(i)
                         versions[i] = now[i]
         else:  # no tags: identities, dict by dict
             for i in range_(tlen(dicts)):
@@ -333,7 +342,7 @@ def _guard_check(st: dict, reader, diff, take, str_keys):
                     if report:
                         compare(i, emit)
                     else:
-                        copies[i] = dict_(d)
+                        take_in(i)
         if sys_tag[0] is None or sys_tag[0].value != sys_tag[1]:
             if not str_keys(modules):
                 emit("E", "rcb.modules", "sys.modules given a key that is not a string")
@@ -343,6 +352,18 @@ def _guard_check(st: dict, reader, diff, take, str_keys):
                 if modules.get(name, module) is not module and report:
                     emit("E", "rcb.modules", name + " replaced")
             take()
+
+    def take_in(index: int) -> None:
+        """One moved dict taken in silently: its copy anew, and for a module's, what it defines now
+        (``watch_inside``: gc's referents, an audited event the hook ignores under ``busy``)."""
+        outer = busy[0]
+        busy[0] = get_ident()
+        try:
+            copies[index] = dict_(dicts[index])
+            if kinds[index] == "m":
+                watch_inside(labels[index], dicts[index])
+        finally:
+            busy[0] = outer
 
     def compare(index: int, emit) -> None:
         """One watched dict's comparison: whatever goes wrong in it is reported, never swallowed."""

@@ -12,11 +12,24 @@ from .common import _exit_code
 from .scan import import_testing
 
 
-def snapshot_prepare() -> tuple:
+def snapshot_prepare(previous: tuple | None = None) -> tuple:
     """The snapshot of the protected modules imported here, as a run's first checkpoint would take
     it: a warm server takes it once, before forking its runs (each run then only takes in what
-    changed since, see ``_install_audit``). Call it after the preloads and ``import_testing``."""
+    changed since, see ``_install_audit``). Call it after the preloads and ``import_testing``.
+
+    ``previous``: a snapshot this process took before, or inherited from the process it was forked
+    from (a warm parent's, taken before it forked the paper's server; the server's own, before it
+    learned imports): it is brought up to date rather than built again, as one taken now would be
+    (the library guard takes in the dicts that moved and the modules imported since, with what they
+    define; the protected modules and classes are taken again, their version tags settled)."""
+    if previous is not None and len(previous) > 3:
+        previous[2][1](_no_report, report=False)
+        return _install_audit(-1, b"", "", previous, prepare=True)()
     return _install_audit(-1, b"", "", prepare=True)()
+
+
+def _no_report(*_fields, stack: bool = False) -> None:
+    """The emitter of a snapshot taken outside any run: nothing to report to."""
 
 
 def launch(script: str, proof_fd: int, prepared: tuple | None = None) -> None:

@@ -54,7 +54,8 @@ class Server:
         self.disk_check_at = 0.0
         self.retry: list[tuple[float, dict]] = []  # runs that could not be prepared on a full disk
         self.fresh_reason = "fresh_process" if self.fresh else ""
-        #: the protected modules' snapshot every run's first checkpoint starts from (snapshot_prepare)
+        #: the protected modules' snapshot every run's first checkpoint starts from (snapshot_prepare;
+        #: a warm parent's, set by the parent before ``serve``, until the server brings it up to date)
         self.prepared: tuple | None = None
         #: what the warm parent printed importing the environment's modules (zygote_serve): replayed too
         self.inherited_output: tuple[bytes, bytes] = (b"", b"")
@@ -457,7 +458,7 @@ class Server:
         if unsafe or extra:  # as after the preloads: a fork would not be a fresh interpreter's equal
             self.fresh, self.fresh_reason = True, f"learned imports left {', '.join(unsafe + extra)} behind"
         else:
-            self.prepared = snapshot_prepare()  # the new modules in the snapshot every run starts from
+            self.prepared = snapshot_prepare(self.prepared)  # the new modules in the snapshot runs start from
             gc.freeze()
         self.spare_drop()
         self.spare_fork()
@@ -641,7 +642,8 @@ class Server:
             os.environ.setdefault(var, "1")
         preloaded, failed = self.preload_paper()
         if not self.fresh:
-            self.prepared = snapshot_prepare()  # once, rather than in every run (_install_audit)
+            # once, rather than in every run (_install_audit); a warm parent's brought up to date
+            self.prepared = snapshot_prepare(self.prepared)
             gc.freeze()  # what is here now is never walked by a run's collections: no copy-on-write for it
         # a preloaded module may have installed handlers; the server's own are set after
         self.send({"ready": True, "protocol": PROTOCOL, "preloaded": preloaded, "failed": failed,

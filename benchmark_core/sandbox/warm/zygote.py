@@ -3,6 +3,7 @@ server forked from it per request. Standard library only; runs inside the sandbo
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import re
@@ -13,6 +14,7 @@ import traceback
 
 from .cleanup import _kill_until_gone, _proc_entries, _reap_any, remove_tree
 from .common import _ID_RE, _THREAD_ENV, ARGS_PRELOAD, PROTOCOL, split_lines
+from .launch import snapshot_prepare
 from .runs import _Capture
 from .scan import ALWAYS_PRELOAD, UNSAFE_TO_FORK, import_testing, parent_names, preload
 from .server import Server
@@ -39,9 +41,10 @@ from .server import Server
 _TAG_RE = re.compile(r"^[A-Za-z0-9]{1,64}$")
 
 
-def _zygote_prepare(args: argparse.Namespace) -> tuple[list[str], str, tuple[bytes, bytes]]:
+def _zygote_prepare(args: argparse.Namespace) -> tuple[list[str], str, tuple[bytes, bytes], tuple | None]:
     """Import the environment's modules once: (what was imported, why no paper can be served, what
-    the imports printed)."""
+    the imports printed, the snapshot of them every server brings up to date: ``snapshot_prepare``,
+    taken once here rather than in every server)."""
     import threading
 
     for var in _THREAD_ENV:
@@ -63,7 +66,11 @@ def _zygote_prepare(args: argparse.Namespace) -> tuple[list[str], str, tuple[byt
         refused = "a module unsafe to fork was imported"
     elif extra:
         refused = f"imports left threads running ({', '.join(extra)})"
-    return preloaded, refused, captured.output
+    prepared = None
+    if not refused:
+        prepared = snapshot_prepare()
+        gc.freeze()  # never walked by the servers' and runs' collections: no copy-on-write for it
+    return preloaded, refused, captured.output, prepared
 
 
 def _serve_refusal(request: dict, papers: str, preloaded: list[str], refused: str) -> tuple[str, str]:
@@ -94,13 +101,13 @@ def zygote_serve(args: argparse.Namespace) -> int:
         # protocol lines go to a private copy of stdout; anything else printed lands on stderr
         out_fd = os.dup(1)
         os.dup2(2, 1)
-        preloaded, refused, output = _zygote_prepare(args)
-        return _zygote_mux(args, out_fd, preloaded, refused, output)
+        preloaded, refused, output, prepared = _zygote_prepare(args)
+        return _zygote_mux(args, out_fd, preloaded, refused, output, prepared)
     import socket
 
     ctl = socket.socket(fileno=args.control_fd)
     papers = os.path.realpath(args.papers)
-    preloaded, refused, output = _zygote_prepare(args)
+    preloaded, refused, output, prepared = _zygote_prepare(args)
     blocks: dict[int, int] = {}  # server pid -> its run uid block
 
     def reply(obj: dict) -> None:
@@ -143,7 +150,7 @@ def zygote_serve(args: argparse.Namespace) -> int:
         # are reaped at the next request
         server_pid = os.fork()
         if server_pid == 0:
-            _paper_server(request, paper, fds, output, args)
+            _paper_server(request, paper, fds, output, args, prepared)
         for fd in fds:
             os.close(fd)
         blocks[server_pid] = int(request.get("run_uid_base") or 0)
@@ -165,8 +172,8 @@ class _Relay:
 
 
 def _zygote_mux(args: argparse.Namespace, out_fd: int, preloaded: list[str], refused: str,
-                output: tuple[bytes, bytes]) -> int:
-    return _Mux(args, out_fd, preloaded, refused, output).run()
+                output: tuple[bytes, bytes], prepared: tuple | None) -> int:
+    return _Mux(args, out_fd, preloaded, refused, output, prepared).run()
 
 
 class _Mux:
@@ -174,8 +181,9 @@ class _Mux:
     stdin/stdout (the warm parent's own process: no paper code runs here)."""
 
     def __init__(self, args: argparse.Namespace, out_fd: int, preloaded: list[str], refused: str,
-                 output: tuple[bytes, bytes]):
+                 output: tuple[bytes, bytes], prepared: tuple | None):
         self.args, self.out_fd, self.preloaded, self.refused, self.output = args, out_fd, preloaded, refused, output
+        self.prepared = prepared
         self.papers = os.path.realpath(args.papers)
         self.sel = selectors.DefaultSelector()
         self.out = bytearray()
@@ -237,7 +245,7 @@ class _Mux:
         if pid == 0:
             mine.close()
             os.close(err_r)
-            _paper_server(request, paper, [theirs.detach(), err_w], self.output, self.args)
+            _paper_server(request, paper, [theirs.detach(), err_w], self.output, self.args, self.prepared)
         theirs.close()
         os.close(err_w)
         mine.setblocking(False)
@@ -405,8 +413,9 @@ class _Mux:
 
 
 def _paper_server(request: dict, paper: str, fds: list[int], output: tuple[bytes, bytes],
-                  args: argparse.Namespace) -> None:
-    """In the forked server: take the paper's channel as stdin/stdout and serve it (never returns)."""
+                  args: argparse.Namespace, prepared: tuple | None) -> None:
+    """In the forked server: take the paper's channel as stdin/stdout and serve it (never returns);
+    ``prepared``: the parent's snapshot, which the server brings up to date after its preloads."""
     code = 1
     try:
         channel, err = fds
@@ -424,6 +433,7 @@ def _paper_server(request: dict, paper: str, fds: list[int], output: tuple[bytes
         )
         server = Server(server_args)
         server.inherited_output = output
+        server.prepared = prepared
         # other papers' runs share this sandbox's disks: the disk guard watches even a lone run
         server.shared = True
         code = server.serve()
