@@ -246,11 +246,13 @@ def _audit_process(emit, state: dict):
     fds 1 and 2 (the output pipes) and the few functions of sys that end the process or print its
     errors (sys itself is not watched: tests rebind sys.stdout and friends), compared at every
     checkpoint; and the signal handlers set since the hook went in, each reported once."""
-    import signal as _signal
+    import _signal
+    import signal as _signals
 
     fstat, tstr, tint, callable_ = os.fstat, str, int, callable
+    # the C function: signal.getsignal's wrapper makes an enum of each answer (~10 us a signal)
     getsignal, default_int = _signal.getsignal, _signal.default_int_handler
-    signals = [s for s in _signal.valid_signals() if s not in (_signal.SIGKILL, _signal.SIGSTOP)]
+    signals = [int(s) for s in _signals.valid_signals() if s not in (_signals.SIGKILL, _signals.SIGSTOP)]
 
     def stdio_ids() -> tuple:
         ids = []
@@ -477,9 +479,19 @@ def _audit_modules(base: dict, protected: tuple, emit, describe, snapshot_value,
     watched_class = _WatchedModule
     is_unmoved, settle = unmoved[:2] if unmoved is not None else (None, None)
 
+    # the *_ref names are listed again only when sys.modules was written since (its dict's version
+    # tag: PEP 509, guard.py); the reader is made here, before the hook is in place
+    reader = _dict_version_reader()
+    modules_tag = reader(modules) if reader is not None else None
+    ref_names: list = [None, []]  # the tag when listed, the names
+
     def watched_names() -> list:
         names = [n for n in protected if n in modules]
-        names += [n for n in list_(modules) if ttype(n) is tstr and n.endswith("_ref")]
+        tag = modules_tag.value if modules_tag is not None else None
+        if tag is None or tag != ref_names[0]:
+            ref_names[1] = [n for n in list_(modules) if ttype(n) is tstr and n.endswith("_ref")]
+            ref_names[0] = tag
+        names += ref_names[1]
         if "__main__" in modules:
             names.append("__main__")
         return names

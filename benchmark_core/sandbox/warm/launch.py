@@ -3,6 +3,7 @@ first checkpoint and the proof's last line. Standard library only; runs inside t
 from __future__ import annotations
 
 import os
+import runpy  # the launcher's (a fresh run's too): in a warm server's snapshot, not imported by each run
 import sys
 import traceback
 from time import perf_counter
@@ -105,7 +106,6 @@ def _launcher(proof_fd: int, key: bytes, name_script, costs: list):
     """``go(script)``: run the script once, then write the proof's last line (after the ``C`` line of
     what the detections cost, ``audit.COSTS_FIELDS``) and exit."""
     import atexit
-    import runpy
     import threading
 
     # everything used once the paper's code has run is bound now: it may rebind any global or
