@@ -490,3 +490,19 @@ def test_a_forged_module_report_is_tampering(server, tmp_path):
     client = server()
     msg = ask(client, solution(body))
     assert msg["proof"]["forged"] >= 1
+
+
+@pytest.mark.parametrize("fresh", [False, True])
+def test_a_signal_handler_the_completion_installs_is_reported(server, fresh):
+    # the checkpoints read every signal's handler (the C getsignal): one the completion installs is
+    # reported once, by its number; the run still passes (audit:signal-handler is a flag)
+    body = ("import signal\n"
+            "signal.signal(signal.SIGUSR1, lambda *a: None)\n"
+            "return x * 2")
+    client = server(PROBE, *(["--fresh"] if fresh else []))
+    msg = ask(client, solution(body))
+    assert msg["exit_code"] == 0, msg["stderr"]
+    handlers = [e for e in msg["proof"]["events"] if e["event"] == "rcb.signal-handler"]
+    assert [e["detail"] for e in handlers] == [str(int(__import__("signal").SIGUSR1))]
+    honest = ask(client, solution("return x * 2"))
+    assert not [e for e in honest["proof"]["events"] if e["event"] == "rcb.signal-handler"]
