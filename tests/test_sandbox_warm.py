@@ -506,3 +506,29 @@ def test_a_signal_handler_the_completion_installs_is_reported(server, fresh):
     assert [e["detail"] for e in handlers] == [str(int(__import__("signal").SIGUSR1))]
     honest = ask(client, solution("return x * 2"))
     assert not [e for e in honest["proof"]["events"] if e["event"] == "rcb.signal-handler"]
+
+
+def test_runs_start_with_malloc_mapping_big_blocks_no_more(server, tmp_path):
+    # a torch run multiplying 512x512 matrices in a loop: forked from a server whose malloc had never
+    # freed a big block, each product's buffer was a fresh mapping (90,000-230,000 page faults, ~10 %
+    # of its CPU); the server raises glibc's mmap threshold once (_malloc_settle), as a fresh run does
+    # after its first big free
+    pytest.importorskip("torch")
+    paper = tmp_path / "matmul"
+    paper.mkdir()
+    (paper / "matmul.py").write_text(
+        "import torch\n\n\ndef heavy(seed):\n    g = torch.Generator().manual_seed(seed)\n"
+        "    a = torch.rand(512, 512, generator=g)\n    for _ in range(300):\n"
+        "        a = torch.tanh(a @ a / 512.0)\n    return float(a.sum())\n")
+    (paper / "paper2code_test.py").write_text(
+        "import unittest\n\nimport torch\n\nimport matmul\n\n\nclass T(unittest.TestCase):\n"
+        "    def test_heavy(self):\n        torch.set_num_threads(1)\n"
+        "        self.assertEqual(matmul.heavy(0), matmul.heavy(0))\n\n\n"
+        "if __name__ == \"__main__\":\n    unittest.main()\n")
+    client = server(paper)
+    runs = [ask(client, {}, timeout=120) for _ in range(3)]
+    for msg in runs:
+        assert msg["exit_code"] == 0, msg["stderr"]
+    faults = [msg["minor_faults"] for msg in runs]
+    print("minor page faults of the warm runs:", faults)
+    assert max(faults) < 20_000
