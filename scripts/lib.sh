@@ -41,11 +41,36 @@ ensure_node_modules() {
   fi
 }
 
+# The interpreter .venv is made from, and with it the bwrap sandbox's interpreter and every
+# environment `env build` makes (docs/sandboxes.md, "bwrap's interpreter"): RCB_BASE_PYTHON when
+# set; else Debian's python3 when it is a 3.11, the build the docker images run (linked statically
+# with an optimised libpython: a run of the warm runner costs ~15 % less CPU than under a
+# --enable-shared build without optimisations, pyenv's default); else the first python3 on PATH.
+base_python() {
+  if [ -n "${RCB_BASE_PYTHON:-}" ]; then echo "$RCB_BASE_PYTHON"; return; fi
+  if [ -x /usr/bin/python3 ] && [ "$(/usr/bin/python3 -c 'import sys; print(sys.version_info[:2] == (3, 11))' 2>/dev/null)" = True ] \
+     && /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null; then
+    echo /usr/bin/python3; return
+  fi
+  command -v python3
+}
+
+# The interpreter a venv was made from (its pyvenv.cfg's executable), empty when unknown.
+venv_base() {
+  awk -F' = ' '$1 == "executable" {print $2}' "$1/pyvenv.cfg" 2>/dev/null || true
+}
+
 ensure_venv() {
-  local req="$1"
+  local req="$1" base want
+  base="$(base_python)"
+  want="$("$base" -c 'import os, sys; print(os.path.realpath(sys._base_executable))')"
+  if [ -x "$PY" ] && [ -n "$(venv_base "$VENV")" ] && [ "$(venv_base "$VENV")" != "$want" ]; then
+    log "re-creating .venv from $base (it was made from $(venv_base "$VENV"))"
+    rm -rf "$VENV"
+  fi
   if [ ! -x "$PY" ]; then
-    log "creating virtual environment at .venv"
-    python3 -m venv "$VENV"
+    log "creating virtual environment at .venv from $base"
+    "$base" -m venv "$VENV"
   fi
   local stamp="$VENV/.installed-$(cat "$ROOT"/requirements*.txt | sha256sum | cut -c1-16)-$(basename "$req")"
   if [ ! -f "$stamp" ]; then
