@@ -146,6 +146,32 @@ def floor_measure(args, tasks: list[Task]) -> dict[str, dict[str, float]]:
     return figures
 
 
+#: what an interpreter is, printed beside the figures: a floor and a backend compare like for like
+#: only when they run the same build (an unoptimised --enable-shared CPython, pyenv's default, costs
+#: a warm run 15-20 % more CPU than Debian's, which the docker images run: docs/sandboxes.md)
+_BUILD = ("import platform; shared = any('libpython' in line for line in open('/proc/self/maps')); "
+          "print(f\"CPython {platform.python_version()}, libpython {'shared' if shared else 'linked in'}\")")
+
+
+def interpreter_build(python: str) -> str:
+    """``python``'s version and build, as the figures' header prints it."""
+    try:
+        return subprocess.run([python, "-c", _BUILD], capture_output=True, text=True, timeout=60).stdout.strip() or "?"
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+
+
+def docker_interpreter_build(sandbox) -> str:
+    """The docker images' interpreter, the same way (run once in the base image, not timed)."""
+    from benchmark_core.sandbox.docker_images import PYTHON  # noqa: PLC0415
+
+    try:
+        out = sandbox.client.containers.run(sandbox.base, [PYTHON, "-c", _BUILD], remove=True, network_mode="none")
+        return out.decode(errors="replace").strip() or "?"
+    except Exception as exc:  # noqa: BLE001 - only a label
+        return f"? ({type(exc).__name__})"
+
+
 def machine_busy() -> float:
     """CPU seconds the whole machine has spent busy so far (every core, every process: /proc/stat's
     user, nice, system, irq, softirq and steal), 0 where it cannot be read."""
@@ -620,6 +646,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: backend {name}: {exc}", file=sys.stderr)
             return 2
     args.backend = sandboxes[0].name
+    print(f"interpreters: the floor's and bwrap's {args.python}: {interpreter_build(args.python)}"
+          + "".join(f"; docker's images: {docker_interpreter_build(sb)}" for sb in sandboxes if sb.name == "docker"))
     if any(sandbox.name == "docker" for sandbox in sandboxes):
         # the set's images are built before anything is timed, as a deployment builds them (``python
         # -m benchmark_core.sandbox.docker build PSET``): ours is timed scoring, not an image build
