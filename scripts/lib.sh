@@ -63,7 +63,10 @@ venv_base() {
 ensure_venv() {
   local req="$1" base want
   base="$(base_python)"
-  want="$("$base" -c 'import os, sys; print(os.path.realpath(sys._base_executable))')"
+  if ! want="$("$base" -c 'import os, sys, venv; print(os.path.realpath(sys._base_executable))' 2>/dev/null)"; then
+    log "cannot make .venv from '$base': not a Python interpreter with the venv module (RCB_BASE_PYTHON?)"
+    return 1
+  fi
   if [ -x "$PY" ] && [ -n "$(venv_base "$VENV")" ] && [ "$(venv_base "$VENV")" != "$want" ]; then
     log "re-creating .venv from $base (it was made from $(venv_base "$VENV"))"
     rm -rf "$VENV"
