@@ -16,9 +16,12 @@ the import-bound papers (where a run's fixed costs weigh most).
    no sandbox (the ``local`` backend with one worker);
 2. ours: the default backend (``auto``: docker, else bwrap), warm runner, all cores.
 
-It says whether the verdicts of the two ways are identical, estimates the floor (the tests' own
-work, run warm one at a time, divided by the cores), then measures the warm runner's per-run
-overhead on a NumPy paper (per backend), what re-scoring the same set costs with the verdict cache, and five
+It says whether the verdicts of the two ways are identical and measures the floor (the tests' own
+work, run warm one at a time, divided by the cores). Ours and the floor are measured ``--rounds``
+times (default 3), interleaved, the order turned around every other round: on a machine whose
+speed drifts within the hour a single pair can differ by 10 % either way, so each ratio is taken
+within its round and the median round's is the figure (every round's is printed). Then it
+measures the warm runner's per-run overhead on a NumPy paper (per backend), what re-scoring the same set costs with the verdict cache, and five
 scorings of the set one after another through a warm pool (sandbox/pool.py, as a worker that keeps
 its sandboxes between jobs would) against one CLI run of the same runs, and a site run: five
 submissions of the set as one release, scored through the queue by real RQ workers
@@ -584,6 +587,160 @@ def site_submissions(args, tasks: list[Task], cli_runs: list, t_cli: float, coun
     figure("site verdicts identical to the CLI's", "yes" if same else "NO", "yes", same)
 
 
+def measure_rounds(args, backends: list[str], tasks: list[Task], light: list[Task] | None) -> list[dict]:
+    """``args.rounds`` rounds, each: the floor and every backend's scoring of the set (and, with
+    ``light``, of its import-bound papers alone), the order turned around every other round (floor
+    first, then the backends; then the backends the other way round, the floor last), so that a
+    machine whose speed drifts within the hour weighs on ours and on the floor alike. A round is
+    ``{"floors": floor_measure(...), name: {"runs", "t", "busy", "t_light", "busy_light"}}``."""
+    rounds = []
+    for number in range(args.rounds):
+        forward = number % 2 == 0
+        order = backends if forward else backends[::-1]
+        print(f"... round {number + 1} of {args.rounds}: " + ", ".join(["floor"] * forward + order
+                                                                          + ["floor"] * (not forward)), flush=True)
+        row: dict = {}
+        if forward:
+            row["floors"] = floor_measure(args, tasks)
+        for name in order:
+            sandbox = get_sandbox(name, python=args.python)
+            ours, t_ours = timed(f"ours: {sandbox.describe()}, warm runner, {args.workers} workers",
+                                 tasks, sandbox, workers=args.workers, timeout=args.timeout)
+            sandbox.close()
+            row[name] = {"runs": ours, "t": t_ours, "busy": BUSY[-1], "t_light": None, "busy_light": None}
+            if light:  # the import-bound papers on their own, in a sandbox of their own
+                sandbox = get_sandbox(name, python=args.python)
+                _runs, row[name]["t_light"] = timed(f"ours on the import-bound papers alone: {sandbox.describe()}",
+                                                    light, sandbox, workers=args.workers, timeout=args.timeout)
+                row[name]["busy_light"] = BUSY[-1]
+                sandbox.close()
+        if not forward:
+            row["floors"] = floor_measure(args, tasks)
+        rounds.append(row)
+    return rounds
+
+
+def _floor_of(floors: dict, cores: int, papers: set[str] | None = None) -> float:
+    """The floor of a set (or of ``papers`` of it): its tests' seconds summed over the cores."""
+    return sum(f["runs"] for p, f in floors.items() if papers is None or p in papers) / cores
+
+
+def _light_ratio(row: dict, name: str, cores: int, light_papers: set[str]) -> float:
+    """Ours on the import-bound papers alone ÷ (their floor + one import of the environment's heavy
+    modules), in one round."""
+    floors = row["floors"]
+    return row[name]["t_light"] / (_floor_of(floors, cores, light_papers)
+                                   + max(floors[p]["import"] for p in light_papers))
+
+
+def _median_round(ratios: list[float]) -> int:
+    """The index of the round whose ratio is the median (of an even count, the higher of the two
+    middle ones: the figure is never flattered by the choice)."""
+    return sorted(range(len(ratios)), key=ratios.__getitem__)[len(ratios) // 2]
+
+
+def backend_report(args, name: str, rounds: list[dict], tasks: list[Task], light_papers: set[str] | None, *,
+                   published, t_pub: float | None) -> None:
+    """Print one backend's figures: every round's ratios, the median's, and where the rest went in
+    the median round."""
+    whole = light_papers is not None
+    cores = max(1, min(args.workers, os.cpu_count() or 1))
+    ratios = [row[name]["t"] / _floor_of(row["floors"], cores) for row in rounds]
+    index = _median_round(ratios)
+    row = rounds[index]
+    ours, t_ours, floors = row[name]["runs"], row[name]["t"], row["floors"]
+    floor = _floor_of(floors, cores)
+    print(f"ours ({name}): {t_ours:8.1f} s   ({sum(r.passed for r in ours)}/{len(ours)} passed; round {index + 1}, "
+          f"the median of {len(rounds)})")
+    figure(f"ours ({name})", f"{t_ours:.1f} s", "-", None)
+    if published is not None:
+        print(f"  speed-up over the published way: {t_pub / t_ours:8.2f} x"
+              + ("" if whole else " (target on import-bound papers: >= 15 x)"))
+        if whole:
+            t_pub_light = sum(r.seconds for r in published if r.paper in light_papers)
+            lights = [r[name]["t_light"] for r in rounds]
+            speedups = [t_pub_light / t for t in lights]
+            best = speedups[_median_round([-x for x in speedups])]  # the lower middle of an even count
+            print(f"  on the import-bound papers: the published way {t_pub_light:.1f} s (its runs of them), "
+                  f"ours (those papers alone) {', '.join(f'{t:.1f}' for t in lights)} s "
+                  f"= {', '.join(f'{x:.1f}' for x in speedups)} x, median {best:.2f} x (target >= 15 x)")
+            figure(f"speed-up over the published way, import-bound papers ({name})", f"{best:.1f} x", ">= 15 x",
+                   best >= 15)
+        elif args.generate != "compute-bound":
+            figure(f"speed-up over the published way ({name})", f"{t_pub / t_ours:.1f} x", ">= 15 x",
+                   t_pub / t_ours >= 15)
+        differing = [(n, a, b) for n, r in enumerate(rounds) for a, b in zip(published, r[name]["runs"])
+                     if a.passed != b.passed]
+        same = not differing and all(len(r[name]["runs"]) == len(published) for r in rounds)
+        print(f"  verdicts identical to the published way's, in every round: {'yes' if same else 'NO'}")
+        figure(f"verdicts identical to the published way's ({name})", "yes" if same else "NO", "yes", same)
+        for n, a, b in differing[:20]:
+            print(f"    differs (round {n + 1}): {a.paper}/{a.snippet} [sample {a.sample}] published={a.passed} "
+                  f"ours={b.passed} ({b.category}: {b.output_tail[-160:]!r})")
+    # the target is a whole set's; a set of import-bound papers only shows its ratio
+    target = "<= 1.25" if whole or args.generate == "compute-bound" or not args.generate else "-"
+    print(f"  floor (each test forked one at a time from a plain warm parent, measured in each round): "
+          + ", ".join(f"{_floor_of(r['floors'], cores):.1f}" for r in rounds) + f" s on {cores} workers; ours "
+          + ", ".join(f"{r[name]['t']:.1f}" for r in rounds) + " s; ours / floor = "
+          + ", ".join(f"{x:.2f}" for x in ratios) + f", median {ratios[index]:.2f} "
+          + ("(target <= 1.25)" if target != "-" else "(the <= 1.25 target is a whole set's: --generate "
+             "published-like or realistic)"))
+    _rest_report(name, row, tasks, floors, cores)
+    figure(f"floor ({name}, round {index + 1})", f"{floor:.1f} s", "-", None)
+    if floor:
+        figure(f"ours / floor ({name}{', whole set' if whole else ''}, median of {len(rounds)})",
+               f"{ratios[index]:.2f}", target, ratios[index] <= 1.25 if target != "-" else None)
+    if whole and all(r[name]["t_light"] for r in rounds):
+        light_ratios = [_light_ratio(r, name, cores, light_papers) for r in rounds]
+        middle = light_ratios[_median_round(light_ratios)]
+        light_floor = _floor_of(floors, cores, light_papers)
+        print(f"  import-bound papers alone (round {index + 1}): ours {row[name]['t_light']:.1f} s; floor "
+              f"{light_floor:.1f} s + one import of the environment's heavy modules "
+              f"{max(floors[p]['import'] for p in light_papers):.1f} s; the machine busy "
+              f"{row[name]['busy_light']:.1f} CPU seconds of {row[name]['t_light'] * cores:.1f}, the floor's runs of "
+              f"them {sum(floors[p]['cpu'] for p in light_papers):.1f} s of CPU; ours / (floor + import) in each round "
+              + ", ".join(f"{x:.2f}" for x in light_ratios) + f", median {middle:.2f} (target <= 1.25)")
+        figure(f"ours / (floor + import), import-bound papers ({name}, median of {len(rounds)})",
+               f"{middle:.2f}", "<= 1.25", middle <= 1.25)
+
+
+def _rest_report(name: str, row: dict, tasks: list[Task], floors: dict, cores: int) -> None:
+    """Where one round's time went beyond the floor: the runs' seconds and CPU, per paper, the
+    detections, the health gate."""
+    ours, t_ours, busy_ours = row[name]["runs"], row[name]["t"], row[name]["busy"]
+    floor = _floor_of(floors, cores)
+    work = sum(r.seconds for r in ours)
+    cpu_runs = sum(float(r.extra.get("cpu_seconds") or 0) for r in ours)
+    floor_cpu = sum(f["cpu"] for f in floors.values())
+    print(f"  where the rest went: our runs' own seconds {work:.1f} s against the floor's "
+          f"{sum(f['runs'] for f in floors.values()):.1f} s of the same tests; the CPU of our runs' processes "
+          f"{cpu_runs:.1f} s against the floor's {floor_cpu:.1f} s; the whole machine was busy {busy_ours:.1f} "
+          f"CPU seconds of {t_ours * cores:.1f} while ours ran (outside the runs' processes: "
+          f"{busy_ours - cpu_runs:.1f} s: servers, spares' set-up, reference runs, the host)")
+    print("  per paper, a run: wall ours / floor's; CPU ours / floor's; minor page faults ours / floor's")
+    for paper_id, f in floors.items():
+        mine = [r for r in ours if r.paper == paper_id]
+        learned = max((int(r.extra.get("learned") or 0) for r in mine), default=0)
+        if mine and f["runs"]:
+            n = len(mine)
+            wall = sum(r.seconds for r in mine)
+            cpu = sum(float(r.extra.get("cpu_seconds") or 0) for r in mine)
+            faults = sum(int(r.extra.get("minor_faults") or 0) for r in mine)
+            print(f"    {paper_id:<22} {wall / n * 1000:6.1f} / {f['runs'] / n * 1000:6.1f} ms = {wall / f['runs']:.2f};"
+                  f" {cpu / n * 1000:6.1f} / {f['cpu'] / n * 1000:6.1f} ms = {cpu / f['cpu'] if f['cpu'] else 0:.2f};"
+                  f" {faults / n:6.0f} / {f['faults'] / n:6.0f}   (one import of its modules: {f['import']:.2f} s;"
+                  f" learned imports a run had: {learned})")
+    detection_costs(name, ours)
+    # the health gate: one reference run per paper, the same test on the paper's own code, which the
+    # floor (the snippets' runs only) does not hold; a kept reference outcome (the site's reference
+    # store) spares it, a first scoring pays it
+    per_paper = Counter(t.paper.id for t in tasks)
+    gate = sum(f["runs"] / per_paper[paper_id] for paper_id, f in floors.items()) / cores
+    if floor:
+        print(f"  the health gate's reference runs (one per paper, not in the floor): ~{gate:.1f} s of the floor's "
+              f"kind of work; ours / (floor + them) = {t_ours / (floor + gate):.2f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("pset", nargs="?", help="problem-set folder (or --generate)")
@@ -601,6 +758,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="our parallel runs (default: cores)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per run")
     parser.add_argument("--papers", help="comma-separated paper ids (default: all)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds of the floor and ours, interleaved (default 3); a ratio is the median "
+                             "round's")
     parser.add_argument("--skip-published", action="store_true", help="do not time the published way")
     parser.add_argument("--skip-extras", action="store_true", help="no overhead, pool, site and cache measurements")
     parser.add_argument("--skip-site", action="store_true", help="no site run (submissions through RQ workers)")
@@ -616,6 +776,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="postgres://USER@HOST:PORT/DB: the site run's database is a fresh one on that "
                              "server (DB: where to connect to create it); default a SQLite file")
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error("--rounds must be 1 or more")
     if os.sep in args.python:
         args.python = os.path.abspath(args.python)  # the runs start in other folders
 
@@ -672,102 +834,17 @@ def main(argv: list[str] | None = None) -> int:
         published, t_pub = timed("published way: fresh python paper2code_test.py per snippet, sequential",
                                  tasks, local, workers=1, timeout=args.timeout)
         figure("published way", f"{t_pub:.1f} s", "-", None)
-    measured = []
+    names = [sb.name for sb in sandboxes]
     for sandbox in sandboxes:
-        ours, t_ours = timed(f"ours: {sandbox.describe()}, warm runner, {args.workers} workers",
-                             tasks, sandbox, workers=args.workers, timeout=args.timeout)
-        busy_ours = BUSY[-1]
-        sandbox.close()
-        t_light = busy_light = None
-        if whole:  # the import-bound papers on their own, in a sandbox of their own
-            sandbox = get_sandbox(sandbox.name, python=args.python)
-            _runs, t_light = timed(f"ours on the import-bound papers alone: {sandbox.describe()}",
-                                   light, sandbox, workers=args.workers, timeout=args.timeout)
-            busy_light = BUSY[-1]
-            sandbox.close()
-        measured.append((sandbox.name, ours, t_ours, t_light, busy_ours, busy_light))
-
-    floors = floor_measure(args, tasks)
+        sandbox.close()  # each round below opens its own, as a scoring does
+    rounds = measure_rounds(args, names, tasks, light if whole else None)
     print()
     if published is not None:
         print(f"published way: {t_pub:8.1f} s   ({sum(r.passed for r in published)}/{len(published)} passed)")
-    cores = max(1, min(args.workers, os.cpu_count() or 1))
     light_papers = {t.paper.id for t in light}
-    for name, ours, t_ours, t_light, busy_ours, busy_light in measured:
-        print(f"ours ({name}): {t_ours:8.1f} s   ({sum(r.passed for r in ours)}/{len(ours)} passed)")
-        figure(f"ours ({name})", f"{t_ours:.1f} s", "-", None)
-        if published is not None:
-            print(f"  speed-up over the published way: {t_pub / t_ours:8.2f} x"
-                  + ("" if whole else " (target on import-bound papers: >= 15 x)"))
-            if whole:
-                t_pub_light = sum(r.seconds for r in published if r.paper in light_papers)
-                print(f"  on the import-bound papers: the published way {t_pub_light:.1f} s (its runs of them), "
-                      f"ours {t_light:.1f} s (those papers alone) = {t_pub_light / t_light:.2f} x (target >= 15 x)")
-                figure(f"speed-up over the published way, import-bound papers ({name})",
-                       f"{t_pub_light / t_light:.1f} x", ">= 15 x", t_pub_light / t_light >= 15)
-            elif args.generate != "compute-bound":
-                figure(f"speed-up over the published way ({name})", f"{t_pub / t_ours:.1f} x", ">= 15 x",
-                       t_pub / t_ours >= 15)
-            same = verdicts(published) == verdicts(ours)
-            print(f"  verdicts identical: {'yes' if same else 'NO'}")
-            figure(f"verdicts identical to the published way's ({name})", "yes" if same else "NO", "yes", same)
-            if not same:
-                for a, b in zip(published, ours):
-                    if a.passed != b.passed:
-                        print(f"    differs: {a.paper}/{a.snippet} [sample {a.sample}] published={a.passed} "
-                              f"ours={b.passed} ({b.category}: {b.output_tail[-160:]!r})")
-        work = sum(r.seconds for r in ours)
-        floor = sum(f["runs"] for f in floors.values()) / cores
-        # the target is a whole set's; a set of import-bound papers only shows its ratio
-        target = "<= 1.25" if whole or args.generate == "compute-bound" or not args.generate else "-"
-        print(f"  floor (each test forked one at a time from a plain warm parent, measured in this run): "
-              f"{floor:.1f} s on {cores} workers; ours / floor = {t_ours / floor if floor else float('nan'):.2f} "
-              + ("(target <= 1.25)" if target != "-" else "(the <= 1.25 target is a whole set's: --generate "
-                 "published-like or realistic)"))
-        cpu_runs = sum(float(r.extra.get("cpu_seconds") or 0) for r in ours)
-        floor_cpu = sum(f["cpu"] for f in floors.values())
-        print(f"  where the rest went: our runs' own seconds {work:.1f} s against the floor's "
-              f"{sum(f['runs'] for f in floors.values()):.1f} s of the same tests; the CPU of our runs' processes "
-              f"{cpu_runs:.1f} s against the floor's {floor_cpu:.1f} s; the whole machine was busy {busy_ours:.1f} "
-              f"CPU seconds of {t_ours * cores:.1f} while ours ran (outside the runs' processes: "
-              f"{busy_ours - cpu_runs:.1f} s: servers, spares' set-up, reference runs, the host)")
-        print("  per paper, a run: wall ours / floor's; CPU ours / floor's; minor page faults ours / floor's")
-        for paper_id, f in floors.items():
-            mine = [r for r in ours if r.paper == paper_id]
-            learned = max((int(r.extra.get("learned") or 0) for r in mine), default=0)
-            if mine and f["runs"]:
-                n = len(mine)
-                wall = sum(r.seconds for r in mine)
-                cpu = sum(float(r.extra.get("cpu_seconds") or 0) for r in mine)
-                faults = sum(int(r.extra.get("minor_faults") or 0) for r in mine)
-                print(f"    {paper_id:<22} {wall / n * 1000:6.1f} / {f['runs'] / n * 1000:6.1f} ms = {wall / f['runs']:.2f};"
-                      f" {cpu / n * 1000:6.1f} / {f['cpu'] / n * 1000:6.1f} ms = {cpu / f['cpu'] if f['cpu'] else 0:.2f};"
-                      f" {faults / n:6.0f} / {f['faults'] / n:6.0f}   (one import of its modules: {f['import']:.2f} s;"
-                      f" learned imports a run had: {learned})")
-        detection_costs(name, ours)
-        # the health gate: one reference run per paper, the same test on the paper's own code, which the
-        # floor (the snippets' runs only) does not hold; a kept reference outcome (the site's reference
-        # store) spares it, a first scoring pays it
-        per_paper = Counter(t.paper.id for t in tasks)
-        gate = sum(f["runs"] / per_paper[paper_id] for paper_id, f in floors.items()) / cores
-        if floor:
-            print(f"  the health gate's reference runs (one per paper, not in the floor): ~{gate:.1f} s of the floor's "
-                  f"kind of work; ours / (floor + them) = {t_ours / (floor + gate):.2f}")
-        figure(f"floor ({name})", f"{floor:.1f} s", "-", None)
-        if floor:
-            figure(f"ours / floor ({name}{', whole set' if whole else ''})", f"{t_ours / floor:.2f}", target,
-                   t_ours / floor <= 1.25 if target != "-" else None)
-        if whole and t_light:
-            light_floor = sum(floors[p]["runs"] for p in light_papers) / cores
-            heavy_import = max(floors[p]["import"] for p in light_papers)
-            bound = 1.25 * (light_floor + heavy_import)
-            print(f"  import-bound papers alone: ours {t_light:.1f} s; floor {light_floor:.1f} s + one import of the "
-                  f"environment's heavy modules {heavy_import:.1f} s; ours / (floor + import) = "
-                  f"{t_light / (light_floor + heavy_import):.2f} (target <= 1.25); the machine busy "
-                  f"{busy_light:.1f} CPU seconds of {t_light * cores:.1f}, the floor's runs of them "
-                  f"{sum(floors[p]['cpu'] for p in light_papers):.1f} s of CPU")
-            figure(f"ours / (floor + import), import-bound papers ({name})",
-                   f"{t_light / (light_floor + heavy_import):.2f}", "<= 1.25", t_light <= bound)
+    for name in names:
+        backend_report(args, name, rounds, tasks, light_papers if whole else None,
+                       published=published, t_pub=t_pub if published is not None else None)
 
     if args.skip_extras:
         figures_print()
@@ -776,7 +853,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nthe extras below: on the {len(light_papers)} import-bound papers ({len(light)} runs)")
         tasks = light
     print()
-    warm_overhead(args, [m[0] for m in measured])
+    warm_overhead(args, names)
     print()
     submitted = as_submitted(tasks)
     cli_runs, t_cli = cli_same_runs(args, submitted)
