@@ -11,6 +11,8 @@ from benchmark_core.problemset import load_problemset
 from benchmark_core.runner import Task, answer_code, reference_code, run_tasks
 from benchmark_core.sandbox.base import PaperSpec, get_sandbox
 
+from papers_support import SCIENTIFIC_REQUIREMENTS, one_snippet_paper
+
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "demo"
 TORCH_PSET = ROOT / "tests" / "data" / "torch_pset"
@@ -156,16 +158,9 @@ def _right_wrong_right_blank(pset, swap: tuple[str, str]):
 
 def _lazy_paper(tmp_path: Path):
     """A paper whose test imports scipy.stats inside its test cases (no scan sees it)."""
-    folder = tmp_path / "set" / "lazy_00"
-    folder.mkdir(parents=True)
-    (folder / "lazy_00.py").write_text(
-        "import numpy as np\n\n\ndef scale(x):\n"
-        '    # <paper2code name="scale">\n    y = np.asarray(x) * 2.0\n    # </paper2code name="scale">\n'
-        "    return y\n")
-    (folder / "lazy_00_ref.py").write_text("import numpy as np\n\n\ndef scale(x):\n    y = np.asarray(x) * 2.0\n"
-                                           "    return y\n")
-    (folder / "paper2code_test.py").write_text(
-        "import unittest\n\nimport numpy as np\n\nimport lazy_00 as m\nimport lazy_00_ref as r\n\n\n"
+    return one_snippet_paper(
+        tmp_path, "lazy_00", imports="import numpy as np", func="scale", body="    y = np.asarray(x) * 2.0\n",
+        test="import unittest\n\nimport numpy as np\n\nimport lazy_00 as m\nimport lazy_00_ref as r\n\n\n"
         "class TestLazy(unittest.TestCase):\n"
         "    def test_scale(self):\n"
         "        np.testing.assert_allclose(m.scale(np.arange(8.0)), r.scale(np.arange(8.0)))\n\n"
@@ -173,39 +168,23 @@ def _lazy_paper(tmp_path: Path):
                   f"        x = np.arange({8 + i}.0) ** 2\n"
                   "        self.assertAlmostEqual(float(stats.kurtosis(m.scale(x))), float(stats.kurtosis(r.scale(x))))\n\n"
                   for i in range(3))
-        + 'if __name__ == "__main__":\n    unittest.main()\n')
-    # the scientific papers' environment (bench/make_pset.py): one that has scipy
-    (folder / "requirements.txt").write_text("numpy\nscipy\npandas\nmatplotlib\nml_collections\n")
-    (folder / "paper2code_paper.md").write_text("# A lazy paper\n")
-    (tmp_path / "set" / "papers.yaml").write_text(
-        "- id: lazy_00\n  title: A lazy paper\n  venue: test\n  first_commit_date: '2025-01-01'\n"
-        "  annotated_file_paths: lazy_00.py\n  context_file_paths: null\n")
-    return load_problemset(tmp_path / "set")
+        + 'if __name__ == "__main__":\n    unittest.main()\n',
+        # the scientific papers' environment (bench/make_pset.py): one that has scipy
+        requirements=SCIENTIFIC_REQUIREMENTS, title="A lazy paper")
 
 
 def _threads_paper(root: Path):
     """A torch paper whose test prints the threads its run was given, then checks a product."""
-    folder = root / "set" / "threads_00"
-    folder.mkdir(parents=True)
-    body = "    y = x @ x.T\n"
-    (folder / "threads_00.py").write_text(
-        "import torch\n\n\ndef gram(x):\n"
-        f'    # <paper2code name="gram">\n{body}    # </paper2code name="gram">\n    return y\n')
-    (folder / "threads_00_ref.py").write_text(f"import torch\n\n\ndef gram(x):\n{body}    return y\n")
-    (folder / "paper2code_test.py").write_text(
-        "import os\nimport unittest\n\nimport torch\n\nimport threads_00 as m\nimport threads_00_ref as r\n\n\n"
+    return one_snippet_paper(
+        root, "threads_00", imports="import torch", func="gram", body="    y = x @ x.T\n",
+        test="import os\nimport unittest\n\nimport torch\n\nimport threads_00 as m\nimport threads_00_ref as r\n\n\n"
         "class TestGram(unittest.TestCase):\n"
         "    def test_gram(self):\n"
         "        print(f'threads={torch.get_num_threads()} omp={os.environ.get(\"OMP_NUM_THREADS\")}', flush=True)\n"
         "        x = torch.randn(384, 384, generator=torch.Generator().manual_seed(3))\n"
         "        torch.testing.assert_close(m.gram(x), r.gram(x))\n\n\n"
-        'if __name__ == "__main__":\n    unittest.main()\n')
-    (folder / "requirements.txt").write_text("torch\n")
-    (folder / "paper2code_paper.md").write_text("# Threads\n")
-    (root / "set" / "papers.yaml").write_text(
-        "- id: threads_00\n  title: Threads\n  venue: test\n  first_commit_date: '2025-01-01'\n"
-        "  annotated_file_paths: threads_00.py\n  context_file_paths: null\n")
-    return load_problemset(root / "set")
+        'if __name__ == "__main__":\n    unittest.main()\n',
+        requirements="torch\n", title="Threads")
 
 
 @pytest.mark.slow

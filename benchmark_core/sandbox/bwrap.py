@@ -26,7 +26,8 @@ from typing import Any
 
 from .base import Limits, PaperSpec, Sandbox, SandboxSession, SandboxUnavailable
 from .cgroups import RunCgroups, SandboxCgroups
-from .process import child_env
+from .process import child_env, interpreter_paths
+from .skel import skel_for
 from .warm_client import (PARENTS_PER_ENVIRONMENT, READY_TIMEOUT, WARM_SCRIPT, FileTransport, NotServed, WarmClient,
                           WarmSession, host_pid, paper_preloads, parent_pick, runner_options, run_uid_base,
                           spawn_lasting)
@@ -42,24 +43,6 @@ ETC_FILES = (
 )
 #: capabilities the runner keeps (root only) to give each run its own uid and clean up after it
 RUNNER_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_CHOWN", "CAP_FOWNER", "CAP_DAC_OVERRIDE", "CAP_KILL")
-
-
-def _interpreter_paths(python: str) -> dict[str, Any]:
-    """Ask the interpreter (trusted: the operator chose it) where it lives."""
-    code = (
-        "import hashlib, json, sys\n"
-        "from importlib import metadata\n"
-        "dists = sorted(f\"{d.metadata['Name']}=={d.version}\" for d in metadata.distributions())\n"
-        "print(json.dumps({'prefixes': sorted({sys.prefix, sys.base_prefix, sys.exec_prefix, "
-        "sys.base_exec_prefix}), 'path': [p for p in sys.path if p], 'executable': sys.executable, "
-        "'version': '%d.%d.%d' % sys.version_info[:3], "
-        "'packages': hashlib.sha256('\\n'.join(dists).encode()).hexdigest()[:16]}))"
-    )
-    try:
-        out = subprocess.run([python, "-I", "-c", code], capture_output=True, text=True, timeout=60, check=True)
-        return json.loads(out.stdout)
-    except (OSError, subprocess.SubprocessError, ValueError) as exc:
-        raise SandboxUnavailable(f"interpreter {python!r} cannot be used: {exc}") from exc
 
 
 def _absolute(python: str) -> str:
@@ -214,7 +197,7 @@ class BwrapSandbox(Sandbox):
         """Where ``python`` lives and what it has installed (asked once per interpreter)."""
         with self._infos_lock:
             if python not in self._infos:
-                self._infos[python] = _interpreter_paths(python)
+                self._infos[python] = interpreter_paths(python)
             return self._infos[python]
 
     def paper_python(self, paper: PaperSpec) -> str:
@@ -263,6 +246,10 @@ class BwrapSandbox(Sandbox):
         ]
         cgroups = self.run_cgroups() if self.is_root else None
         runner_extra = runner_options(self.options)
+        skel = skel_for(python, self.interpreter_info(python)["packages"])
+        if skel is not None:  # the environment's home skeleton: the runner's home starts as a copy
+            args += ["--ro-bind", str(skel), f"{INSIDE}/skel"]
+            runner_extra += ["--skel", f"{INSIDE}/skel"]
         if cgroups is not None:
             for host, inside in cgroups.binds():
                 args += ["--bind", host, inside]

@@ -37,10 +37,10 @@ from .base import Limits, PaperSpec, Sandbox, SandboxSession, SandboxUnavailable
 from .cgroups import SandboxCgroups
 from .docker_containers import INSIDE, RUNNER_CPUS, SPARE_PAPER_MB, Boxes, containers_cleanup
 from .docker_images import (BASE_PYTHON, LABEL, PYTHON, base_image_ensure, configured_requirements,  # noqa: F401
-                            default_requirements, docker_client, env_image_ensure, normalize_requirements,
-                            requirements_for_paper)
+                            container_env, default_requirements, docker_client, env_image_ensure,
+                            normalize_requirements, requirements_for_paper)
 from .docker_transport import Container, DockerParent, MuxChannel, StandaloneChannel, files_archive
-from .process import child_env
+from .skel import IMAGE_SKEL
 from .warm_client import (PARENTS_PER_ENVIRONMENT, READY_TIMEOUT, NotServed, WarmClient, WarmSession, paper_preloads,
                           parent_pick, run_uid_base, runner_options)
 
@@ -278,7 +278,9 @@ class DockerSandbox(Sandbox):
     def runner_cgroups(self) -> list[str]:
         """The warm runner's ``--cgroups`` argument (none without a cgroup folder) and its options."""
         made = self.cgroups.get()
-        return runner_options(self.options) + (["--cgroups", made.spec] if made is not None else [])
+        # the image's home skeleton (an image built before it had none: the runner then skips it)
+        return (runner_options(self.options) + ["--skel", IMAGE_SKEL]
+                + (["--cgroups", made.spec] if made is not None else []))
 
     @property
     def environment_id(self) -> str:
@@ -303,11 +305,7 @@ class DockerSandbox(Sandbox):
 
 
     def environment(self) -> dict[str, str]:
-        env = child_env(f"{INSIDE}/runs")
-        env["PATH"] = "/opt/rcb/bin:/usr/local/bin:/usr/bin:/bin"
-        env["LANG"] = "C.UTF-8"
-        env.pop("LC_ALL", None)
-        return env
+        return container_env(f"{INSIDE}/runs")
 
     def requirements_for(self, paper: PaperSpec) -> tuple[str, ...]:
         """The paper's own file, else its problem set's, else the ``requirements`` option, else inferred."""

@@ -14,6 +14,7 @@ import io
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import tarfile
@@ -23,6 +24,8 @@ import time
 from pathlib import Path
 
 from .base import PaperSpec, SandboxAway, SandboxUnavailable
+from .process import child_env
+from .skel import IMAGE_SKEL, SKEL_CODE, SKEL_FORMAT
 
 __all__ = [
     "BASE_PYTHON",
@@ -239,9 +242,19 @@ def requirements_for_paper(paper: PaperSpec, *, python: str | None = None, fallb
     return tuple(inferred)
 
 
+def container_env(home: str) -> dict[str, str]:
+    """A run's environment (``child_env``) inside an image: its interpreter first on PATH."""
+    env = child_env(home)
+    env["PATH"] = "/opt/rcb/bin:/usr/local/bin:/usr/bin:/bin"
+    env["LANG"] = "C.UTF-8"
+    env.pop("LC_ALL", None)
+    return env
+
+
 def env_image_tag(requirements: tuple[str, ...] | list[str], *, base: str, arch: str = "x86_64") -> str:
-    """``rcb-env:<sha12>`` of the base image, the target platform and the normalized requirements."""
-    key = "\n".join([base, f"cp{BASE_PYTHON}", arch, *normalize_requirements(requirements)])
+    """``rcb-env:<sha12>`` of the base image, the target platform, the normalized requirements and
+    what the build puts in beside them (the home skeleton's format)."""
+    key = "\n".join([base, f"cp{BASE_PYTHON}", arch, f"skel{SKEL_FORMAT}", *normalize_requirements(requirements)])
     return f"rcb-env:{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
@@ -301,8 +314,13 @@ def env_image_ensure(client, requirements: tuple[str, ...] | list[str], *, base:
                 f"{PYTHON} -m pip install --no-cache-dir --no-index --find-links /var/tmp/wheels "
                 "-r /var/tmp/wheels/requirements.txt" if reqs else "true"
             )
+            # the environment's home skeleton (sandbox.skel), filled in a run's environment; given to
+            # this command only (``env -i``), never to the image's configuration
+            skel_env = " ".join(shlex.quote(f"{k}={v}") for k, v in container_env(IMAGE_SKEL).items())
+            skel = (f"mkdir -p {IMAGE_SKEL} && cd {IMAGE_SKEL} && env -i {skel_env} {PYTHON} -I -c {shlex.quote(SKEL_CODE)}"
+                    f" && chmod -R a+rX,go-w {IMAGE_SKEL} && cd /")
             container = client.containers.create(
-                base, ["/bin/sh", "-c", f"{install}; status=$?; rm -rf /var/tmp/wheels; exit $status"],
+                base, ["/bin/sh", "-c", f"{install} && {skel}; status=$?; rm -rf /var/tmp/wheels; exit $status"],
                 network_mode="none", labels={LABEL: "build"}, user="0:0",
             )
             try:

@@ -10,11 +10,13 @@ import resource
 import shutil
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Mapping
 
-from .base import PaperSpec, RunResult, Sandbox, SandboxSession
-from .process import child_env, run_process
+from .base import PaperSpec, RunResult, Sandbox, SandboxSession, SandboxUnavailable
+from .process import child_env, interpreter_paths, run_process
+from .skel import home_seed, skel_for
 
 __all__ = ["LocalSandbox", "copy_paper", "write_files"]
 
@@ -53,8 +55,11 @@ class LocalSession(SandboxSession):
             write_files(work, files)
             home = Path(tmp) / "home"
             home.mkdir()
+            python = self.sandbox.interpreter_for(self.paper) or sys.executable
+            # as a user's kept home holds what the environment's first imports wrote (font lists)
+            home_seed(self.sandbox.home_skel(python), str(home))
             outcome = run_process(
-                [self.sandbox.interpreter_for(self.paper) or sys.executable, self.paper.test_script],
+                [python, self.paper.test_script],
                 cwd=str(work),
                 env=child_env(str(home)),
                 timeout=timeout,
@@ -72,9 +77,24 @@ class LocalSession(SandboxSession):
         )
 
 
+_SKELS: dict[str, Path | None] = {}
+_SKELS_LOCK = threading.Lock()
+
+
 class LocalSandbox(Sandbox):
     name = "local"
     trusted_only = True
+
+    @staticmethod
+    def home_skel(python: str) -> Path | None:
+        """The home skeleton of ``python``'s environment (``sandbox.skel``), looked up once per interpreter."""
+        with _SKELS_LOCK:
+            if python not in _SKELS:
+                try:
+                    _SKELS[python] = skel_for(python, interpreter_paths(python)["packages"])
+                except SandboxUnavailable:
+                    _SKELS[python] = None
+            return _SKELS[python]
 
     @property
     def environment_id(self) -> str:

@@ -2,17 +2,19 @@
 fixed environment every backend gives a test (``child_env``)."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
+from .base import SandboxUnavailable
 from .warm import run_home_env
 
-__all__ = ["BoundedBuffer", "ProcessOutcome", "child_env", "run_process", "kill_group"]
+__all__ = ["BoundedBuffer", "ProcessOutcome", "child_env", "interpreter_paths", "run_process", "kill_group"]
 
 _PASS_THROUGH_ENV = ("PATH", "LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "TZ")
 
@@ -37,6 +39,26 @@ def child_env(home: str, extra: Mapping[str, str] | None = None) -> dict[str, st
     )
     env.update(extra or {})
     return env
+
+
+def interpreter_paths(python: str) -> dict[str, Any]:
+    """Ask the interpreter (trusted: the operator chose it) where it lives and what it has installed
+    (``packages``: a hash of its distributions and versions)."""
+    code = (
+        "import hashlib, json, sys\n"
+        "from importlib import metadata\n"
+        "dists = sorted(f\"{d.metadata['Name']}=={d.version}\" for d in metadata.distributions())\n"
+        "print(json.dumps({'prefixes': sorted({sys.prefix, sys.base_prefix, sys.exec_prefix, "
+        "sys.base_exec_prefix}), 'path': [p for p in sys.path if p], 'executable': sys.executable, "
+        "'version': '%d.%d.%d' % sys.version_info[:3], "
+        "'packages': hashlib.sha256('\\n'.join(dists).encode()).hexdigest()[:16]}))"
+    )
+    try:
+        out = subprocess.run([python, "-I", "-c", code], capture_output=True, text=True, timeout=60, check=True)
+        return json.loads(out.stdout)
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        raise SandboxUnavailable(f"interpreter {python!r} cannot be used: {exc}") from exc
+
 
 
 class BoundedBuffer:

@@ -47,7 +47,7 @@ a ``sys.exit`` raised in the completion's code, or a fake "OK" leaves ``complete
 from __future__ import annotations
 
 from .audit import PROOF_EXIT, PROTECTED_MODULES, _install_audit, proof_mac
-from .child import HOME_ENV, SPARE_NAME, run_home_env
+from .child import HOME_ENV, SPARE_NAME, home_seed, run_home_env
 from .cleanup import ipc_remove, remove_tree
 from .cli import main
 from .common import LIBRARY_GUARD, PROTOCOL, RUNNER, split_lines
@@ -63,7 +63,7 @@ from .zygote import zygote_serve
 __all__ = [
     "ALWAYS_PRELOAD", "AST_LOCK", "Bounded", "HOME_ENV", "LIBRARY_GUARD", "NEVER_PRELOAD", "PROOF_EXIT",
     "PROTECTED_MODULES", "PROTOCOL", "RUNNER", "Run", "SPARE_NAME", "Server", "TESTING_MODULES", "UNSAFE_TO_FORK",
-    "_install_audit", "_library_guard", "import_testing", "ipc_remove", "launch", "launch_prepare", "main",
+    "_install_audit", "_library_guard", "home_seed", "import_testing", "ipc_remove", "launch", "launch_prepare", "main",
     "own_names", "parent_names", "preload", "proof_mac", "proof_read", "remove_tree", "run_home_env", "scan_imports",
     "scan_submodules", "snapshot_prepare", "split_lines", "zygote_serve",
 ]

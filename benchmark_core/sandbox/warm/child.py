@@ -73,6 +73,27 @@ def run_home_env(home: str) -> dict[str, str]:
     return env
 
 
+def home_seed(skel: str | None, home: str) -> None:
+    """Fill ``home`` with a copy of an environment's home skeleton (``sandbox.skel``: what the
+    environment's first imports write into a new home, matplotlib's font list say), as a user's kept
+    home holds it; files and folders only. Nothing when there is no skeleton: the imports build it."""
+    if not skel or not os.path.isdir(skel):
+        return
+    import shutil
+
+    def links(folder: str, names: list[str]) -> list[str]:
+        return [n for n in names if os.path.islink(os.path.join(folder, n))]
+
+    # what the skeleton holds, never its own folder's mode or times: the home keeps its own (a warm
+    # parent's home is its work folder, which the runs may pass but not list)
+    for name in sorted(set(os.listdir(skel)) - set(links(skel, os.listdir(skel)))):
+        source, target = os.path.join(skel, name), os.path.join(home, name)
+        if os.path.isdir(source):
+            shutil.copytree(source, target, symlinks=False, dirs_exist_ok=True, ignore=links)
+        elif os.path.isfile(source):
+            shutil.copy2(source, target)
+
+
 def _run_env(run: "Run", server: "Server") -> str:
     """Give the run its private home and undo what preloaded imports changed here; return the home.
 
@@ -185,10 +206,11 @@ def _child(server: "Server", fds: tuple[int, int, int], control: int) -> None:
         _child_enter(run)
         paper_dir = os.path.join(run.folder, "paper")
         os.chdir(paper_dir)
-        _run_env(run, server)
+        home = _run_env(run, server)
         _threads_set(run.threads)
         script = os.path.join(paper_dir, server.test_script)
         if go is None:
+            home_seed(server.skel, home)  # a fresh interpreter's home, as a user's kept home
             os.set_inheritable(proof, True)
             os.execve(server.python, [server.python, server.self_path, "--launch", script, "--proof-fd", str(proof),
                                       *([] if LIBRARY_GUARD[0] else ["--no-library-guard"])], dict(os.environ))

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from .child import home_seed
 from .common import ARGS_PRELOAD, LIBRARY_GUARD
 from .launch import launch
 from .server import Server
@@ -32,12 +33,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --zygote: requests and every server's streams as tagged lines on stdin/stdout")
     parser.add_argument("--modules", help="with --zygote: the modules to import, comma-separated (the host's "
                         "scan of a paper: parent_names)")
+    parser.add_argument("--skel", help="the environment's home skeleton (sandbox.skel), copied into this "
+                        "runner's home before its imports, and into a --fresh run's home")
     args = parser.parse_args(argv)
     if args.no_library_guard:
         LIBRARY_GUARD[0] = False
     if args.launch:
         launch(args.launch, args.proof_fd if args.proof_fd is not None else -1)
         return 0  # not reached
+    # before any import of the environment's modules: they find the caches a user's kept home holds
+    if os.environ.get("HOME"):
+        home_seed(args.skel, os.environ["HOME"])
     if args.zygote:
         if not (args.papers and args.work and args.modules is not None
                 and (args.mux or args.control_fd is not None)):

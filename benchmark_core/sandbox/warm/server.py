@@ -58,6 +58,8 @@ class Server:
         self.paper = os.path.abspath(args.paper)
         self.work = os.path.abspath(args.work)
         self.fresh = bool(args.fresh)
+        #: the environment's home skeleton (``--skel``): a fresh run's home starts as a copy of it
+        self.skel = getattr(args, "skel", None)
         self.python = args.python or sys.executable
         self.self_path = RUNNER
         self.test_script = "paper2code_test.py"
