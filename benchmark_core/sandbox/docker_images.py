@@ -317,10 +317,12 @@ def env_image_ensure(client, requirements: tuple[str, ...] | list[str], *, base:
             # the environment's home skeleton (sandbox.skel), filled in a run's environment; given to
             # this command only (``env -i``), never to the image's configuration
             skel_env = " ".join(shlex.quote(f"{k}={v}") for k, v in container_env(IMAGE_SKEL).items())
-            skel = (f"mkdir -p {IMAGE_SKEL} && cd {IMAGE_SKEL} && env -i {skel_env} {PYTHON} -I -c {shlex.quote(SKEL_CODE)}"
-                    f" && chmod -R a+rX,go-w {IMAGE_SKEL} && cd /")
+            # (a skeleton that cannot be made is left out: the image is built without it, never refused)
+            skel = (f"(mkdir -p {IMAGE_SKEL} && cd {IMAGE_SKEL} && env -i {skel_env} {PYTHON} -I -c "
+                    f"{shlex.quote(SKEL_CODE)} && chmod -R a+rX,go-w {IMAGE_SKEL}) || rm -rf {IMAGE_SKEL}")
             container = client.containers.create(
-                base, ["/bin/sh", "-c", f"{install} && {skel}; status=$?; rm -rf /var/tmp/wheels; exit $status"],
+                base, ["/bin/sh", "-c", f"{install}; status=$?; if [ $status -eq 0 ]; then {skel}; fi; "
+                       "rm -rf /var/tmp/wheels; exit $status"],
                 network_mode="none", labels={LABEL: "build"}, user="0:0",
             )
             try:

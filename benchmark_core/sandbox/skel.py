@@ -77,7 +77,11 @@ def _root() -> Path:
     return Path(cache) / "rcb-hub" / "skel"
 
 
-def skel_for(python: str, packages: str, *, timeout: float = 120.0) -> Path | None:
+#: skeletons this process failed to build (by key and folder): not tried again at every parent's start
+_FAILED: set[tuple[str, str]] = set()
+
+
+def skel_for(python: str, packages: str, *, timeout: float = 60.0) -> Path | None:
     """The home skeleton of the environment of ``python`` (whose installed packages hash to
     ``packages``), built now when missing; None when it cannot be built (no skeleton: slower, same)."""
     key = hashlib.sha256(json.dumps([SKEL_FORMAT, os.path.realpath(python), packages, _fonts_fingerprint(),
@@ -86,6 +90,18 @@ def skel_for(python: str, packages: str, *, timeout: float = 120.0) -> Path | No
     final = root / key
     if final.is_dir():
         return final
+    if (key, str(root)) in _FAILED:
+        return None
+    made = _build(python, root, key, timeout)
+    if made is None:
+        _FAILED.add((key, str(root)))
+    return made
+
+
+def _build(python: str, root: Path, key: str, timeout: float) -> Path | None:
+    """Fill a new folder under ``root`` as a run's first imports would fill its home, then rename it
+    to ``key`` (or find another worker's there first); None when that fails."""
+    final = root / key
     try:
         root.mkdir(parents=True, exist_ok=True)
         building = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
