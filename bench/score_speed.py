@@ -57,7 +57,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from benchmark_core.cache import VerdictCache  # noqa: E402
 from benchmark_core.predictions import parse_predictions  # noqa: E402
 from benchmark_core.problemset import load_problemset  # noqa: E402
-from benchmark_core.runner import Task, answer_code, reference_code, run_tasks  # noqa: E402
+from benchmark_core.runner import Task, answer_code, reference_code, reference_forget, run_tasks  # noqa: E402
 from benchmark_core.sandbox.base import PaperSpec, SandboxUnavailable, get_sandbox  # noqa: E402
 from benchmark_core.sandbox.pool import SandboxPool  # noqa: E402
 from make_pset import IMPORT_BOUND, SHAPES  # noqa: E402
@@ -192,7 +192,13 @@ def machine_busy() -> float:
 BUSY: list[float] = []
 
 
-def timed(label: str, tasks, sandbox, **kw):
+def timed(label: str, tasks, sandbox, *, gate_known: bool = False, **kw):
+    """``run_tasks`` timed, with the machine's busy seconds (``BUSY``). Each call is a first scoring,
+    as a new CLI process's is: every paper's reference run (the health gate) is made again, not
+    taken from an earlier call of this process (rounds 2 and 3, the import-bound papers after the
+    whole set) -- unless ``gate_known``: then the outcomes this process holds are kept."""
+    if not gate_known:
+        reference_forget(passed=True)
     print(f"... {label}", flush=True)
     busy = machine_busy()
     started = time.monotonic()
@@ -837,8 +843,14 @@ def main(argv: list[str] | None = None) -> int:
     published = None
     if not args.skip_published:
         local = get_sandbox("local", python=args.python)
+        # the published harness runs no reference code: each paper's reference outcome (our health
+        # gate's, which the local backend makes too) is made first, with one snippet's run, untimed
+        firsts = list({t.paper.id: t for t in tasks}.values())
+        reference_forget(passed=True)
+        print(f"... the published way's reference outcomes, untimed ({len(firsts)} papers)", flush=True)
+        run_tasks(firsts, sandbox=local, workers=1, timeout=args.timeout)
         published, t_pub = timed("published way: fresh python paper2code_test.py per snippet, sequential",
-                                 tasks, local, workers=1, timeout=args.timeout)
+                                 tasks, local, gate_known=True, workers=1, timeout=args.timeout)
         figure("published way", f"{t_pub:.1f} s", "-", None)
     names = [sb.name for sb in sandboxes]
     for sandbox in sandboxes:

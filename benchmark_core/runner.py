@@ -36,7 +36,7 @@ __all__ = [
     "run_tasks",
     "reference_run",
     "reference_known",
-    "reference_failures_forget",
+    "reference_forget",
     "environment_run",
     "HARNESS_VERSION",
 ]
@@ -266,14 +266,16 @@ def reference_known(sandbox: Sandbox, paper: Paper, *, store: ReferenceStore | N
     return _reference_known(key, store)
 
 
-def reference_failures_forget() -> int:
+def reference_forget(*, passed: bool = False) -> int:
     """Forget the failed reference outcomes this process believes (a long-lived worker starting a job
-    that must see a repaired environment); passing outcomes stay. Returns how many were dropped."""
+    that must see a repaired environment); with ``passed``, the passing ones too (the next scoring of
+    each paper runs its reference again, as a new process's first scoring does: bench/score_speed.py
+    times every round so). Outcomes a ``store`` keeps are not touched. Returns how many were dropped."""
     with _REFERENCE_LOCK:
-        failed = [key for key, info in _REFERENCE.items() if "at" in info]
-        for key in failed:
+        dropped = [key for key, info in _REFERENCE.items() if passed or "at" in info]
+        for key in dropped:
             del _REFERENCE[key]
-    return len(failed)
+    return len(dropped)
 
 
 def _reference_store_key(key: tuple[str, str]) -> str:

@@ -33,7 +33,7 @@ from django.db import transaction
 
 from benchmark_core.problemset import Paper as CorePaper
 from benchmark_core.problemset import paper_folder_load
-from benchmark_core.runner import (Task, TestRun, answer_code, reference_code, reference_failures_forget,
+from benchmark_core.runner import (Task, TestRun, answer_code, reference_code, reference_forget,
                                    reference_known, run_tasks)
 from benchmark_core.sandbox.base import Sandbox, threads_per_run
 from benchmark_core.sandbox.pool import SandboxPool
@@ -100,7 +100,7 @@ def tasks_run(tasks: list[Task], *, sandbox: Sandbox, timeout: float | None = No
     A process outlives its scorings (a worker): failed reference outcomes it believed are forgotten
     first, so a repaired environment is seen at once.
     """
-    reference_failures_forget()
+    reference_forget()
     # the cores of this job: the host's shared by its RCB_WORKERS workers (each run's threads: those
     # shared by the job's runs in flight)
     return run_tasks(tasks, sandbox=sandbox, workers=settings.RCB_SCORING_THREADS,

@@ -143,3 +143,22 @@ def test_a_sandbox_failure_is_not_stored(tmp_path):
     assert info["sandbox_error"] == "the runner died"
     key = runner._reference_store_key(("dead-env", runner._content_hash(paper)))
     assert cache.reference_get(key, failed_seconds=1e9) is None
+
+
+def test_forgetting_reference_outcomes_makes_the_next_scoring_run_them(tmp_path, bwrap, monkeypatch):
+    """A long-lived worker forgets the failed outcomes it believed (``reference_forget()``); the bench
+    forgets them all (``passed=True``), so that each timed scoring makes its reference runs as a new
+    process's first scoring does."""
+    pset = tmp_path / "pset"
+    shutil.copytree(PROBE_PSET, pset)
+    _new_process(monkeypatch)
+    counting = _Counting(bwrap)
+    assert [r.passed for r in run_tasks(_tasks(pset, ["return x * 2"]), sandbox=counting)] == [True]
+    assert counting.reference_runs == 1
+    assert runner.reference_forget() == 0  # a passing outcome is kept
+    counting.reference_runs = 0
+    run_tasks(_tasks(pset, ["return 2 * x"]), sandbox=counting)
+    assert counting.reference_runs == 0
+    assert runner.reference_forget(passed=True) == 1
+    run_tasks(_tasks(pset, ["return x + x"]), sandbox=counting)
+    assert counting.reference_runs == 1
