@@ -129,6 +129,57 @@ print("\\n".join(sorted(line.split("\\t")[1] + " " + line.split("\\t")[2] for li
 """
 
 
+_MODULES_SCRIPT = """
+import os, sys, types
+sys.path.insert(0, {folder!r})
+sys.path.insert(0, {papers!r})
+import warm
+import numpy, unittest
+warm.import_testing()
+prepared = warm.snapshot_prepare()
+import paper_ref  # imported after the server's snapshot, before the run's first checkpoint
+r, w = os.pipe()
+checkpoint, _name = warm._install_audit(w, b"k" * 32, "/nowhere/paper2code_test.py", prepared)
+checkpoint("start")
+vars(paper_ref)["solve"] = lambda x: x  # a *_ref module the snapshot never listed
+import numpy.polynomial.hermite as hermite  # a library module first imported by the test
+sys.audit("rcb.checkpoint", "test-start")
+vars(hermite)["hermval"] = None
+sys.modules["numpy.linalg"] = types.ModuleType("numpy.linalg")  # a watched module replaced
+{extra}
+sys.audit("rcb.checkpoint", "test")
+sys.audit("rcb.checkpoint", "end")
+os.close(w)
+data = os.read(r, 1 << 20).decode()
+print("\\n".join(sorted(" ".join(line.split("\\t")[:3]) for line in data.splitlines()
+                         if line.startswith(("E", "S")))))
+"""
+
+
+@pytest.mark.parametrize("extra", ["", "sys.modules[1] = sys"])
+def test_the_checkpoints_see_modules_met_after_the_snapshot(extra, tmp_path):
+    """A warm server's snapshot lists the *_ref modules and the library modules as they were; the
+    run's checkpoints still meet those imported since (in C, where every key of sys.modules is a
+    str and no watched module was replaced; the full way otherwise) and report what is done to them."""
+    import subprocess
+    import sys
+
+    from benchmark_core.sandbox.warm_client import WARM_SCRIPT
+
+    (tmp_path / "paper_ref.py").write_text("def solve(x):\n    return 2 * x\n")
+    code = _MODULES_SCRIPT.format(folder=str(WARM_SCRIPT.parent), papers=str(tmp_path), extra=extra)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert any(line.startswith("S paper_ref ") for line in lines), lines
+    assert "E rcb.attr paper_ref.solve changed" in lines, lines
+    assert "E rcb.attr numpy.polynomial.hermite.hermval changed" in lines, lines
+    if extra:  # nothing of sys.modules is looked into then, but that is reported
+        assert "E rcb.modules sys.modules given a key that is not a string" in lines, lines
+    else:
+        assert "E rcb.modules numpy.linalg replaced" in lines, lines
+
+
 @pytest.mark.parametrize("prefix", ["as installed", "through a symlink"])
 def test_the_library_guard_sees_writes_by_every_path(prefix, tmp_path):
     import subprocess

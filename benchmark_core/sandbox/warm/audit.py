@@ -110,10 +110,13 @@ def _install_audit(fd: int, key: bytes, script: str, prepared: tuple | None = No
     unmoved = _audit_unmoved(runner, trusted_roots, library[2], prepared[3] if prepared is not None
                              and len(prepared) > 3 else None)
     check_classes, watch_classes = _audit_classes(classes, emit, text, safe_mod, snapshot_value, unmoved)
+    # the *_ref names as last listed, with the tag of sys.modules then (a prepared snapshot's: ``listed``)
+    listed: list = prepared[4] if prepared is not None and len(prepared) > 4 else [None, []]
     absorb, first_sight, watched_names = _audit_modules(base, protected, emit, describe, snapshot_value,
-                                                        check_classes, watch_classes, unmoved)
+                                                        check_classes, watch_classes, unmoved, listed)
     if prepare:
-        return _audit_snapshot(protected, base, classes, first_sight, library, check_classes, unmoved)
+        return _audit_snapshot(protected, base, classes, first_sight, library, check_classes, unmoved,
+                               watched_names, listed)
     checkpoint = _audit_checkpoint(state, base, prepared is not None, emit, library[1], check_process,
                                    check_signals, (absorb, check_classes, first_sight, watched_names, snapshot_value),
                                    unmoved)
@@ -466,9 +469,12 @@ def _audit_unmoved(runner: str, trusted_roots: tuple, busy: list, tags: dict | N
 
 
 def _audit_modules(base: dict, protected: tuple, emit, describe, snapshot_value, check_classes, watch_classes,
-                   unmoved=None):
+                   unmoved=None, listed: list | None = None):
     """``(absorb, first_sight, watched_names)``: the protected modules and their snapshot (each
-    settled in ``unmoved``'s record, when given, as it is taken in)."""
+    settled in ``unmoved``'s record, when given, as it is taken in). ``listed``: the ``*_ref``
+    names as a warm server's snapshot last listed them, with the version tag of ``sys.modules``
+    then (this process's copy since the fork): while that tag has not moved they are not listed
+    again (a listing reads every name of ``sys.modules``: in a fork, a write to each one's page)."""
     import _blake2
     from types import ModuleType
 
@@ -483,7 +489,7 @@ def _audit_modules(base: dict, protected: tuple, emit, describe, snapshot_value,
     # tag: PEP 509, guard.py); the reader is made here, before the hook is in place
     reader = _dict_version_reader()
     modules_tag = reader(modules) if reader is not None else None
-    ref_names: list = [None, []]  # the tag when listed, the names
+    ref_names: list = listed if listed is not None else [None, []]  # the tag when listed, the names
 
     def watched_names() -> list:
         names = [n for n in protected if n in modules]
@@ -551,11 +557,11 @@ def _audit_modules(base: dict, protected: tuple, emit, describe, snapshot_value,
 
 
 def _audit_snapshot(protected: tuple, base: dict, classes: dict, first_sight, library: tuple, check_classes,
-                    unmoved):
+                    unmoved, watched_names, listed: list):
     """The function building a warm server's prepared snapshot (``snapshot_prepare``): the
     protected modules and classes, the library guard's, and the version tags of the protected
     namespaces as taken (``_audit_unmoved``: a run's first checkpoint then compares only what moved
-    since, its launcher's wrappers)."""
+    since, its launcher's wrappers), and the ``*_ref`` names listed (``_audit_modules``' ``listed``)."""
     from types import ModuleType
 
     modules, ttype, issub = sys.modules, type, issubclass
@@ -567,7 +573,9 @@ def _audit_snapshot(protected: tuple, base: dict, classes: dict, first_sight, li
             if issub(ttype(module), ModuleType):
                 first_sight(name, module, watched=False)
         check_classes(report=False)  # each protected class's tag settled
-        return (base, classes, library) + ((unmoved[2],) if unmoved is not None else ())
+        watched_names()  # the *_ref names listed now, with the tag of sys.modules: a run lists them again
+        # only when that tag moved (``_audit_modules``' ``listed``)
+        return base, classes, library, unmoved[2] if unmoved is not None else None, listed
 
     return snapshot
 

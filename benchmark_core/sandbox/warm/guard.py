@@ -108,9 +108,11 @@ def _library_guard(roots: tuple[str, ...], runner: str, protected: tuple[str, ..
 
 def _guard_filters(roots: tuple[str, ...], runner: str):
     """``(str_keys, is_library)``: which dicts may be looked into, which modules are the library's."""
+    from itertools import repeat
+    from operator import is_
     from types import ModuleType
 
-    tstr, ttype, issub = str, type, issubclass
+    tstr, ttype, issub, all_, map_ = str, type, issubclass, all, map
     module_dict = ModuleType.__dict__["__dict__"].__get__
     builtin_modules = frozenset(sys.builtin_module_names)
     stdlib_names = frozenset(getattr(sys, "stdlib_module_names", ()))
@@ -118,11 +120,9 @@ def _guard_filters(roots: tuple[str, ...], runner: str):
 
     def str_keys(d) -> bool:
         """Whether every key of ``d`` is an exact str: only then may it be looked up here (a key
-        of another type could run its own __eq__ in our lookup, where the hook looks away)."""
-        for key in d:
-            if ttype(key) is not tstr:
-                return False
-        return True
+        of another type could run its own __eq__ in our lookup, where the hook looks away). Read
+        in C (the keys' types compared by identity): no code of a key's runs, no frame of ours."""
+        return all_(map_(is_, map_(ttype, d), repeat(tstr)))
 
     def is_library(name, module) -> bool:
         if name == "__main__" or not issub(ttype(module), ModuleType):
@@ -211,15 +211,18 @@ def _guard_take(st: dict, is_library, watch, watch_inside):
     gc_enabled, gc_disable, gc_enable = gc.isenabled, gc.disable, gc.enable
     module_dict = ModuleType.__dict__["__dict__"].__get__
 
-    def take() -> None:
-        """Watch every library module (and the classes it defines) not watched yet, as it is now."""
+    def take(fresh=None) -> None:
+        """Watch every library module (and the classes it defines) not watched yet, as it is now.
+        ``fresh``: the names that may be such modules (``check`` finds them in C, where every key
+        of ``sys.modules`` is an exact str and none of those watched was replaced); else all."""
         busy[0] = get_ident()
         # thousands of dict copies would start collections over every object of torch (half a
         # second); nothing here makes cycles
         collecting = gc_enabled()
         gc_disable()
         try:
-            for name, module in list_(modules.items()):
+            items = list_(modules.items()) if fresh is None else [(n, modules.get(n)) for n in fresh]
+            for name, module in items:
                 if ttype(name) is not tstr or seen_modules.get(name) is module or not is_library(name, module):
                     continue
                 seen_modules[name] = module
@@ -310,9 +313,9 @@ def _guard_diff(st: dict, str_keys):
 def _guard_check(st: dict, reader, diff, take, str_keys, watch_inside):
     """``check(emit, report=True, full=True)``: compare what moved since the last check."""
     import threading as _threading
-    from operator import attrgetter
+    from operator import attrgetter, is_
 
-    tlen, list_, dict_, map_, zip_, range_, any_ = len, list, dict, map, zip, range, any
+    tlen, list_, dict_, map_, zip_, range_, any_, all_ = len, list, dict, map, zip, range, any, all
     labels, dicts, copies, readers, versions = st["labels"], st["dicts"], st["copies"], st["readers"], st["versions"]
     kinds = st["kinds"]
     modules, seen_modules, busy, sys_tag = sys.modules, st["seen_modules"], st["busy"], st["sys_tag"]
@@ -347,6 +350,13 @@ def _guard_check(st: dict, reader, diff, take, str_keys, watch_inside):
             if not str_keys(modules):
                 emit("E", "rcb.modules", "sys.modules given a key that is not a string")
                 sys_tag[1] = sys_tag[0].value if sys_tag[0] is not None else -1
+                return
+            # every key an exact str: looked up in C. Names watched and their modules, compared by
+            # identity; the names new since (in sys.modules' order, as a full take would meet them)
+            names, watched = list_(seen_modules), list_(seen_modules.values())
+            if all_(map_(is_, map_(modules.get, names, watched), watched)):
+                new = modules.keys() - seen_modules.keys()
+                take([n for n in list_(modules) if n in new] if new else ())
                 return
             for name, module in list_(seen_modules.items()):
                 if modules.get(name, module) is not module and report:
