@@ -20,7 +20,11 @@ It says whether the verdicts of the two ways are identical and measures the floo
 work, run warm one at a time, divided by the cores). Ours and the floor are measured ``--rounds``
 times (default 3), interleaved, the order turned around every other round: on a machine whose
 speed drifts within the hour a single pair can differ by 10 % either way, so each ratio is taken
-within its round and the median round's is the figure (every round's is printed). Then it
+within its round and the median round's is the figure (every round's is printed). Every timed
+scoring of ours is a first scoring, as a new CLI process's is: each paper's reference run (the
+health gate, which the floor does not hold) is made again, never taken from an earlier scoring of
+this process; the published way, which runs no reference code, is timed with those outcomes made
+beforehand (untimed). Then it
 measures the warm runner's per-run overhead on a NumPy paper (per backend), what re-scoring the same set costs with the verdict cache, and five
 scorings of the set one after another through a warm pool (sandbox/pool.py, as a worker that keeps
 its sandboxes between jobs would) against one CLI run of the same runs, and a site run: five
