@@ -807,6 +807,12 @@ class _Scheduler:
             counts[tasks[i].paper.id] += 1
         order = list({tasks[i].paper.id: tasks[i].paper for i in plan.todo if tasks[i].code is not None}.values())
         self.sessions = _Sessions(sandbox, counts, order=order, timeout=timeout, store=store)
+        prepare = getattr(sandbox, "prepare", None)  # each environment's warm parent started now
+        if prepare is not None and order:
+            try:
+                prepare([PaperSpec.from_paper(paper) for paper in order])
+            except Exception:  # noqa: BLE001 - a head start only: each session opens on its own all the same
+                pass
         self.halted = threading.Event()  # set once ``stop`` is, or when the call ends early (an exception)
 
     def collect(self, *, workers: int, progress: Callable[[TestRun], None] | None,

@@ -200,3 +200,34 @@ def _ours():
         return [c.id for c in client.containers.list(all=True, filters={"label": f"org.rcbhub.owner={owner}"})]
     finally:
         client.close()
+
+
+def test_prepare_starts_each_environments_parent_container_ahead(docker_ok, tmp_path):
+    """A scoring's papers told ahead (``prepare``): each environment image's warm parent container
+    starts at once, in the background, and each paper's session is then served by it (none more)."""
+    numpy_paper = tmp_path / "numpy_paper"
+    numpy_paper.mkdir()
+    (numpy_paper / "paper2code_requirements.txt").write_text("numpy\n")
+    (numpy_paper / "paper2code_test.py").write_text("import numpy\nassert numpy.ones(2).sum() == 2\nprint('ok')\n")
+    specs = [PaperSpec(id="numpy_paper", folder=numpy_paper),
+             PaperSpec.from_paper(load_problemset(TORCH_PSET).papers[0])]
+    sandbox = get_sandbox("docker", limits=LIMITS, parallel=2)
+    try:
+        sandbox.prepare(specs + specs)
+        deadline = time.monotonic() + 300
+        while any(t.name == "docker-parent-prestart" for t in threading.enumerate()):
+            assert time.monotonic() < deadline, "a parent's head start did not end"
+            time.sleep(0.05)
+        parents = [p for group in sandbox._parents.values() for p in group]
+        assert len(parents) == 2 and len({p.image for p in parents}) == 2
+        sessions = [sandbox.open(spec) for spec in specs]
+        for session in sessions:
+            result = session.run({}, timeout=120)
+            assert result.exit_code == 0, result.stderr
+        assert sorted(s.container_id for s in sessions) == sorted(p.box.container.id for p in parents)
+        assert [p for group in sandbox._parents.values() for p in group] == parents  # none started again
+        for session in sessions:
+            session.close()
+    finally:
+        sandbox.close()
+    assert not sandbox._parents

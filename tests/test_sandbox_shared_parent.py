@@ -175,3 +175,119 @@ def test_papers_of_one_interpreter_get_parents_of_their_own_imports(tmp_path):
             session.close()
     finally:
         sandbox.close()
+
+
+def _two_environments(tmp_path):
+    """Two papers whose parents differ (each under a folder of its own: a parent serves one folder)."""
+    specs = []
+    for root in ("first", "second"):
+        folder = tmp_path / root / "paper"
+        folder.mkdir(parents=True)
+        (folder / "paper2code_test.py").write_text("import numpy\n" + TEST_TAIL)
+        specs.append(PaperSpec(id=root, folder=folder))
+    return specs
+
+
+def _prestarts_done(timeout: float = 120.0) -> None:
+    import threading
+    import time
+
+    deadline = time.monotonic() + timeout
+    while any(t.name == "warm-parent-prestart" for t in threading.enumerate()):
+        assert time.monotonic() < deadline, "a parent's head start did not end"
+        time.sleep(0.05)
+
+
+def test_one_environments_parent_starting_holds_up_no_other(tmp_path, monkeypatch):
+    """While one environment's parent imports, another environment's parent starts and serves: the
+    sandbox-wide lock is not held across a parent's start (``prepare`` relies on it)."""
+    import threading
+    import time
+
+    from benchmark_core.sandbox import bwrap
+
+    slow_spec, quick_spec = _two_environments(tmp_path)
+    started, real_init = threading.Event(), bwrap._Parent.__init__
+
+    def init(self, sandbox, paper, root, modules):
+        if paper.id == slow_spec.id:
+            started.set()
+            time.sleep(4)  # as a heavy framework's import would take
+        real_init(self, sandbox, paper, root, modules)
+
+    monkeypatch.setattr(bwrap._Parent, "__init__", init)
+    sandbox = get_sandbox("bwrap")
+    try:
+        slow = {}
+        thread = threading.Thread(target=lambda: slow.setdefault("parent", sandbox.parent_for(slow_spec)))
+        thread.start()
+        assert started.wait(30)
+        quick = sandbox.parent_for(quick_spec)
+        assert thread.is_alive(), "the second environment's parent waited for the first's"
+        session = sandbox.open(quick_spec)
+        assert session.server_pid == quick.proc.pid
+        assert session.run({}, timeout=60).exit_code == 0
+        session.close()
+        thread.join(60)
+        assert slow["parent"] is sandbox.parent_for(slow_spec) is not quick
+    finally:
+        sandbox.close()
+
+
+def test_prepare_starts_each_environments_parent_once_and_the_papers_use_them(tmp_path):
+    specs = _two_environments(tmp_path)
+    sandbox = get_sandbox("bwrap")
+    try:
+        sandbox.prepare(specs + specs)  # a paper met twice, as a scoring's order can list it
+        _prestarts_done()
+        parents = [p for group in sandbox._parents.values() for p in group]
+        assert len(parents) == 2 and all(p.alive for p in parents)
+        sessions = [sandbox.open(spec) for spec in specs]
+        assert sorted(s.server_pid for s in sessions) == sorted(p.proc.pid for p in parents)
+        assert [p for group in sandbox._parents.values() for p in group] == parents  # none started again
+        for session in sessions:
+            assert session.run({}, timeout=60).exit_code == 0
+            session.close()
+    finally:
+        sandbox.close()
+
+
+def test_a_parent_started_ahead_of_a_close_is_not_left_running(tmp_path):
+    import psutil
+
+    specs = _two_environments(tmp_path)
+    sandbox = get_sandbox("bwrap")
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    sandbox.prepare(specs)
+    sandbox.close()  # while the parents import
+    _prestarts_done()
+    assert not sandbox._parents
+    left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before and p.is_running()
+            and p.status() != psutil.STATUS_ZOMBIE]
+    assert not left, [p.cmdline()[:3] for p in left]
+
+
+def test_a_scoring_starts_its_environments_parents_at_its_start(tmp_path):
+    """run_tasks tells the backend its papers first: the second environment's parent is started
+    before its paper's turn, and each environment has one parent, with the verdicts of standalone runners."""
+    pset = load_problemset(TORCH_PSET)
+    for i in range(len(pset.papers)):  # each paper in a folder of its own: a parent each
+        shutil.copytree(TORCH_PSET, tmp_path / f"root{i}")
+    papers = [load_problemset(tmp_path / f"root{i}").papers[i] for i in range(len(pset.papers))]
+    tasks = [Task(p, s, code) for p in papers for s in p.snippets
+             for code in (reference_code(p, s), ("    return undefined_name",))]
+    shared, alone = get_sandbox("bwrap"), get_sandbox("bwrap", shared_parent=False)
+    try:
+        seen = []
+        real = shared.prepare
+        shared.prepare = lambda specs: (seen.append([s.id for s in specs]), real(specs))
+        verdicts = [[(r.paper, r.snippet, r.passed, r.category) for r in run_tasks(tasks, sandbox=box, workers=1,
+                                                                               timeout=120)]
+                    for box in (shared, alone)]
+        assert seen == [[p.id for p in papers]]
+        assert len([p for group in shared._parents.values() for p in group]) == len(papers)
+        assert verdicts[0] == verdicts[1]
+        assert sum(passed for _, _, passed, _ in verdicts[0]) == len(tasks) // 2
+    finally:
+        shared.close()
+        alone.close()

@@ -151,6 +151,11 @@ class Sandbox(ABC):
     def open(self, paper: PaperSpec) -> SandboxSession:
         """Open a session for one paper."""
 
+    def prepare(self, papers: list[PaperSpec]) -> None:
+        """A scoring's papers, in the order their sessions will open, told before the first opens: a
+        backend may start what they will need in the background (bwrap and docker start each
+        environment's warm parent). Nothing here depends on it; the default does nothing."""
+
     def describe(self) -> str:
         return self.name
 

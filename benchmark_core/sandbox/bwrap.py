@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import uuid
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,8 @@ from .cgroups import RunCgroups, SandboxCgroups
 from .process import child_env, interpreter_paths
 from .skel import skel_for
 from .warm_client import (PARENTS_PER_ENVIRONMENT, READY_TIMEOUT, WARM_SCRIPT, FileTransport, NotServed, WarmClient,
-                          WarmSession, host_pid, paper_preloads, parent_pick, runner_options, run_uid_base,
+                          WarmSession, host_pid, paper_preloads, parent_pick, parent_prestart,
+                          runner_options, run_uid_base,
                           spawn_lasting)
 
 __all__ = ["BwrapSandbox", "BwrapSession", "WARM_SCRIPT", "bwrap_available"]
@@ -179,6 +181,8 @@ class BwrapSandbox(Sandbox):
         self._parents: dict[tuple[str, str], list[_Parent]] = {}
         self._parents_refused: dict[tuple[str, str, tuple[str, ...]], str] = {}
         self._parents_lock = threading.Lock()
+        self._parents_starting: dict[tuple[str, str], threading.Lock] = defaultdict(threading.Lock)
+        self._generation = 0  # bumped by ``close``: a parent started before it is not kept
         #: this sandbox's cgroup folder: each run's memory and processes bounded (root only); the
         #: sandbox in a cpu cgroup weighted as docker weighs a container of as many runs (DockerSandbox:
         #: 1024 a run and one more for the runner), so that a busy host shares its CPU with bwrap's
@@ -308,50 +312,92 @@ class BwrapSandbox(Sandbox):
                 pass
         return BwrapSession(self, paper)
 
-    def parent_for(self, paper: PaperSpec) -> "_Parent":
+    def parent_for(self, paper: PaperSpec, *, generation: int | None = None) -> "_Parent":
         """A warm parent of the paper's environment and folder that may serve it (``parent_pick``:
         one whose preloaded modules the paper all imports), started on first use with the paper's
         own (``warm.parent_names``), up to PARENTS_PER_ENVIRONMENT; NotServed when none may.
 
         The folder is the one holding the paper's folder, or the option ``papers_root`` when the paper
         lies below it: a store that keeps each paper in a folder of its own (the site's paper cache,
-        by content hash) still has its parents per environment, not one per paper."""
+        by content hash) still has its parents per environment, not one per paper.
+
+        ``generation``: the sandbox's when the caller asked (``prepare``); none is started once
+        ``close`` has come since."""
+        root = self._parent_root(paper)
+        key = (self.paper_python(paper), str(root))
+        names, wanted = paper_preloads(paper, self.options)
+        with self._parents_lock:
+            starting = self._parents_starting[key]
+        # one start per environment and folder at a time; another environment's parent imports
+        # meanwhile (``prepare`` starts them all at once), so the global lock is not held across it
+        with starting:
+            with self._parents_lock:
+                if generation is not None and generation != self._generation:
+                    raise NotServed("the sandbox was closed")
+                parents = []
+                for parent in self._parents.get(key, []):
+                    if parent.alive:
+                        parents.append(parent)
+                    else:
+                        parent.close()
+                self._parents[key] = parents
+                parent = parent_pick(parents, names)
+                if parent is not None:
+                    return parent
+                if key + (wanted,) in self._parents_refused:
+                    raise NotServed(self._parents_refused[key + (wanted,)])
+                if len(parents) >= PARENTS_PER_ENVIRONMENT:
+                    raise NotServed(f"{PARENTS_PER_ENVIRONMENT} warm parents of {key[0]} already, none importing "
+                                    "only what the paper imports")
+                generation = self._generation if generation is None else generation
+            parent = _Parent(self, paper, root, wanted)
+            with self._parents_lock:
+                if generation != self._generation:  # closed while it imported: it serves nobody
+                    parent.close()
+                    raise NotServed("the sandbox was closed")
+                if parent.refused:
+                    self._parents_refused[key + (wanted,)] = parent.refused
+                    parent.close()
+                    raise NotServed(parent.refused)
+                self._parents.setdefault(key, []).append(parent)
+            return parent
+
+    def prepare(self, papers: list[PaperSpec]) -> None:
+        """Start, in the background, the warm parent of each environment the papers use (for the
+        first paper of each), so that one environment's imports use a core while another's go on."""
+        if not self.options.get("shared_parent", True):
+            return
+        firsts: dict[tuple[str, str], PaperSpec] = {}
+        for paper in papers:
+            if paper.fresh_process:
+                continue
+            try:
+                key = (self.paper_python(paper), str(self._parent_root(paper)))
+            except Exception:  # noqa: BLE001 - its own open will say why
+                continue
+            firsts.setdefault(key, paper)
+        with self._parents_lock:
+            generation = self._generation
+        for paper in firsts.values():
+            threading.Thread(target=parent_prestart, args=(self, paper), kwargs={"generation": generation}, daemon=True,
+                             name="warm-parent-prestart").start()
+
+    def _parent_root(self, paper: PaperSpec) -> Path:
+        """The folder a warm parent serves: the one holding the paper's folder, or option ``papers_root``
+        when the paper lies below it (see ``parent_for``)."""
         root = Path(paper.folder).resolve().parent
         shared = self.options.get("papers_root")
         if shared:
             shared_root = Path(shared).resolve()
             if shared_root in root.parents or shared_root == root:
-                root = shared_root
-        key = (self.paper_python(paper), str(root))
-        names, wanted = paper_preloads(paper, self.options)
-        with self._parents_lock:
-            parents = []
-            for parent in self._parents.get(key, []):
-                if parent.alive:
-                    parents.append(parent)
-                else:
-                    parent.close()
-            self._parents[key] = parents
-            parent = parent_pick(parents, names)
-            if parent is not None:
-                return parent
-            if key + (wanted,) in self._parents_refused:
-                raise NotServed(self._parents_refused[key + (wanted,)])
-            if len(parents) >= PARENTS_PER_ENVIRONMENT:
-                raise NotServed(f"{PARENTS_PER_ENVIRONMENT} warm parents of {key[0]} already, none importing only "
-                                "what the paper imports")
-            parent = _Parent(self, paper, root, wanted)
-            if parent.refused:
-                self._parents_refused[key + (wanted,)] = parent.refused
-                parent.close()
-                raise NotServed(parent.refused)
-            parents.append(parent)
-            return parent
+                return shared_root
+        return root
 
     def close(self) -> None:
         with self._parents_lock:
             parents = [p for group in self._parents.values() for p in group]
             self._parents.clear()
+            self._generation += 1
         for parent in parents:
             parent.close()
         self.cgroups.close()

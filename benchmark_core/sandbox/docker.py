@@ -42,7 +42,7 @@ from .docker_images import (BASE_PYTHON, LABEL, PYTHON, base_image_ensure, confi
 from .docker_transport import Container, DockerParent, MuxChannel, StandaloneChannel, files_archive
 from .skel import IMAGE_SKEL
 from .warm_client import (PARENTS_PER_ENVIRONMENT, READY_TIMEOUT, NotServed, WarmClient, WarmSession, paper_preloads,
-                          parent_pick, run_uid_base, runner_options)
+                          parent_pick, parent_prestart, run_uid_base, runner_options)
 
 __all__ = [
     "DockerSandbox",
@@ -314,9 +314,31 @@ class DockerSandbox(Sandbox):
     def image_for(self, paper: PaperSpec) -> str:
         reqs = tuple(normalize_requirements(self.requirements_for(paper)))
         with self._images_lock:
-            if reqs not in self._images:
-                self._images[reqs] = env_image_ensure(self.client, reqs, base=self.base)
-            return self._images[reqs]
+            known = self._images.get(reqs)
+        if known is not None:
+            return known
+        # built (or found) outside the lock: one environment's build does not hold up another's image
+        # (``env_image_ensure`` builds a tag once, whoever asks at the same time)
+        tag = env_image_ensure(self.client, reqs, base=self.base)
+        with self._images_lock:
+            return self._images.setdefault(reqs, tag)
+
+    def prepare(self, papers: list[PaperSpec]) -> None:
+        """Start, in the background, the warm parent of each environment image the papers use (for the
+        first paper of each; its image built first when missing), so that one environment's imports
+        use a core while another's go on."""
+        if not self.shared_parent or self.closed:
+            return
+        firsts: dict[tuple[str, ...], PaperSpec] = {}
+        for paper in papers:
+            if paper.fresh_process:
+                continue
+            try:
+                firsts.setdefault(tuple(normalize_requirements(self.requirements_for(paper))), paper)
+            except Exception:  # noqa: BLE001 - its own open will say why
+                continue
+        for paper in firsts.values():
+            threading.Thread(target=parent_prestart, args=(self, paper), daemon=True, name="docker-parent-prestart").start()
 
     def open(self, paper: PaperSpec) -> SandboxSession:
         """A session of ``paper``: served by a warm parent of its environment when one serves it

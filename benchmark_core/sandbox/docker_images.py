@@ -300,6 +300,8 @@ def env_image_ensure(client, requirements: tuple[str, ...] | list[str], *, base:
     arch = client.info().get("Architecture", platform.machine()) or "x86_64"
     reqs = normalize_requirements(requirements)
     tag = env_image_tag(reqs, base=base, arch=arch)
+    if _image_exists(client, tag):  # built: no wait behind another tag's build
+        return tag
     with _build_lock(tag):
         if _image_exists(client, tag):
             return tag

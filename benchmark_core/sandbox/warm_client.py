@@ -45,6 +45,7 @@ __all__ = [
     "json_object",
     "paper_preloads",
     "parent_pick",
+    "parent_prestart",
     "request_payload",
     "result_from_message",
     "run_uid_base",
@@ -92,6 +93,15 @@ def parent_pick(parents: list, names: set[str]):
     ``PARENTS_PER_ENVIRONMENT``), else the paper gets a runner of its own. Both backends pick so."""
     fits = [p for p in parents if p.preloads is not None and p.preloads <= names]
     return max(fits, key=lambda p: len(p.preloads), default=None)
+
+
+def parent_prestart(sandbox: Any, paper: Any, **how: Any) -> None:
+    """``sandbox.parent_for(paper, **how)`` from a backend's ``prepare`` (a thread of its own): only a
+    head start, so a failure is left for the paper's own open to meet and report."""
+    try:
+        sandbox.parent_for(paper, **how)
+    except Exception:  # noqa: BLE001 - see above
+        pass
 
 
 def runner_options(options: Mapping[str, Any]) -> list[str]:
