@@ -234,12 +234,25 @@ def test_one_environments_parent_starting_holds_up_no_other(tmp_path, monkeypatc
         sandbox.close()
 
 
-def test_prepare_starts_each_environments_parent_once_and_the_papers_use_them(tmp_path):
+def test_prepare_starts_each_environments_parent_once_and_the_papers_use_them(tmp_path, monkeypatch):
+    import time
+
+    from benchmark_core.sandbox import bwrap
+
     specs = _two_environments(tmp_path)
+    spans, real_init = [], bwrap._Parent.__init__
+
+    def init(self, sandbox, paper, root, modules):
+        started = time.monotonic()
+        real_init(self, sandbox, paper, root, modules)
+        spans.append((started, time.monotonic()))
+
+    monkeypatch.setattr(bwrap._Parent, "__init__", init)
     sandbox = get_sandbox("bwrap")
     try:
         sandbox.prepare(specs + specs)  # a paper met twice, as a scoring's order can list it
         _prestarts_done()
+        assert len(spans) == 2 and spans[0][1] <= spans[1][0]  # one import at a time, beside the scoring
         parents = [p for group in sandbox._parents.values() for p in group]
         assert len(parents) == 2 and all(p.alive for p in parents)
         sessions = [sandbox.open(spec) for spec in specs]

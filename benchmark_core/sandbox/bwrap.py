@@ -30,7 +30,7 @@ from .cgroups import RunCgroups, SandboxCgroups
 from .process import child_env, interpreter_paths
 from .skel import skel_for
 from .warm_client import (PARENTS_PER_ENVIRONMENT, READY_TIMEOUT, WARM_SCRIPT, FileTransport, NotServed, WarmClient,
-                          WarmSession, host_pid, paper_preloads, parent_pick, parent_prestart,
+                          WarmSession, host_pid, paper_preloads, parent_pick, parents_prestart,
                           runner_options, run_uid_base,
                           spawn_lasting)
 
@@ -363,8 +363,9 @@ class BwrapSandbox(Sandbox):
             return parent
 
     def prepare(self, papers: list[PaperSpec]) -> None:
-        """Start, in the background, the warm parent of each environment the papers use (for the
-        first paper of each), so that one environment's imports use a core while another's go on."""
+        """Start, in the background and one after another, the warm parent of each environment the
+        papers use (for the first paper of each), so that one environment's imports use a core while
+        another's runs go on (``parents_prestart``)."""
         if not self.options.get("shared_parent", True):
             return
         firsts: dict[tuple[str, str], PaperSpec] = {}
@@ -378,9 +379,8 @@ class BwrapSandbox(Sandbox):
             firsts.setdefault(key, paper)
         with self._parents_lock:
             generation = self._generation
-        for paper in firsts.values():
-            threading.Thread(target=parent_prestart, args=(self, paper), kwargs={"generation": generation}, daemon=True,
-                             name="warm-parent-prestart").start()
+        threading.Thread(target=parents_prestart, args=(self, list(firsts.values())), kwargs={"generation": generation},
+                         daemon=True, name="warm-parent-prestart").start()
 
     def _parent_root(self, paper: PaperSpec) -> Path:
         """The folder a warm parent serves: the one holding the paper's folder, or option ``papers_root``

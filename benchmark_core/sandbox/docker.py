@@ -42,7 +42,7 @@ from .docker_images import (BASE_PYTHON, LABEL, PYTHON, base_image_ensure, confi
 from .docker_transport import Container, DockerParent, MuxChannel, StandaloneChannel, files_archive
 from .skel import IMAGE_SKEL
 from .warm_client import (PARENTS_PER_ENVIRONMENT, READY_TIMEOUT, NotServed, WarmClient, WarmSession, paper_preloads,
-                          parent_pick, parent_prestart, run_uid_base, runner_options)
+                          parent_pick, parents_prestart, run_uid_base, runner_options)
 
 __all__ = [
     "DockerSandbox",
@@ -324,9 +324,9 @@ class DockerSandbox(Sandbox):
             return self._images.setdefault(reqs, tag)
 
     def prepare(self, papers: list[PaperSpec]) -> None:
-        """Start, in the background, the warm parent of each environment image the papers use (for the
-        first paper of each; its image built first when missing), so that one environment's imports
-        use a core while another's go on."""
+        """Start, in the background and one after another, the warm parent of each environment image
+        the papers use (for the first paper of each; its image built first when missing), so that one
+        environment's imports use a core while another's runs go on (``parents_prestart``)."""
         if not self.shared_parent or self.closed:
             return
         firsts: dict[tuple[str, ...], PaperSpec] = {}
@@ -337,8 +337,8 @@ class DockerSandbox(Sandbox):
                 firsts.setdefault(tuple(normalize_requirements(self.requirements_for(paper))), paper)
             except Exception:  # noqa: BLE001 - its own open will say why
                 continue
-        for paper in firsts.values():
-            threading.Thread(target=parent_prestart, args=(self, paper), daemon=True, name="docker-parent-prestart").start()
+        threading.Thread(target=parents_prestart, args=(self, list(firsts.values())), daemon=True,
+                         name="docker-parent-prestart").start()
 
     def open(self, paper: PaperSpec) -> SandboxSession:
         """A session of ``paper``: served by a warm parent of its environment when one serves it

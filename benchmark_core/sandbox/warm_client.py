@@ -45,7 +45,7 @@ __all__ = [
     "json_object",
     "paper_preloads",
     "parent_pick",
-    "parent_prestart",
+    "parents_prestart",
     "request_payload",
     "result_from_message",
     "run_uid_base",
@@ -95,13 +95,20 @@ def parent_pick(parents: list, names: set[str]):
     return max(fits, key=lambda p: len(p.preloads), default=None)
 
 
-def parent_prestart(sandbox: Any, paper: Any, **how: Any) -> None:
-    """``sandbox.parent_for(paper, **how)`` from a backend's ``prepare`` (a thread of its own): only a
-    head start, so a failure is left for the paper's own open to meet and report."""
-    try:
-        sandbox.parent_for(paper, **how)
-    except Exception:  # noqa: BLE001 - see above
-        pass
+def parents_prestart(sandbox: Any, papers: list, **how: Any) -> None:
+    """A backend's ``prepare``, in a thread of its own: ``sandbox.parent_for(paper, **how)`` for each
+    of ``papers`` (the first of each environment) in turn, each parent's imports done before the
+    next starts, so that one import at a time goes on beside the scoring (a set of many environments
+    does not start them all at once). Only a head start: a failure is left for the paper's own open
+    to meet and report."""
+    for paper in papers:
+        try:
+            parent = sandbox.parent_for(paper, **how)
+            wait = getattr(parent, "wait_ready", None)  # docker's returns while its container imports
+            if wait is not None:
+                wait(READY_TIMEOUT)
+        except Exception:  # noqa: BLE001 - see above
+            continue
 
 
 def runner_options(options: Mapping[str, Any]) -> list[str]:
