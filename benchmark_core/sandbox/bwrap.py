@@ -30,9 +30,8 @@ from .cgroups import RunCgroups, SandboxCgroups
 from .process import child_env, interpreter_paths
 from .skel import skel_for
 from .warm_client import (PARENTS_PER_ENVIRONMENT, READY_TIMEOUT, WARM_SCRIPT, FileTransport, NotServed, WarmClient,
-                          WarmSession, host_pid, paper_preloads, parent_pick, parents_prestart,
-                          runner_options, run_uid_base,
-                          spawn_lasting)
+                          WarmSession, host_pid, paper_preloads, parent_pick, parents_prestart, runner_options,
+                          run_uid_base, spawn_lasting)
 
 __all__ = ["BwrapSandbox", "BwrapSession", "WARM_SCRIPT", "bwrap_available"]
 
@@ -328,8 +327,8 @@ class BwrapSandbox(Sandbox):
         names, wanted = paper_preloads(paper, self.options)
         with self._parents_lock:
             starting = self._parents_starting[key]
-        # one start per environment and folder at a time; another environment's parent imports
-        # meanwhile (``prepare`` starts them all at once), so the global lock is not held across it
+        # one start per environment and folder at a time; another environment's parent may start
+        # meanwhile (``prepare``'s head start), so the sandbox-wide lock is not held across it
         with starting:
             with self._parents_lock:
                 if generation is not None and generation != self._generation:
