@@ -215,7 +215,7 @@ def test_prepare_starts_each_environments_parent_container_ahead(docker_ok, tmp_
     try:
         sandbox.prepare(specs + specs)
         deadline = time.monotonic() + 300
-        while any(t.name == "docker-parent-prestart" for t in threading.enumerate()):
+        while any(t.name == "warm-parent-prestart" for t in threading.enumerate()):
             assert time.monotonic() < deadline, "a parent's head start did not end"
             time.sleep(0.05)
         parents = [p for group in sandbox._parents.values() for p in group]

@@ -177,10 +177,10 @@ def test_papers_of_one_interpreter_get_parents_of_their_own_imports(tmp_path):
         sandbox.close()
 
 
-def _two_environments(tmp_path):
-    """Two papers whose parents differ (each under a folder of its own: a parent serves one folder)."""
+def _two_environments(tmp_path, roots=("first", "second")):
+    """Papers whose parents differ (each under a folder of its own: a parent serves one folder)."""
     specs = []
-    for root in ("first", "second"):
+    for root in roots:
         folder = tmp_path / root / "paper"
         folder.mkdir(parents=True)
         (folder / "paper2code_test.py").write_text("import numpy\n" + TEST_TAIL)
@@ -239,22 +239,27 @@ def test_prepare_starts_each_environments_parent_once_and_the_papers_use_them(tm
 
     from benchmark_core.sandbox import bwrap
 
-    specs = _two_environments(tmp_path)
-    spans, real_init = [], bwrap._Parent.__init__
+    specs = _two_environments(tmp_path, ("first", "second", "third"))
+    spans, real_init = {}, bwrap._Parent.__init__
 
     def init(self, sandbox, paper, root, modules):
         started = time.monotonic()
+        time.sleep(1)  # as a heavier import would take
         real_init(self, sandbox, paper, root, modules)
-        spans.append((started, time.monotonic()))
+        spans[paper.id] = (started, time.monotonic())
 
     monkeypatch.setattr(bwrap._Parent, "__init__", init)
     sandbox = get_sandbox("bwrap")
     try:
         sandbox.prepare(specs + specs)  # a paper met twice, as a scoring's order can list it
         _prestarts_done()
-        assert len(spans) == 2 and spans[0][1] <= spans[1][0]  # one import at a time, beside the scoring
+        # the first two environments' parents import at once (the scoring's first open waits for the
+        # first: the second takes the other core), the third only once the second has imported
+        assert sorted(spans) == ["first", "second", "third"]
+        assert spans["second"][0] < spans["first"][1]
+        assert spans["second"][1] <= spans["third"][0]
         parents = [p for group in sandbox._parents.values() for p in group]
-        assert len(parents) == 2 and all(p.alive for p in parents)
+        assert len(parents) == 3 and all(p.alive for p in parents)
         sessions = [sandbox.open(spec) for spec in specs]
         assert sorted(s.server_pid for s in sessions) == sorted(p.proc.pid for p in parents)
         assert [p for group in sandbox._parents.values() for p in group] == parents  # none started again

@@ -362,9 +362,8 @@ class BwrapSandbox(Sandbox):
             return parent
 
     def prepare(self, papers: list[PaperSpec]) -> None:
-        """Start, in the background and one after another, the warm parent of each environment the
-        papers use (for the first paper of each), so that one environment's imports use a core while
-        another's runs go on (``parents_prestart``)."""
+        """Start, in the background, the warm parent of each environment the papers use (for the first
+        paper of each; ``parents_prestart`` says in what order)."""
         if not self.options.get("shared_parent", True):
             return
         firsts: dict[tuple[str, str], PaperSpec] = {}
@@ -378,8 +377,7 @@ class BwrapSandbox(Sandbox):
             firsts.setdefault(key, paper)
         with self._parents_lock:
             generation = self._generation
-        threading.Thread(target=parents_prestart, args=(self, list(firsts.values())), kwargs={"generation": generation},
-                         daemon=True, name="warm-parent-prestart").start()
+        parents_prestart(self, list(firsts.values()), generation=generation)
 
     def _parent_root(self, paper: PaperSpec) -> Path:
         """The folder a warm parent serves: the one holding the paper's folder, or option ``papers_root``

@@ -324,9 +324,8 @@ class DockerSandbox(Sandbox):
             return self._images.setdefault(reqs, tag)
 
     def prepare(self, papers: list[PaperSpec]) -> None:
-        """Start, in the background and one after another, the warm parent of each environment image
-        the papers use (for the first paper of each; its image built first when missing), so that one
-        environment's imports use a core while another's runs go on (``parents_prestart``)."""
+        """Start, in the background, the warm parent of each environment image the papers use (for the
+        first paper of each; its image built first when missing; ``parents_prestart`` says in what order)."""
         if not self.shared_parent or self.closed:
             return
         firsts: dict[tuple[str, ...], PaperSpec] = {}
@@ -337,8 +336,7 @@ class DockerSandbox(Sandbox):
                 firsts.setdefault(tuple(normalize_requirements(self.requirements_for(paper))), paper)
             except Exception:  # noqa: BLE001 - its own open will say why
                 continue
-        threading.Thread(target=parents_prestart, args=(self, list(firsts.values())), daemon=True,
-                         name="docker-parent-prestart").start()
+        parents_prestart(self, list(firsts.values()))
 
     def open(self, paper: PaperSpec) -> SandboxSession:
         """A session of ``paper``: served by a warm parent of its environment when one serves it

@@ -96,19 +96,25 @@ def parent_pick(parents: list, names: set[str]):
 
 
 def parents_prestart(sandbox: Any, papers: list, **how: Any) -> None:
-    """A backend's ``prepare``, in a thread of its own: ``sandbox.parent_for(paper, **how)`` for each
-    of ``papers`` (the first of each environment) in turn, each parent's imports done before the
-    next starts, so that one import at a time goes on beside the scoring (a set of many environments
-    does not start them all at once). Only a head start: a failure is left for the paper's own open
-    to meet and report."""
-    for paper in papers:
-        try:
-            parent = sandbox.parent_for(paper, **how)
-            wait = getattr(parent, "wait_ready", None)  # docker's returns while its container imports
-            if wait is not None:
-                wait(READY_TIMEOUT)
-        except Exception:  # noqa: BLE001 - see above
-            continue
+    """A backend's ``prepare``: ``sandbox.parent_for(paper, **how)`` for each of ``papers`` (the first
+    of each environment, in the scoring's order), in the background. The first environment's parent
+    and the second's start at once (the scoring's first open starts the first anyway: the second's
+    imports take the core that would wait), the others one after another, each once the one before
+    has imported, so that a set of many environments does not import them all at once beside the
+    first runs. Only a head start: a failure is left for the paper's own open to meet and report."""
+    def start(group: list) -> None:
+        for paper in group:
+            try:
+                parent = sandbox.parent_for(paper, **how)
+                wait = getattr(parent, "wait_ready", None)  # docker's returns while its container imports
+                if wait is not None:
+                    wait(READY_TIMEOUT)
+            except Exception:  # noqa: BLE001 - see above
+                continue
+
+    for group in (papers[:1], papers[1:]):
+        if group:
+            threading.Thread(target=start, args=(group,), daemon=True, name="warm-parent-prestart").start()
 
 
 def runner_options(options: Mapping[str, Any]) -> list[str]:
