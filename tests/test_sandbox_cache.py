@@ -66,9 +66,12 @@ def test_nondeterministic_papers_are_never_cached(tmp_path, bwrap):
     test = pset / "probe" / "paper2code_test.py"
     original = test.read_text()
     cache = VerdictCache(tmp_path / "verdicts.sqlite")
-    # the test exits 3 on a coin flip: its two reference runs disagree with odds 1/2 per version;
-    # each try is a new version of the paper (so a new determinism check); 12 tries all agreeing: 1/4096
-    for attempt in range(12):
+    # the test exits 3 on a coin flip. Each try is a new version of the paper (so a new determinism
+    # check): its health gate's reference run passes with odds 1/2 (else no verdict is kept and nothing
+    # is checked), then its two reference runs disagree with odds 1/2, so a try shows the paper
+    # nondeterministic with odds 1/4; 40 tries none of which does: (3/4)^40, about 1e-5 (12 tries left
+    # 3 %: it failed once under load, 2026-12-04)
+    for attempt in range(40):
         test.write_text(original.replace(
             "import solution\n",
             f"import os\nimport solution\nif os.urandom(1)[0] % 2:  # try {attempt}\n    raise SystemExit(3)\n", 1))
