@@ -154,6 +154,18 @@ def test_the_sandbox_runs_in_its_cgroups_and_leaves_none_behind():
             runs = [p for p in made.dirs["memory"].iterdir() if p.name.startswith("run-")]
             assert runs and all((p / "memory.limit_in_bytes").read_text().strip() == str(
                 sandbox.limits.memory_mb << 20) for p in runs)
+            # the next run's child, forked ahead, waits in that run's cgroups already (joining one
+            # waits for the kernel: not the run's time), under the same limits
+            spares = [p for p in psutil.Process(session.server_pid).children(recursive=True) if p.name() == "rcb-spare"]
+            assert len(spares) == 1, spares
+            groups = dict(line.split(":", 2)[1:] for line in Path(f"/proc/{spares[0].pid}/cgroup").read_text()
+                          .splitlines())
+            joined = [run for run in runs if str(run).endswith(groups["memory"])]
+            assert len(joined) == 1, (groups["memory"], runs)
+            assert groups["pids"].endswith("/" + joined[0].name), groups["pids"]
+            result = session.run({}, timeout=60)  # that spare's run
+            assert result.exit_code == 0, result.stderr
+            assert not spares[0].is_running() or spares[0].status() == psutil.STATUS_ZOMBIE
     finally:
         sandbox.close()
     assert not made.dirs["memory"].exists() and not made.cpu.exists()

@@ -174,13 +174,15 @@ def _threads_set(threads: int) -> None:
             pass
 
 
-def _child(server: "Server", fds: tuple[int, int, int], control: int) -> None:
+def _child(server: "Server", fds: tuple[int, int, int], control: int, join: tuple[str, ...] = ()) -> None:
     """In the forked child: isolate, take the run's request, then run the test (never returns).
 
     What does not depend on the run comes first: its session, descriptors, signals, fresh standard
     streams, and (warm) the proof's key, the audit hook and its first checkpoint. The request is then
     read from ``control`` (a spare, forked before its request, waits there: ``Server.spare_fork``);
-    the limits, the uid, the folder and the home follow, and the test starts.
+    the limits, the uid, the folder and the home follow, and the test starts. A spare joins its
+    run's cgroups (``join``) before it waits: joining one waits for the kernel (an RCU grace
+    period), which is then not the run's time.
     """
     code = 127
     try:
@@ -197,13 +199,16 @@ def _child(server: "Server", fds: tuple[int, int, int], control: int) -> None:
                     pass
             _fresh_stdio()
             go = launch_prepare(proof, server.prepared)
+        # into the next run's cgroups while it waits (the set-up's pages stay the server's, as a
+        # child forked for the request would have them)
+        joined = _cgroups_join(join, strict=False)
         run = _spare_request(control)
         if run is None:
             code = 0
             return
         if name:
             _name(name)  # named as the server is, as a child forked for its run would be
-        _child_enter(run)
+        _child_enter(run, joined)
         paper_dir = os.path.join(run.folder, "paper")
         os.chdir(paper_dir)
         home = _run_env(run, server)
@@ -258,15 +263,34 @@ def _child_isolate(fds: tuple[int, int, int], control: int) -> tuple[int, int]:
     return proof, control
 
 
-def _child_enter(run: Run) -> None:
-    """Into the run's cgroups (while still root), under its limits, as its uid."""
-    # into the run's own cgroups (memory, pids: Server.cgroup_prepare) while still root
-    for procs in run.cgroup_procs:  # (os calls: no codec is imported after the snapshot)
-        cg = os.open(procs, os.O_WRONLY)
+def _cgroups_join(procs: "list[str] | tuple[str, ...]", *, joined: tuple[str, ...] = (),
+                  strict: bool = True) -> tuple[str, ...]:
+    """Join (as root) the cgroups whose ``cgroup.procs`` files are ``procs``, but those of ``joined``;
+    return every one joined. A cgroup that cannot be joined raises OSError, or with ``strict`` off
+    (a spare joining ahead: its request tries again) is left out."""
+    done = list(joined)
+    for path in procs:  # (os calls: no codec is imported after the snapshot)
+        if path in done:
+            continue
         try:
-            os.write(cg, str(os.getpid()).encode())
-        finally:
-            os.close(cg)
+            cg = os.open(path, os.O_WRONLY)
+            try:
+                os.write(cg, str(os.getpid()).encode())
+            finally:
+                os.close(cg)
+        except OSError:
+            if strict:
+                raise
+            continue
+        done.append(path)
+    return tuple(done)
+
+
+def _child_enter(run: Run, joined: tuple[str, ...] = ()) -> None:
+    """Into the run's cgroups (while still root; a spare joined them ahead), under its limits, as
+    its uid."""
+    # into the run's own cgroups (memory, pids: Server.cgroup_prepare) while still root
+    _cgroups_join(run.cgroup_procs, joined=joined)
     mem = run.memory_mb * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
     size = run.file_size_mb * 1024 * 1024

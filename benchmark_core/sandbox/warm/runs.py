@@ -105,3 +105,5 @@ class _Spare:
     def __init__(self, pid: int, control: int, fds: tuple[int, int, int]):
         self.pid, self.control, self.fds = pid, control, fds
         self.learned: list[str] = []  # the server's learned imports when it was forked
+        self.slot: int | None = None  # the slot it took for its run (uid mode: Server.spare_fork)
+        self.joined: list[str] = []  # the cgroup.procs files it joined while it waited

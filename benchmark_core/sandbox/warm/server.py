@@ -98,6 +98,8 @@ class Server:
         self.learn_names: tuple[set[str], set[str]] | None = None
         #: the sandbox's cgroup folders ("v1" memory and pids, or "v2" unified), uid mode only
         self.cgroups = _cgroup_dirs(getattr(args, "cgroups", "") or "") if self.uid_base is not None else {}
+        #: the last run's memory (MB) and process limits, a spare's cgroups' until its request
+        self.cgroup_limits: tuple[int | None, int | None] = (None, None)
 
     # -- helpers
     def send(self, obj: dict) -> None:
@@ -172,7 +174,13 @@ class Server:
         if run is None:
             return
         if self.uid_base is not None:
-            self.give_uid(run, folder)
+            spare = self.spare
+            slot = spare.slot if spare is not None else None
+            if spare is not None:
+                spare.slot = None  # the run's now (its cgroups are those the spare joined ahead)
+            self.give_uid(run, folder, slot)
+            if spare is not None and not set(spare.joined) <= set(run.cgroup_procs):
+                self.spare_drop()  # a cgroup it joined could not be set for the run: a child of its own
         run.started = time.monotonic()
         run.deadline = run.started + run.timeout
         child = self.spare_give(run)
@@ -241,12 +249,19 @@ class Server:
                 return False
         return True
 
-    def give_uid(self, run: Run, folder: str) -> None:
-        """The run's slot, its uid (``uid_base + slot``), its folder owned by it, its cgroups."""
+    def slot_take(self) -> int:
+        """The lowest free slot (a run's uid is ``uid_base + slot``), taken."""
         slot = 0
         while slot in self.slots:
             slot += 1
         self.slots.add(slot)
+        return slot
+
+    def give_uid(self, run: Run, folder: str, slot: "int | None" = None) -> None:
+        """The run's slot (``slot``: one the spare took for it, else the lowest free), its uid
+        (``uid_base + slot``), its folder owned by it, its cgroups."""
+        if slot is None:
+            slot = self.slot_take()
         run.slot, run.uid = slot, self.uid_base + slot
         for root, dirs, files in os.walk(folder):
             for name in dirs + files:
@@ -274,15 +289,16 @@ class Server:
                 run.pidfd = -1
 
     # -- the run's cgroups (--cgroups: folders the host made for this sandbox, see sandbox/cgroups.py)
-    def cgroup_prepare(self, run: Run) -> None:
-        """Make (once per uid) and set the run's memory and pids cgroups; its child joins them."""
-        run.cgroup_procs = []
+    def cgroup_make(self, uid: int, memory_mb: "int | None" = None, pids: "int | None" = None) -> tuple[list[str], int]:
+        """Make (once per uid) the memory and pids cgroups of the runs of ``uid``, with the limits
+        given; return the ``cgroup.procs`` files of those usable and the memory cgroup's OOM kills."""
+        procs, oom_kills = [], 0
         for kind, root in self.cgroups.items():
-            path = os.path.join(root, f"run-{run.uid}")
+            path = os.path.join(root, f"run-{uid}")
             try:
                 os.makedirs(path, exist_ok=True)
-                if kind in ("memory", "unified"):
-                    limit = str(run.memory_mb * 1024 * 1024)
+                if memory_mb is not None and kind in ("memory", "unified"):
+                    limit = str(memory_mb * 1024 * 1024)
                     if kind == "memory":
                         _cgroup_write(path, "memory.limit_in_bytes", limit)
                         # no swap beyond the limit, where the kernel accounts swap
@@ -291,14 +307,21 @@ class Server:
                         _cgroup_write(path, "memory.max", limit)
                         _cgroup_write(path, "memory.swap.max", "0", optional=True)
                         _cgroup_write(path, "memory.oom.group", "1", optional=True)
-                    run.oom_kills = _cgroup_oom_kills(path, kind)
-                if kind in ("pids", "unified"):
-                    _cgroup_write(path, "pids.max", str(run.pids + 8), optional=kind == "unified")
+                    oom_kills = _cgroup_oom_kills(path, kind)
+                if pids is not None and kind in ("pids", "unified"):
+                    _cgroup_write(path, "pids.max", str(pids + 8), optional=kind == "unified")
             except OSError as exc:
                 # the host made the folders: a failure here is the environment's, said where it shows
                 print(f"[warm] run cgroup {path} not usable: {exc}", file=sys.stderr, flush=True)
                 continue
-            run.cgroup_procs.append(os.path.join(path, "cgroup.procs"))
+            procs.append(os.path.join(path, "cgroup.procs"))
+        return procs, oom_kills
+
+    def cgroup_prepare(self, run: Run) -> None:
+        """Make (once per uid) and set the run's memory and pids cgroups; its child joins them (a
+        spare joined them already, while it waited: ``spare_fork``)."""
+        run.cgroup_procs, run.oom_kills = self.cgroup_make(run.uid, run.memory_mb, run.pids)
+        self.cgroup_limits = (run.memory_mb, run.pids)
 
     def cgroup_oom(self, run: Run) -> bool:
         """Whether the run's memory cgroup killed a process of the run."""
@@ -315,8 +338,9 @@ class Server:
     # runs before it go on, then waits for its request on a pipe of its own. Its state is the
     # server's at the fork, as a child forked for the request would have it; what depends on the
     # run (limits, uid, folder, home) comes with the request, before any of the paper's code runs.
-    def child_fork(self) -> _Spare:
-        """A run's child, waiting for its request (``_child``); raises OSError when it cannot fork."""
+    def child_fork(self, join: "list[str] | tuple[str, ...]" = ()) -> _Spare:
+        """A run's child, waiting for its request (``_child``); it joins the cgroups of ``join``
+        (``cgroup.procs`` files) first. Raises OSError when it cannot fork."""
         pipes = [os.pipe() for _ in range(4)]  # out, err, proof, control
         try:
             pid = os.fork()
@@ -329,21 +353,34 @@ class Server:
         if pid == 0:
             for fd in (out_r, err_r, proof_r, ctl_w):
                 os.close(fd)
-            _child(self, (out_w, err_w, proof_w), ctl_r)
+            _child(self, (out_w, err_w, proof_w), ctl_r, tuple(join))
         for fd in (out_w, err_w, proof_w, ctl_r):
             os.close(fd)
         spare = _Spare(pid, ctl_w, (out_r, err_r, proof_r))
         spare.learned = list(self.learned)
+        spare.joined = list(join)
         return spare
 
     def spare_fork(self) -> None:
-        """Fork the next run's child now, unless the runs are fresh interpreters or one is waiting."""
+        """Fork the next run's child now, unless the runs are fresh interpreters or one is waiting.
+
+        In uid mode the spare takes its run's slot now and joins that uid's cgroups while it waits:
+        a process joining a cgroup waits for the kernel (an RCU grace period: 6-14 ms on a 2-core
+        VM, measured 2026-12-04), which a child joining at its request added to every run's time."""
         if self.fresh or self.spare is not None or not self.stdin_open:
             return
+        slot, join = None, []
+        if self.uid_base is not None and self.cgroups:
+            slot = self.slot_take()
+            # with the last run's limits: a waiting spare's cgroup is never left without one
+            join, _ = self.cgroup_make(self.uid_base + slot, *self.cgroup_limits)
         try:
-            self.spare = self.child_fork()
+            self.spare = self.child_fork(join)
         except OSError:
-            pass  # no spare: the next run forks when it comes
+            if slot is not None:
+                self.slots.discard(slot)
+            return  # no spare: the next run forks when it comes
+        self.spare.slot = slot
 
     def spare_give(self, run: Run, spare: "_Spare | None" = None) -> "_Spare | None":
         """Hand ``run`` to ``spare`` (default: the waiting spare); None when there is none or it is
@@ -369,6 +406,9 @@ class Server:
             return
         if spare is self.spare:
             self.spare = None
+        if spare.slot is not None:  # the slot it took for its run (a run that took it over set None)
+            self.slots.discard(spare.slot)
+            spare.slot = None
         for fd in (spare.control, *spare.fds):
             try:
                 os.close(fd)
