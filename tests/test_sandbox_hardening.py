@@ -145,7 +145,7 @@ vars(paper_ref)["solve"] = lambda x: x  # a *_ref module the snapshot never list
 import numpy.polynomial.hermite as hermite  # a library module first imported by the test
 sys.audit("rcb.checkpoint", "test-start")
 vars(hermite)["hermval"] = None
-sys.modules["numpy.linalg"] = types.ModuleType("numpy.linalg")  # a watched module replaced
+{replace}  # a watched module replaced
 {extra}
 sys.audit("rcb.checkpoint", "test")
 sys.audit("rcb.checkpoint", "end")
@@ -156,18 +156,27 @@ print("\\n".join(sorted(" ".join(line.split("\\t")[:3]) for line in data.splitli
 """
 
 
+_REPLACED = {"in place": 'sys.modules["numpy.linalg"] = types.ModuleType("numpy.linalg")',
+             "removed, then added again": 'del sys.modules["numpy.linalg"]; '
+                                          'sys.modules["numpy.linalg"] = types.ModuleType("numpy.linalg")'}
+
+
 @pytest.mark.parametrize("extra", ["", "sys.modules[1] = sys"])
-def test_the_checkpoints_see_modules_met_after_the_snapshot(extra, tmp_path):
+@pytest.mark.parametrize("how", sorted(_REPLACED))
+def test_the_checkpoints_see_modules_met_after_the_snapshot(extra, how, tmp_path):
     """A warm server's snapshot lists the *_ref modules and the library modules as they were; the
-    run's checkpoints still meet those imported since (in C, where every key of sys.modules is a
-    str and no watched module was replaced; the full way otherwise) and report what is done to them."""
+    run's checkpoints still meet those imported since (read from sys.modules' memory where only
+    names were added, the launcher's own removed and ``__main__`` given the test script; the full
+    way otherwise) and report what is done to them, a watched module replaced in place or removed
+    and added again."""
     import subprocess
     import sys
 
     from benchmark_core.sandbox.warm_client import WARM_SCRIPT
 
     (tmp_path / "paper_ref.py").write_text("def solve(x):\n    return 2 * x\n")
-    code = _MODULES_SCRIPT.format(folder=str(WARM_SCRIPT.parent), papers=str(tmp_path), extra=extra)
+    code = _MODULES_SCRIPT.format(folder=str(WARM_SCRIPT.parent), papers=str(tmp_path), extra=extra,
+                                  replace=_REPLACED[how])
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
@@ -178,6 +187,63 @@ def test_the_checkpoints_see_modules_met_after_the_snapshot(extra, tmp_path):
         assert "E rcb.modules sys.modules given a key that is not a string" in lines, lines
     else:
         assert "E rcb.modules numpy.linalg replaced" in lines, lines
+
+
+_FRESH_SCRIPT = """
+import sys, types
+sys.path.insert(0, {folder!r})
+import warm
+from warm import guard
+import numpy.linalg
+assert guard._dict_entries_reader() is not None, "no reader of sys.modules' memory on CPython 3.11-3.12"
+st = {{"modules_base": [None, 0, b"", 0], "watched_keys": {{id(k) for k in sys.modules if k == "numpy.linalg"}},
+       "busy": [0]}}
+rebase, fresh = guard._modules_delta(st)
+rebase()
+print("nothing", fresh())
+sys.modules["rcb_new_a"] = types.ModuleType("rcb_new_a")
+sys.modules["rcb_new_b"] = types.ModuleType("rcb_new_b")
+del sys.modules["rcb_new_a"]
+print("added", fresh())
+rebase()
+del sys.modules["warm"]  # an unwatched name removed (the launcher's own)
+sys.modules["__main__"] = types.ModuleType("__main__")  # runpy's, for the test script
+print("main", fresh())
+rebase()
+sys.modules["json"] = types.ModuleType("json")  # an unwatched name given another module
+print("unwatched", fresh())
+rebase()
+del sys.modules["numpy.linalg"]
+print("watched removed", fresh())
+rebase()
+sys.modules["numpy.linalg"] = numpy.linalg  # added again: a new name at the end
+st["watched_keys"].add(id(next(k for k in reversed(sys.modules) if k == "numpy.linalg")))
+rebase()
+sys.modules["numpy.linalg"] = types.ModuleType("numpy.linalg")
+print("watched replaced", fresh())
+rebase()
+sys.modules[1] = sys
+print("not a str", fresh())
+"""
+
+
+def test_the_guard_reads_what_was_added_to_sys_modules_from_its_memory(tmp_path):
+    """What a run's checkpoint reads from sys.modules' memory (touching none of its names and modules,
+    each a page a forked run would copy): the names added since, in order, a name added and removed
+    again not among them; an unwatched name removed and ``__main__`` given the test script change
+    nothing; any other module replaced, a watched name removed, or a key that is not a str leave it
+    to the full comparison (None)."""
+    import subprocess
+    import sys
+
+    from benchmark_core.sandbox.warm_client import WARM_SCRIPT
+
+    out = subprocess.run([sys.executable, "-c", _FRESH_SCRIPT.format(folder=str(WARM_SCRIPT.parent))],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "nothing []", "added ['rcb_new_b']", "main []", "unwatched None", "watched removed None",
+        "watched replaced None", "not a str None"], out.stdout
 
 
 @pytest.mark.parametrize("prefix", ["as installed", "through a symlink"])

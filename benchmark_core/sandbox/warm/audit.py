@@ -10,7 +10,7 @@ import os
 import sys
 
 from .common import LIBRARY_GUARD, RUNNER
-from .guard import _dict_version_reader, _library_guard, _library_roots
+from .guard import _dict_version_reader, _library_guard, _library_roots, _modules_delta
 
 # --------------------------------------------------------------------------- proof channel, audit hook
 # The test runs in this process together with the completion, so everything here is readable and
@@ -113,7 +113,7 @@ def _install_audit(fd: int, key: bytes, script: str, prepared: tuple | None = No
     # the *_ref names as last listed, with the tag of sys.modules then (a prepared snapshot's: ``listed``)
     listed: list = prepared[4] if prepared is not None and len(prepared) > 4 else [None, []]
     absorb, first_sight, watched_names = _audit_modules(base, protected, emit, describe, snapshot_value,
-                                                        check_classes, watch_classes, unmoved, listed)
+                                                        check_classes, watch_classes, unmoved, listed, library[2])
     if prepare:
         return _audit_snapshot(protected, base, classes, first_sight, library, check_classes, unmoved,
                                watched_names, listed)
@@ -468,13 +468,55 @@ def _audit_unmoved(runner: str, trusted_roots: tuple, busy: list, tags: dict | N
     return (unmoved, settle, tags) if reader is not None else None
 
 
+def _audit_watched_names(protected: tuple, listed: list | None = None, busy: list | None = None):
+    """``watched_names()``: the protected modules imported, the ``*_ref`` modules and ``__main__``.
+    ``listed``: the ``*_ref`` names as a warm server's snapshot last listed them, with the version
+    tag of ``sys.modules`` then (this process's copy since the fork): while that tag has not moved
+    they are not listed again (a listing reads every name of ``sys.modules``: in a fork, a write to
+    each one's page); once it moved, only the names added since are looked at, read from
+    sys.modules' memory (``guard._modules_delta``, its state the third item of ``listed``), unless a
+    name listed was removed or replaced there (then all are listed again, as before). ``busy``: the
+    library guard's flag, under which the hook ignores the reads' own audited events."""
+    tstr, ttype, list_, tlen, map_, tid = str, type, list, len, map, id
+    modules = sys.modules
+    # the reader is made here, before the hook is in place (PEP 509 tags: guard.py)
+    reader = _dict_version_reader()
+    modules_tag = reader(modules) if reader is not None else None
+    ref_names: list = listed if listed is not None else [None, []]  # the tag when listed, the names
+    if tlen(ref_names) < 3:  # what sys.modules held when they were listed, read from its memory
+        ref_names.append({"modules_base": [None, 0, b"", 0], "watched_keys": set(),
+                          "busy": busy if busy is not None else [0]})
+    delta = ref_names[2]
+    delta_rebase, delta_fresh = _modules_delta(delta)
+
+    def watched_names() -> list:
+        names = [n for n in protected if n in modules]
+        tag = modules_tag.value if modules_tag is not None else None
+        if tag is None or tag != ref_names[0]:
+            found = delta_fresh()
+            if found is None:
+                listing = [n for n in list_(modules) if ttype(n) is tstr and n.endswith("_ref")]
+                delta["watched_keys"].clear()
+                delta["watched_keys"].update(map_(tid, listing))
+            else:  # only names added (none listed removed or replaced): in sys.modules' order, after them
+                listing = ref_names[1] + [n for n in found if ttype(n) is tstr and n.endswith("_ref")]
+                delta["watched_keys"].update(map_(tid, listing[tlen(ref_names[1]):]))
+            ref_names[1] = listing
+            ref_names[0] = tag
+            delta_rebase()
+        names += ref_names[1]
+        if "__main__" in modules:
+            names.append("__main__")
+        return names
+
+    return watched_names
+
+
 def _audit_modules(base: dict, protected: tuple, emit, describe, snapshot_value, check_classes, watch_classes,
-                   unmoved=None, listed: list | None = None):
+                   unmoved=None, listed: list | None = None, busy: list | None = None):
     """``(absorb, first_sight, watched_names)``: the protected modules and their snapshot (each
-    settled in ``unmoved``'s record, when given, as it is taken in). ``listed``: the ``*_ref``
-    names as a warm server's snapshot last listed them, with the version tag of ``sys.modules``
-    then (this process's copy since the fork): while that tag has not moved they are not listed
-    again (a listing reads every name of ``sys.modules``: in a fork, a write to each one's page)."""
+    settled in ``unmoved``'s record, when given, as it is taken in); ``watched_names`` is
+    ``_audit_watched_names(protected, listed, busy)``."""
     import _blake2
     from types import ModuleType
 
@@ -484,23 +526,7 @@ def _audit_modules(base: dict, protected: tuple, emit, describe, snapshot_value,
     blake = _blake2.blake2b
     watched_class = _WatchedModule
     is_unmoved, settle = unmoved[:2] if unmoved is not None else (None, None)
-
-    # the *_ref names are listed again only when sys.modules was written since (its dict's version
-    # tag: PEP 509, guard.py); the reader is made here, before the hook is in place
-    reader = _dict_version_reader()
-    modules_tag = reader(modules) if reader is not None else None
-    ref_names: list = listed if listed is not None else [None, []]  # the tag when listed, the names
-
-    def watched_names() -> list:
-        names = [n for n in protected if n in modules]
-        tag = modules_tag.value if modules_tag is not None else None
-        if tag is None or tag != ref_names[0]:
-            ref_names[1] = [n for n in list_(modules) if ttype(n) is tstr and n.endswith("_ref")]
-            ref_names[0] = tag
-        names += ref_names[1]
-        if "__main__" in modules:
-            names.append("__main__")
-        return names
+    watched_names = _audit_watched_names(protected, listed, busy)
 
     def absorb() -> None:
         """Take in, without reporting, what changed in the prepared snapshot before any of the

@@ -11,8 +11,9 @@ import sys
 # __globals__, a module's __dict__, vars(), a class dict taken through mappingproxy comparison), so
 # writes there are found by what they leave: CPython bumps a dict's version tag (PEP 509) at every
 # change, a value put back included. The guard reads the tags of every library module's and
-# library class's dict at each checkpoint (a few thousand 8-byte reads, well under a millisecond
-# with torch) and only looks into a dict whose tag moved. docs/sandboxes.md ("Library namespaces").
+# library class's dict at each checkpoint (a few thousand 8-byte reads in one call, touching no
+# object of the server's: _guard_bulk) and only looks into a dict whose tag moved.
+# docs/sandboxes.md ("Library namespaces").
 
 _DICT_VERSION_OFFSET = 24  # PyDictObject: ob_refcnt, ob_type, ma_used, then ma_version_tag
 #: modules whose attributes libraries and tests set and put back as they work (warnings.catch_warnings,
@@ -53,6 +54,58 @@ def _dict_version_reader():
     return reader if ok else None
 
 
+def _dict_entries_reader():
+    """``entries(d) -> (keys, used, raw)`` of a dict whose keys are all exact str, read from the
+    dict's own memory: the address of its keys table, its live entries, and the bytes of every
+    entry slot so far, each the addresses of a key and its value (0 and 0 once removed). Reading it
+    touches no key or value object: counting a reference to each (iterating the dict) writes to
+    the page it lives on, which in a forked run is a page copied (~1,300 pages for sys.modules
+    with scipy, pandas and matplotlib: ~4 ms a run). None for a dict of another kind; no function at
+    all where a probe does not find CPython 3.11-3.12's layout (PyDictObject: ma_used at 16,
+    ma_keys at 32; its keys table: dk_log2_index_bytes at 9, dk_kind at 10, dk_nentries at 24, the
+    entries after 32 bytes and 2**dk_log2_index_bytes of indices). Each call is three
+    ``ctypes.string_at`` reads (audited events: the caller holds the guard's ``busy``)."""
+    try:
+        import ctypes
+        import struct
+    except Exception:  # noqa: BLE001 - an interpreter without them
+        return None
+    if sys.implementation.name != "cpython" or sys.version_info[:2] not in ((3, 11), (3, 12)):
+        return None
+    string_at, unpack_from, tid = ctypes.string_at, struct.unpack_from, id
+
+    def table(d) -> tuple:
+        used, _tag, keys = unpack_from("qQQ", string_at(tid(d) + 16, 24))
+        head = string_at(keys, 32)
+        return keys, used, head[9], head[10], unpack_from("q", head, 24)[0]
+
+    try:
+        key_a, key_b, key_c, value_a, value_b = "rcb_probe_a", "rcb_probe_b", "rcb_probe_c", object(), object()
+        probe = {key_a: value_a, key_b: value_b}
+        keys, used, index_log2, kind, count = table(probe)
+        first = string_at(keys + 32 + (1 << index_log2), 32)
+        del probe[key_a]
+        after = table(probe)
+        second = string_at(keys + 32 + (1 << index_log2), 32)
+        other = table({1: value_a})
+        ok = (used == 2 and count == 2 and first == struct.pack("4Q", tid(key_a), tid(value_a), tid(key_b), tid(value_b))
+              and after == (keys, 1, index_log2, kind, 2) and second == bytes(16) + first[16:] and other[3] != kind
+              and table({key_c: value_a})[3] == kind)
+    except Exception:  # noqa: BLE001
+        return None
+    if not ok:
+        return None
+    unicode_kind = kind
+
+    def entries(d) -> "tuple | None":
+        keys, used, index_log2, kind, count = table(d)
+        if kind != unicode_kind or not 0 <= count <= 1 << 24 or index_log2 > 40:
+            return None
+        return keys, used, string_at(keys + 32 + (1 << index_log2), 16 * count)
+
+    return entries
+
+
 def _library_roots() -> tuple[str, ...]:
     """Where the interpreter's own library and its site-packages live (never the file system root):
     each prefix as written and resolved, since modules' ``__file__`` carry the prefix as ``sys.path``
@@ -89,7 +142,13 @@ def _library_guard(roots: tuple[str, ...], runner: str, protected: tuple[str, ..
           "seen_ids": set(),  # ids of the dicts watched (a module under two names is watched once)
           "classes_seen": set(),
           "busy": [0],  # the thread doing the guard's own audited work (gc, ctypes): the hook ignores it
-          "sys_tag": [reader(module_dict(sys.modules["sys"])["modules"]) if reader else None, -1]}
+          "sys_tag": [reader(module_dict(sys.modules["sys"])["modules"]) if reader else None, -1],
+          # sys.modules as last taken in, read from its memory (``_modules_delta``): its keys table, live
+          # entries, entries' bytes; the addresses of the names watched and of the "__main__" key
+          "modules_base": [None, 0, b"", 0], "watched_keys": set(),
+          # the tags of the first dicts watched, read at once (``_guard_bulk``): how many, the getter,
+          # the memory it reads, their versions as last compared (an array of them)
+          "bulk": [0, None, None, None]}
     str_keys, is_library = _guard_filters(roots, runner)
     watch, watch_values, watch_classes = _guard_watchers(st, reader)
     protected_set = frozenset(protected)
@@ -100,9 +159,11 @@ def _library_guard(roots: tuple[str, ...], runner: str, protected: tuple[str, ..
         watch_classes(name, d)
         watch_values(name, d, name in protected_set)
 
-    take = _guard_take(st, is_library, watch, watch_inside)
+    rebase, fresh = _modules_delta(st)
+    bulk = _guard_bulk(st) if reader is not None else None
+    take = _guard_take(st, is_library, watch, watch_inside, rebase, bulk)
     diff = _guard_diff(st, str_keys)
-    check = _guard_check(st, reader, diff, take, str_keys, watch_inside)
+    check = _guard_check(st, reader, diff, take, str_keys, watch_inside, fresh)
     return take, check, st["busy"]
 
 
@@ -199,7 +260,134 @@ def _guard_watchers(st: dict, reader):
     return watch, watch_values, watch_classes
 
 
-def _guard_take(st: dict, is_library, watch, watch_inside):
+def _modules_delta(st: dict):
+    """``(rebase, fresh)``: the names added to ``sys.modules`` since its last ``rebase()``, found from
+    its memory (``_dict_entries_reader``) instead of by comparing every name and module with those
+    watched, which touches each (in a forked run, a page copied per object: about as much as the
+    rest of the library guard's work in a run). The guard rebases at the end of each take, the
+    audit's listing of ``*_ref`` modules at each listing (``audit._audit_modules``), each with a
+    state of its own (``st``: ``modules_base``, ``watched_keys``: the addresses of the names
+    watched, ``busy``: the guard's). ``fresh()`` gives the names added since, in order, or None
+    when only the full comparison can tell: no such reader, its table rebuilt (grown or made
+    general), an entry of a watched name removed or given another module, an entry of any other
+    name given another module but ``"__main__"``'s (runpy's, for the test script: watched by
+    neither). An unwatched name removed (the launcher's own modules) changes nothing."""
+    import _thread
+    from struct import unpack_from
+
+    entries = _dict_entries_reader()
+    modules, base, watched_keys, busy = sys.modules, st["modules_base"], st["watched_keys"], st["busy"]
+    tlen, tid, range_, reversed_, list_ = len, id, range, reversed, list
+    get_ident = _thread.get_ident
+    empty = bytes(16)
+
+    def read() -> "tuple | None":
+        outer = busy[0]
+        busy[0] = get_ident()  # string_at's events are the guard's own
+        try:
+            return entries(modules)
+        except Exception:  # noqa: BLE001 - unreadable: compared in full
+            return None
+        finally:
+            busy[0] = outer
+
+    def rebase() -> None:
+        now = read() if entries is not None else None
+        if now is None:
+            base[0] = None
+            return
+        if not base[3]:  # once, in the process that took the guard in first (every key an exact str)
+            base[3] = next((tid(k) for k in list_(modules) if k == "__main__"), 0)
+        base[0], base[1], base[2] = now
+
+    def fresh() -> "list | None":
+        if base[0] is None:
+            return None
+        now = read()
+        if now is None:
+            return None
+        keys, used, raw = now
+        _keys, was_used, was, main = base
+        size = tlen(was)
+        if keys != base[0] or tlen(raw) < size:
+            return None
+        gone = 0
+        if raw[:size] != was:
+            for start in range_(0, size, 1024):  # blocks of 64 entries, each compared in C first
+                if raw[start:start + 1024] == was[start:start + 1024]:
+                    continue
+                for i in range_(start, min(size, start + 1024), 16):
+                    then, now_entry = was[i:i + 16], raw[i:i + 16]
+                    if then == now_entry:
+                        continue
+                    key = unpack_from("Q", then)[0]
+                    if key in watched_keys:
+                        return None
+                    if now_entry == empty and then != empty:
+                        gone += 1
+                    elif key != main or now_entry[:8] != then[:8]:
+                        return None
+        added = used - (was_used - gone)
+        if added <= 0:
+            return [] if added == 0 else None
+        names: list = []
+        try:
+            for name in reversed_(modules):  # the entries added are the last ones
+                names.append(name)
+                if tlen(names) == added:
+                    break
+        except RuntimeError:  # changed while read (another thread): compared in full
+            return None
+        names.reverse()
+        return names
+
+    return rebase, fresh
+
+
+def _guard_bulk(st: dict):
+    """``build()``: the version tags of every dict watched so far read in one call (``st["bulk"]``):
+    an ``operator.itemgetter`` of their places in a memoryview of the memory the dicts lie in. Each
+    tag reader is an object of its own, made before the fork; reading them one by one counts a
+    reference to each, a write to the page it lives on, which a forked run copies (~500 pages, ~2 ms
+    a run for scipy, pandas and matplotlib's 6,000 dicts). The getter writes to none of them. The
+    memoryview is held by the guard's closures only, as the readers are. Without it (dicts not
+    8-byte apart, ctypes refusing the view) the readers are read one by one, as before."""
+    import _thread
+    import ctypes
+    from array import array
+    from operator import itemgetter
+
+    dicts, readers, versions, bulk, busy = st["dicts"], st["readers"], st["versions"], st["bulk"], st["busy"]
+    tid, tuple_, tlen, min_, max_, any_, get_ident = id, tuple, len, min, max, any, _thread.get_ident
+    c_char = ctypes.c_char
+
+    def build() -> None:
+        count = tlen(readers)
+        if count < 2 or count != tlen(dicts):
+            return
+        places = [tid(d) + _DICT_VERSION_OFFSET for d in dicts]
+        low = min_(places)
+        span = max_(places) + 8 - low
+        if any_((p - low) & 7 for p in places) or span > 1 << 46:
+            return
+        outer = busy[0]
+        busy[0] = get_ident()  # (a ctypes view of memory is an audited event: ours)
+        try:
+            view = memoryview((c_char * span).from_address(low)).cast("B").cast("Q")
+        except Exception:  # noqa: BLE001 - no view: the readers one by one
+            return
+        finally:
+            busy[0] = outer
+        getter = itemgetter(*[(p - low) >> 3 for p in places])
+        if getter(view) != tuple_(r.value for r in readers):  # it reads what the readers read, or is not used
+            return
+        # the versions as last compared (a dict moved since is still compared at the next check)
+        bulk[:] = [count, getter, view, array("Q", versions[:count])]
+
+    return build
+
+
+def _guard_take(st: dict, is_library, watch, watch_inside, rebase, bulk=None):
     """``take()``: watch every library module (and the classes it defines) not watched yet."""
     import gc
     import threading as _threading
@@ -207,6 +395,7 @@ def _guard_take(st: dict, is_library, watch, watch_inside):
 
     tstr, ttype, list_ = str, type, list
     modules, seen_modules, busy, sys_tag = sys.modules, st["seen_modules"], st["busy"], st["sys_tag"]
+    watched_keys, tid, tlen = st["watched_keys"], id, len
     get_ident = _threading.get_ident
     gc_enabled, gc_disable, gc_enable = gc.isenabled, gc.disable, gc.enable
     module_dict = ModuleType.__dict__["__dict__"].__get__
@@ -226,11 +415,15 @@ def _guard_take(st: dict, is_library, watch, watch_inside):
                 if ttype(name) is not tstr or seen_modules.get(name) is module or not is_library(name, module):
                     continue
                 seen_modules[name] = module
+                watched_keys.add(tid(name))
                 d = module_dict(module)
                 watch(name, d, "m")
                 watch_inside(name, d)
             if sys_tag[0] is not None:
                 sys_tag[1] = sys_tag[0].value
+            rebase()
+            if bulk is not None and tlen(st["readers"]) - st["bulk"][0] >= 256:
+                bulk()  # many dicts watched since (a server's preloads): read at once from now on
         finally:
             if collecting:
                 gc_enable()
@@ -310,13 +503,16 @@ def _guard_diff(st: dict, str_keys):
     return diff
 
 
-def _guard_check(st: dict, reader, diff, take, str_keys, watch_inside):
+def _guard_check(st: dict, reader, diff, take, str_keys, watch_inside, fresh=None):
     """``check(emit, report=True, full=True)``: compare what moved since the last check."""
     import threading as _threading
-    from operator import attrgetter, is_
+    from array import array as array_
+    from itertools import compress
+    from operator import attrgetter, is_, ne
 
     tlen, list_, dict_, map_, zip_, range_, any_, all_ = len, list, dict, map, zip, range, any, all
     labels, dicts, copies, readers, versions = st["labels"], st["dicts"], st["copies"], st["readers"], st["versions"]
+    bulk = st["bulk"]
     kinds = st["kinds"]
     modules, seen_modules, busy, sys_tag = sys.modules, st["seen_modules"], st["busy"], st["sys_tag"]
     get_value = attrgetter("value")
@@ -329,15 +525,29 @@ def _guard_check(st: dict, reader, diff, take, str_keys, watch_inside):
         if not full:
             pass
         elif reader is not None:
-            now = list_(map_(get_value, readers))
-            if now != versions:
-                for i in range_(tlen(now)):
-                    if now[i] != versions[i]:
+            first = bulk[0]
+            if first:  # the first dicts' tags in one read (``_guard_bulk``), kept in a typed array:
+                # comparing them counts no reference to an int of the server's
+                head = array_("Q", bulk[1](bulk[2]))
+                if head != bulk[3]:
+                    for i in list_(compress(range_(first), map_(ne, head, bulk[3]))):
                         if report:
                             compare(i, emit)
                         else:
                             take_in(i)
-                        versions[i] = now[i]
+                        versions[i] = head[i]
+                    bulk[3] = head
+            if tlen(readers) > first:
+                now = list_(map_(get_value, readers[first:]))
+                if now != versions[first:]:
+                    for j in range_(tlen(now)):
+                        i = first + j
+                        if now[j] != versions[i]:
+                            if report:
+                                compare(i, emit)
+                            else:
+                                take_in(i)
+                            versions[i] = now[j]
         else:  # no tags: identities, dict by dict
             for i in range_(tlen(dicts)):
                 d, old = dicts[i], copies[i]
@@ -347,6 +557,10 @@ def _guard_check(st: dict, reader, diff, take, str_keys, watch_inside):
                     else:
                         take_in(i)
         if sys_tag[0] is None or sys_tag[0].value != sys_tag[1]:
+            found = fresh() if fresh is not None else None
+            if found is not None:  # only names added (read from sys.modules' memory): those taken in
+                take(found)
+                return
             if not str_keys(modules):
                 emit("E", "rcb.modules", "sys.modules given a key that is not a string")
                 sys_tag[1] = sys_tag[0].value if sys_tag[0] is not None else -1
