@@ -24,9 +24,20 @@ _CLASS_BENIGN = frozenset(("_abc_impl", "__abstractmethods__", "_is_protocol", "
                            "__orig_bases__", "__slotnames__", "__weakref__", "__annotations__"))
 
 
+#: the readers below as first made (their probes run once: in a warm server, before any run's fork)
+_READERS: dict = {}
+
+
 def _dict_version_reader():
     """A function making a reader of a dict's version tag (``reader(d).value``), or None where
     this interpreter's dict layout is not the one known (the guard then compares identities)."""
+    if "version" not in _READERS:
+        _READERS["version"] = _dict_version_reader_make()
+    return _READERS["version"]
+
+
+def _dict_version_reader_make():
+    """``_dict_version_reader``'s function, made and probed."""
     try:
         import ctypes
     except Exception:  # noqa: BLE001 - an interpreter without ctypes
@@ -65,6 +76,13 @@ def _dict_entries_reader():
     ma_keys at 32; its keys table: dk_log2_index_bytes at 9, dk_kind at 10, dk_nentries at 24, the
     entries after 32 bytes and 2**dk_log2_index_bytes of indices). Each call is three
     ``ctypes.string_at`` reads (audited events: the caller holds the guard's ``busy``)."""
+    if "entries" not in _READERS:
+        _READERS["entries"] = _dict_entries_reader_make()
+    return _READERS["entries"]
+
+
+def _dict_entries_reader_make():
+    """``_dict_entries_reader``'s function, made and probed."""
     try:
         import ctypes
         import struct
