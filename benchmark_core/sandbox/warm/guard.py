@@ -576,7 +576,9 @@ def _guard_check(st: dict, reader, diff, take, str_keys, watch_inside, fresh=Non
                         take_in(i)
         if sys_tag[0] is None or sys_tag[0].value != sys_tag[1]:
             found = fresh() if fresh is not None else None
-            if found is not None:  # only names added (read from sys.modules' memory): those taken in
+            # only names added (read from sys.modules' memory): those taken in, unless one of them
+            # is a name watched before (removed at an earlier checkpoint) given another module now
+            if found is not None and all_(seen_modules.get(n) in (None, modules.get(n)) for n in found):
                 take(found)
                 return
             if not str_keys(modules):
