@@ -28,12 +28,17 @@ _CLASS_BENIGN = frozenset(("_abc_impl", "__abstractmethods__", "_is_protocol", "
 _READERS: dict = {}
 
 
+def _reader_once(name: str, make):
+    """The reader ``name`` as ``make()`` first made it (None included)."""
+    if name not in _READERS:
+        _READERS[name] = make()
+    return _READERS[name]
+
+
 def _dict_version_reader():
     """A function making a reader of a dict's version tag (``reader(d).value``), or None where
     this interpreter's dict layout is not the one known (the guard then compares identities)."""
-    if "version" not in _READERS:
-        _READERS["version"] = _dict_version_reader_make()
-    return _READERS["version"]
+    return _reader_once("version", _dict_version_reader_make)
 
 
 def _dict_version_reader_make():
@@ -76,9 +81,7 @@ def _dict_entries_reader():
     ma_keys at 32; its keys table: dk_log2_index_bytes at 9, dk_kind at 10, dk_nentries at 24, the
     entries after 32 bytes and 2**dk_log2_index_bytes of indices). Each call is three
     ``ctypes.string_at`` reads (audited events: the caller holds the guard's ``busy``)."""
-    if "entries" not in _READERS:
-        _READERS["entries"] = _dict_entries_reader_make()
-    return _READERS["entries"]
+    return _reader_once("entries", _dict_entries_reader_make)
 
 
 def _dict_entries_reader_make():
