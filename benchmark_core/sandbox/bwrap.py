@@ -28,6 +28,7 @@ from typing import Any
 from .base import Limits, PaperSpec, Sandbox, SandboxSession, SandboxUnavailable
 from .cgroups import RunCgroups, SandboxCgroups
 from .process import child_env, interpreter_paths
+from .bytecode import BYTECODE_FOLDER, runner_bytecode_dir
 from .skel import skel_for
 from .warm_client import (PARENTS_PER_ENVIRONMENT, READY_TIMEOUT, WARM_SCRIPT, FileTransport, NotServed, WarmClient,
                           WarmSession, host_pid, paper_preloads, parent_pick, parents_prestart, runner_options,
@@ -247,6 +248,9 @@ class BwrapSandbox(Sandbox):
             "--dir", INSIDE,
             "--ro-bind", str(WARM_SCRIPT), f"{INSIDE}/warm.py",
         ]
+        bytecode = runner_bytecode_dir(f"{INSIDE}/warm.py")
+        if bytecode is not None:  # the runner's rooms compiled once, here (sandbox/bytecode.py)
+            args += ["--ro-bind", str(bytecode), f"{INSIDE}/{BYTECODE_FOLDER}"]
         cgroups = self.run_cgroups() if self.is_root else None
         runner_extra = runner_options(self.options)
         skel = skel_for(python, self.interpreter_info(python)["packages"])

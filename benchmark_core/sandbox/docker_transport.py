@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from .base import PaperSpec, SandboxUnavailable
+from .bytecode import BYTECODE_FOLDER, runner_bytecode
 from .docker_containers import INSIDE, Box, box_remove
 from .docker_images import PYTHON
 from .warm import split_lines
@@ -59,12 +60,19 @@ def _folder_entry(tar: tarfile.TarFile, name: str, *, uid: int, mode: int) -> No
 
 def files_archive(*, paper: Path | None = None, paper_name: str = "paper", warm: bool = True,
             folders: Mapping[str, tuple[int, int]] = {}) -> bytes:
-    """A tar of ``warm.py``, a paper (owned by root: read-only to the runs) and empty folders
-    (name -> (owner uid, mode))."""
+    """A tar of ``warm.py`` (and its rooms' bytecode, ``warm-pyc``: sandbox/bytecode.py), a paper
+    (owned by root: read-only to the runs) and empty folders (name -> (owner uid, mode))."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         if warm:
             tar.add(str(WARM_SCRIPT), arcname="warm.py", filter=_owned_by_root)
+            bytecode = runner_bytecode(f"{INSIDE}/warm.py")  # the runner's rooms compiled once, here
+            if bytecode:
+                _folder_entry(tar, BYTECODE_FOLDER, uid=0, mode=0o755)
+            for name, data in sorted(bytecode.items()):
+                entry = tarfile.TarInfo(f"{BYTECODE_FOLDER}/{name}")
+                entry.size, entry.mode, entry.uname, entry.gname = len(data), 0o644, "root", "root"
+                tar.addfile(entry, io.BytesIO(data))
         for name, (uid, mode) in folders.items():
             _folder_entry(tar, name, uid=uid, mode=mode)
         if paper is not None:

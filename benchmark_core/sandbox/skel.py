@@ -25,11 +25,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
+from .hostcache import cache_root, folder_once
 from .process import child_env
 from .warm import home_seed
 
@@ -70,11 +69,7 @@ def _fonts_fingerprint() -> str:
 
 
 def _root() -> Path:
-    configured = os.environ.get("RCB_SKEL_DIR")
-    if configured:
-        return Path(configured)
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(cache) / "rcb-hub" / "skel"
+    return cache_root("RCB_SKEL_DIR", "skel")
 
 
 #: skeletons this process failed to build (by key and folder): not tried again at every parent's start
@@ -101,26 +96,13 @@ def skel_for(python: str, packages: str, *, timeout: float = 60.0) -> Path | Non
 def _build(python: str, root: Path, key: str, timeout: float) -> Path | None:
     """Fill a new folder under ``root`` as a run's first imports would fill its home, then rename it
     to ``key`` (or find another worker's there first); None when that fails."""
-    final = root / key
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        building = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
-    except OSError:
-        return None
-    try:
-        proc = subprocess.run([python, "-I", "-c", SKEL_CODE], env=child_env(str(building)), cwd=str(building),
-                              stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
-        if proc.returncode != 0:
-            return None
-        for path in [building, *building.rglob("*")]:  # read by a parent of any uid
-            if not path.is_symlink():
-                path.chmod(0o755 if path.is_dir() else 0o644)
+
+    def fill(building: Path) -> bool:
         try:
-            building.rename(final)  # atomic; another worker may have been first
-        except OSError:
-            pass
-        return final if final.is_dir() else None
-    except (OSError, subprocess.SubprocessError):
-        return None
-    finally:
-        shutil.rmtree(building, ignore_errors=True)
+            proc = subprocess.run([python, "-I", "-c", SKEL_CODE], env=child_env(str(building)), cwd=str(building),
+                                  stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
+        except subprocess.SubprocessError:
+            return False
+        return proc.returncode == 0
+
+    return folder_once(root, key, fill)
