@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from .base import Limits, PaperSpec, Sandbox, SandboxSession, SandboxUnavailable
+from .bytecode import BYTECODE_FOLDER, runner_bytecode_dir
 from .cgroups import RunCgroups, SandboxCgroups
 from .process import child_env, interpreter_paths
-from .bytecode import BYTECODE_FOLDER, runner_bytecode_dir
 from .skel import skel_for
 from .warm_client import (PARENTS_PER_ENVIRONMENT, READY_TIMEOUT, WARM_SCRIPT, FileTransport, NotServed, WarmClient,
                           WarmSession, host_pid, paper_preloads, parent_pick, parents_prestart, runner_options,

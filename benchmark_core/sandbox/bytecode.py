@@ -41,7 +41,8 @@ def _rooms() -> list[Path]:
 def _compiled(inside: str) -> tuple[str, dict[str, bytes]]:
     """(key, {``<room>.<tag>.pyc``: bytes}) of the rooms as the sandbox sees them at ``inside``."""
     rooms = _rooms()
-    stamp = (inside, tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in rooms))
+    stats = [(p.name, p.stat()) for p in rooms]
+    stamp = (inside, tuple((name, st.st_size, st.st_mtime_ns) for name, st in stats))
     with _LOCK:
         made = _MADE.get(stamp)
     if made is not None:
