@@ -12,7 +12,7 @@ import pytest
 from benchmark_core import runner
 from benchmark_core.problemset import load_problemset
 from benchmark_core.runner import Task, run_tasks
-from benchmark_core.sandbox.base import get_sandbox
+from benchmark_core.sandbox.base import PaperSpec, get_sandbox
 from probe_support import PROBE_LIMITS, REPO
 
 LIMITS = dataclasses.replace(PROBE_LIMITS, memory_mb=300)
@@ -117,3 +117,88 @@ def test_nothing_a_run_leaves_in_ipc_is_seen_by_a_later_run(sandbox_backend_name
     for run in looked:
         seen = [line.split() for line in run.output_tail.splitlines() if line.startswith("IPC-SEEN")]
         assert seen and all(count == "0" for _, _, count in seen), (run.snippet, seen, run.output_tail[-600:])
+
+
+#: what a run sees of the folder its server keeps the next run's copy of the paper in (warm
+#: ``Server.copy_ahead``: ``<work>/+ahead``, next to the run's own folder): it may learn the folder is
+#: there (the work folder can be passed), never list it, read from it or write into it
+AHEAD_LOOK = """import os as _os, sys as _s, time as _t
+_ahead = _os.path.join(_os.getcwd(), "..", "..", "+ahead")
+_t0 = _t.monotonic()
+while not _os.path.isdir(_ahead) and _t.monotonic() - _t0 < 5:
+    _t.sleep(0.05)
+_seen = ["there" if _os.path.isdir(_ahead) else "missing"]
+for _how, _try in (("list", lambda: _os.listdir(_ahead)),
+                   ("read", lambda: open(_os.path.join(_ahead, "paper", "paper2code_test.py")).read()),
+                   ("write", lambda: open(_os.path.join(_ahead, "paper", "solution_ref.py"), "a").write("x = 1\\n")),
+                   ("add", lambda: open(_os.path.join(_ahead, "paper", "sitecustomize.py"), "w").write("x = 1\\n"))):
+    try:
+        _try()
+        _seen.append(_how + ":done")
+    except PermissionError:
+        _seen.append(_how + ":refused")
+    except OSError as _e:
+        _seen.append(_how + ":" + type(_e).__name__)
+print("AHEAD-SEEN", " ".join(_seen), file=_s.stderr)
+"""
+
+
+@pytest.mark.slow
+def test_the_next_runs_copy_of_the_paper_is_out_of_a_runs_reach(sandbox_backend_name):
+    """A server copies the paper for its next run while a run goes on (the copy is then only moved
+    into the next run's folder): a run can neither read nor change that copy, and every run after
+    one that tried gets the paper as it is."""
+    paper = load_problemset(REPO / "demo").paper("focal-loss")
+    runner._REFERENCE.clear()
+    sandbox = get_sandbox(sandbox_backend_name, limits=PROBE_LIMITS)
+    try:
+        tried = run_tasks(_with_reference(paper, AHEAD_LOOK), sandbox=sandbox, workers=2, timeout=60)
+        after = run_tasks(_with_reference(paper, "pass"), sandbox=sandbox, workers=2, timeout=60)
+    finally:
+        sandbox.close()
+    for run in tried:
+        seen = {tuple(line.split()[1:]) for line in run.output_tail.splitlines() if line.startswith("AHEAD-SEEN")}
+        assert seen == {("there", "list:refused", "read:refused", "write:refused", "add:refused")}, (
+            run.snippet, run.output_tail[-600:])
+    assert all(r.passed and not r.flags for r in after), [(r.snippet, r.category, r.flags) for r in after]
+
+
+#: prints the name of the run's own memory cgroup (v1 ``memory``, v2 ``unified``), as the run sees it
+CGROUP_NAME = """import sys as _s
+with open("/proc/self/cgroup") as _fh:
+    _lines = _fh.read().splitlines()
+for _line in _lines:
+    _id, _ctl, _path = _line.split(":", 2)
+    _name = _path.rstrip("/").rsplit("/", 1)[-1]
+    if _ctl in ("memory", "") and _name.startswith("run-"):
+        print("RUN-CGROUP", _ctl or "unified", _name, file=_s.stderr)
+"""
+
+
+@pytest.mark.slow
+def test_a_run_gets_its_own_memory_limit_when_the_limits_change(sandbox_backend_name):
+    """A server writes a run cgroup's limits only when they change (the next run of the same slot
+    keeps them): a run asking for other limits than the run before (or than the spare waiting in
+    its cgroup) runs under its own."""
+    paper = load_problemset(REPO / "demo").paper("focal-loss")
+    runner._REFERENCE.clear()
+    sandbox = get_sandbox(sandbox_backend_name, limits=dataclasses.replace(PROBE_LIMITS, memory_mb=700))
+    task = _with_reference(paper, CGROUP_NAME)[0]
+    files = {"memory": "memory.limit_in_bytes", "unified": "memory.max"}
+    seen = []
+    try:
+        made = sandbox.cgroups.get()
+        assert made is not None, f"this host has memory cgroups: the runs must be bounded by one ({sandbox.memory_bound})"
+        with sandbox.open(PaperSpec.from_paper(paper)) as session:  # one server: its slots' cgroups reused
+            for memory_mb in (700, 600, 600, 700, 700):
+                sandbox.limits = dataclasses.replace(PROBE_LIMITS, memory_mb=memory_mb)
+                run = runner.run_task(session, task, timeout=60)
+                groups = {tuple(line.split()[1:3]) for line in run.output_tail.splitlines()
+                          if line.startswith("RUN-CGROUP")}
+                assert len(groups) == 1, (groups, run.output_tail[-600:], session.client.stderr_text(2000))
+                kind, name = groups.pop()
+                # the run's cgroup is written again only when a run or a spare of its slot comes
+                seen.append((made.dirs[kind] / name / files[kind]).read_text().strip())
+    finally:
+        sandbox.close()
+    assert seen == [str(mb << 20) for mb in (700, 600, 600, 700, 700)], seen

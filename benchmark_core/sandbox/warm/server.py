@@ -3,6 +3,7 @@ ahead), their limits, their answers. Standard library only; runs inside the sand
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import gc
 import os
@@ -26,6 +27,12 @@ from .learn import LEARN_MAX, REFUSED_MAX, import_clean, learn_candidates, learn
 from .scan import (ALWAYS_PRELOAD, UNSAFE_TO_FORK, import_testing, named_roots, own_names, preload, scan_imports,
                    scan_submodules)
 
+
+#: reads of a run's stdout or stderr pipe at its exit (64 KiB each) before the loop drains the rest
+DRAIN_READS = 64
+#: the server's folder (in its work folder) holding the next run's copy of the paper: a run id never
+#: has a '+' (``_ID_RE``), so no run's folder can take its name
+AHEAD_FOLDER = "+ahead"
 
 #: the size of the block ``_malloc_settle`` takes and gives back: glibc's largest dynamic mmap
 #: threshold (DEFAULT_MMAP_THRESHOLD_MAX, 32 MiB on 64-bit), less room for the chunk's header
@@ -100,6 +107,11 @@ class Server:
         self.cgroups = _cgroup_dirs(getattr(args, "cgroups", "") or "") if self.uid_base is not None else {}
         #: the last run's memory (MB) and process limits, a spare's cgroups' until its request
         self.cgroup_limits: tuple[int | None, int | None] = (None, None)
+        #: each run cgroup made here, with the limits last written into it (only this server writes
+        #: them: a run's uid cannot), so that a slot's next run writes only limits that changed
+        self.cgroup_set: dict[str, tuple[int | None, int | None]] = {}
+        #: a copy of the paper made while the runs before went on (``copy_ahead``), or None
+        self.ahead: str | None = None
 
     # -- helpers
     def send(self, obj: dict) -> None:
@@ -199,6 +211,7 @@ class Server:
                 return
         self.watch_run(run, rid, child)
         self.spare_fork()  # the next run's child, while this one runs
+        self.copy_ahead()  # and its copy of the paper
 
     def prepare(self, request: dict, rid: str, folder: str) -> "Run | None":
         """The run's folder: a copy of the paper with the request's files written into it, and its
@@ -208,7 +221,8 @@ class Server:
             run = Run(request, folder)
             os.makedirs(folder)
             paper_copy = os.path.join(folder, "paper")
-            shutil.copytree(self.paper, paper_copy, symlinks=True, ignore=shutil.ignore_patterns(*_IGNORED, "*.pyc"))
+            if not self.ahead_take(paper_copy):
+                self.paper_copy(paper_copy)
             base = os.path.realpath(paper_copy)
             for rel, text in run.files.items():
                 target = os.path.realpath(os.path.join(paper_copy, rel))
@@ -232,6 +246,45 @@ class Server:
             self.bad_request(rid, f"cannot prepare run {rid}: {exc}")
             return None
         return run
+
+    def paper_copy(self, target: str) -> None:
+        """A copy of the paper's folder at ``target`` (its caches and bytecode left out)."""
+        shutil.copytree(self.paper, target, symlinks=True, ignore=shutil.ignore_patterns(*_IGNORED, "*.pyc"))
+
+    # -- the next run's copy of the paper, made while the runs before it go on (``copy_ahead``): a
+    # run's request then only moves it into the run's folder. It lies in a folder of the server's
+    # own (mode 0700, root's in uid mode), which no run can enter, and it is the paper's folder as
+    # the copy at the request would be: the paper is read-only to the server.
+    def ahead_folder(self) -> str:
+        return os.path.join(self.work, AHEAD_FOLDER)
+
+    def copy_ahead(self) -> None:
+        """Make the next run's copy of the paper now, unless one is waiting; a copy that cannot be
+        made (a full disk) is left for the request to make."""
+        if self.ahead is not None or not self.stdin_open or self.uid_base is None:
+            return  # (without run uids a run could write into a copy its server keeps)
+        holder = self.ahead_folder()
+        target = os.path.join(holder, "paper")
+        try:
+            self.discard(holder)
+            os.mkdir(holder, 0o700)
+            self.paper_copy(target)
+        except (OSError, shutil.Error):
+            self.discard(holder)
+            return
+        self.ahead = target
+
+    def ahead_take(self, target: str) -> bool:
+        """Move the copy made ahead to ``target``; False when there is none (or it cannot move)."""
+        ahead, self.ahead = self.ahead, None
+        if ahead is None:
+            return False
+        try:
+            os.rename(ahead, target)
+            return True
+        except OSError:
+            self.discard(os.path.dirname(ahead))
+            return False
 
     def own_code(self, files: dict) -> bool:
         """Whether every file of the request is the paper's own, as it is in the paper's folder (a
@@ -295,27 +348,45 @@ class Server:
         procs, oom_kills = [], 0
         for kind, root in self.cgroups.items():
             path = os.path.join(root, f"run-{uid}")
+            written = self.cgroup_set.pop(path, None)
             try:
-                os.makedirs(path, exist_ok=True)
+                if written is None:
+                    os.makedirs(path, exist_ok=True)
+                if written != (memory_mb, pids):
+                    self.cgroup_limits_write(path, kind, memory_mb, pids)
                 if memory_mb is not None and kind in ("memory", "unified"):
-                    limit = str(memory_mb * 1024 * 1024)
-                    if kind == "memory":
-                        _cgroup_write(path, "memory.limit_in_bytes", limit)
-                        # no swap beyond the limit, where the kernel accounts swap
-                        _cgroup_write(path, "memory.memsw.limit_in_bytes", limit, optional=True)
-                    else:
-                        _cgroup_write(path, "memory.max", limit)
-                        _cgroup_write(path, "memory.swap.max", "0", optional=True)
-                        _cgroup_write(path, "memory.oom.group", "1", optional=True)
                     oom_kills = _cgroup_oom_kills(path, kind)
-                if pids is not None and kind in ("pids", "unified"):
-                    _cgroup_write(path, "pids.max", str(pids + 8), optional=kind == "unified")
             except OSError as exc:
                 # the host made the folders: a failure here is the environment's, said where it shows
                 print(f"[warm] run cgroup {path} not usable: {exc}", file=sys.stderr, flush=True)
                 continue
+            self.cgroup_set[path] = (memory_mb, pids)
             procs.append(os.path.join(path, "cgroup.procs"))
         return procs, oom_kills
+
+    @staticmethod
+    def cgroup_limits_write(path: str, kind: str, memory_mb: "int | None", pids: "int | None") -> None:
+        """Write a run cgroup's memory and process limits (those given; raises OSError)."""
+        if memory_mb is not None and kind in ("memory", "unified"):
+            limit = str(memory_mb * 1024 * 1024)
+            if kind == "memory":
+                # memory and swap together (where the kernel accounts swap) may never be below memory
+                # alone: a limit raised goes into memsw first, a limit lowered into memory first
+                try:
+                    _cgroup_write(path, "memory.limit_in_bytes", limit)
+                except OSError as exc:
+                    if exc.errno != errno.EINVAL:
+                        raise
+                    _cgroup_write(path, "memory.memsw.limit_in_bytes", limit, optional=True)
+                    _cgroup_write(path, "memory.limit_in_bytes", limit)
+                # no swap beyond the limit
+                _cgroup_write(path, "memory.memsw.limit_in_bytes", limit, optional=True)
+            else:
+                _cgroup_write(path, "memory.max", limit)
+                _cgroup_write(path, "memory.swap.max", "0", optional=True)
+                _cgroup_write(path, "memory.oom.group", "1", optional=True)
+        if pids is not None and kind in ("pids", "unified"):
+            _cgroup_write(path, "pids.max", str(pids + 8), optional=kind == "unified")
 
     def cgroup_prepare(self, run: Run) -> None:
         """Make (once per uid) and set the run's memory and pids cgroups; its child joins them (a
@@ -420,18 +491,19 @@ class Server:
             except ProcessLookupError:
                 pass
 
-    def on_data(self, run: Run, fd: int, kind: str) -> None:
+    def on_data(self, run: Run, fd: int, kind: str) -> bool:
+        """Read what ``fd`` holds (one read); whether there may be more (False: nothing now, or its end)."""
         try:
             data = os.read(fd, 65536)
         except BlockingIOError:
-            return
+            return False
         except OSError:
             data = b""
         if not data:
             self.sel.unregister(fd)
             os.close(fd)
             run.open_fds.pop(fd, None)
-            return
+            return False
         if kind == "out":
             run.out.feed(data)
         elif kind == "err":
@@ -440,6 +512,7 @@ class Server:
             run.proof += data
         else:
             run.proof_overflow = True
+        return True
 
     def on_exit(self, run: Run) -> None:
         if run.pidfd >= 0:
@@ -449,6 +522,13 @@ class Server:
         run.ended = time.monotonic()
         self.kill_tree(run)
         run.drain_until = time.monotonic() + DRAIN_SECONDS
+        # its processes are gone: what they wrote is in the pipes now, ended by EOF unless something
+        # outside the run still holds a pipe (the drain then goes on in the loop until DRAIN_SECONDS)
+        for fd, kind in list(run.open_fds.items()):
+            if kind in ("out", "err"):
+                for _ in range(DRAIN_READS):
+                    if not self.on_data(run, fd, kind):
+                        break
 
     def finish(self, run: Run) -> None:
         for fd in list(run.open_fds):
@@ -718,6 +798,7 @@ class Server:
         self.send({"ready": True, "protocol": PROTOCOL, "preloaded": preloaded, "failed": failed,
                    "fresh": self.fresh, "fresh_reason": self.fresh_reason, "uid_mode": self.uid_base is not None})
         self.spare_fork()
+        self.copy_ahead()
         os.set_blocking(0, False)
         self.sel.register(0, selectors.EVENT_READ, (None, "stdin"))
         try:
@@ -804,7 +885,8 @@ class Server:
                 self.finish(run)
 
     def shutdown(self) -> None:
-        """The server ends: its spare, every run still going, the result folders it kept."""
+        """The server ends: its spare, every run still going, the result folders it kept, the copy
+        of the paper it made ahead."""
         self.spare_drop()
         for run in list(self.runs.values()):
             self.kill_tree(run)
@@ -815,3 +897,5 @@ class Server:
         self.reap()
         for folder in self.finished:
             self.discard(folder)
+        self.ahead = None
+        self.discard(self.ahead_folder())
