@@ -169,3 +169,36 @@ def test_the_sandbox_runs_in_its_cgroups_and_leaves_none_behind():
     finally:
         sandbox.close()
     assert not made.dirs["memory"].exists() and not made.cpu.exists()
+
+
+def test_a_paper_big_for_the_runs_disk_is_not_copied_ahead(tmp_path):
+    """A server copies the paper for its next run ahead only where the copy leaves the runs' disk far
+    from the disk guard's alarm (``Server.ahead_room``): a paper of 2.5 MB on an 8 MB disk is copied at
+    each request, as before, and its runs pass; the probe paper alone on the same disk is copied ahead."""
+    import os
+    import shutil
+
+    if os.geteuid() != 0:
+        pytest.skip("runs have uids of their own (and a copy made ahead) under a root runner only")
+    big = tmp_path / "pset"
+    shutil.copytree(PROBE_PSET, big)
+    look = ("def solve(x):\n    import os, sys, time\n    ahead = os.path.join(os.getcwd(), '..', '..', '+ahead')\n"
+            "    t0 = time.monotonic()\n"
+            "    while not os.path.isdir(ahead) and time.monotonic() - t0 < 0.5:\n        time.sleep(0.02)\n"
+            "    print('AHEAD', 'there' if os.path.isdir(ahead) else 'missing', file=sys.stderr)\n    return x * 2\n")
+    seen = {}
+    for name, extra in (("small", 0), ("big", 5 << 19)):
+        if extra:
+            (big / "probe" / "data.bin").write_bytes(os.urandom(extra))
+        paper = load_problemset(big).paper("probe")
+        sandbox = get_sandbox("bwrap", limits=Limits(tmpfs_mb=8))
+        try:
+            with sandbox.open(PaperSpec.from_paper(paper)) as session:
+                results = [session.run({"solution.py": look}, timeout=60) for _ in range(2)]
+        finally:
+            sandbox.close()
+        assert all(r.exit_code == 0 for r in results), [r.stderr[-500:] for r in results]
+        # each run's copy is made at its request or ahead; the next one's, if any, right after it starts
+        seen[name] = sorted({line.split()[1] for r in results for line in r.stderr.splitlines()
+                             if line.startswith("AHEAD")})
+    assert seen == {"small": ["there"], "big": ["missing"]}, seen

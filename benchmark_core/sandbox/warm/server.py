@@ -112,6 +112,8 @@ class Server:
         self.cgroup_set: dict[str, tuple[int | None, int | None]] = {}
         #: a copy of the paper made while the runs before went on (``copy_ahead``), or None
         self.ahead: str | None = None
+        #: the paper's bytes and files, as a copy of it holds them (``ahead_room``; read once)
+        self.paper_size: tuple[int, int] | None = None
 
     # -- helpers
     def send(self, obj: dict) -> None:
@@ -263,6 +265,8 @@ class Server:
         made (a full disk) is left for the request to make."""
         if self.ahead is not None or not self.stdin_open or self.uid_base is None:
             return  # (without run uids a run could write into a copy its server keeps)
+        if not self.ahead_room():
+            return
         holder = self.ahead_folder()
         target = os.path.join(holder, "paper")
         try:
@@ -273,6 +277,32 @@ class Server:
             self.discard(holder)
             return
         self.ahead = target
+
+    def ahead_room(self) -> bool:
+        """Whether a copy made ahead leaves the runs' disk far from the disk guard's alarm: at most
+        half of ``DISK_ALARM`` of its bytes and of its inodes used with it (the runs' own copies and
+        output come first; a big paper on a small disk is copied at its request, as before)."""
+        if self.paper_size is None:
+            size = count = 0
+            for root, dirs, files in os.walk(self.paper):
+                dirs[:] = [d for d in dirs if d not in _IGNORED]
+                for name in files:
+                    if not name.endswith(".pyc"):
+                        try:
+                            size += os.lstat(os.path.join(root, name)).st_size
+                        except OSError:
+                            pass
+                count += len(files) + len(dirs)
+            self.paper_size = (size, count + 1)
+        try:
+            st = os.statvfs(self.work)
+        except OSError:
+            return False
+        size, count = self.paper_size
+        room = DISK_ALARM / 2
+        blocks_ok = st.f_blocks > 0 and (st.f_blocks - st.f_bavail) * st.f_frsize + size <= st.f_blocks * st.f_frsize * room
+        inodes_ok = st.f_files <= 0 or (st.f_files - st.f_favail) + count <= st.f_files * room
+        return blocks_ok and inodes_ok
 
     def ahead_take(self, target: str) -> bool:
         """Move the copy made ahead to ``target``; False when there is none (or it cannot move)."""
