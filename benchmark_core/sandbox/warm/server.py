@@ -39,6 +39,27 @@ AHEAD_FOLDER = "+ahead"
 MALLOC_SETTLE_BYTES = (32 << 20) - (64 << 10)
 
 
+def _tree_use(roots: list[str]) -> tuple[int, int]:
+    """Bytes (blocks) and inodes the trees at ``roots`` hold, symlinks not followed (at most 5
+    million entries are counted)."""
+    used = count = 0
+    stack = list(roots)
+    while stack and count < 5_000_000:
+        path = stack.pop()
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        used += st.st_blocks * 512
+        count += 1
+        if stat.S_ISDIR(st.st_mode):
+            try:
+                stack.extend(e.path for e in os.scandir(path))
+            except OSError:
+                pass
+    return used, count
+
+
 def _malloc_settle(libc, ctypes) -> None:
     """Raise glibc malloc's mmap threshold before any run is forked, as a run raises it itself.
 
@@ -112,7 +133,7 @@ class Server:
         self.cgroup_set: dict[str, tuple[int | None, int | None]] = {}
         #: a copy of the paper made while the runs before went on (``copy_ahead``), or None
         self.ahead: str | None = None
-        #: the paper's bytes and files, as a copy of it holds them (``ahead_room``; read once)
+        #: the paper's bytes and inodes (``ahead_room``; read once)
         self.paper_size: tuple[int, int] | None = None
 
     # -- helpers
@@ -283,17 +304,7 @@ class Server:
         half of ``DISK_ALARM`` of its bytes and of its inodes used with it (the runs' own copies and
         output come first; a big paper on a small disk is copied at its request, as before)."""
         if self.paper_size is None:
-            size = count = 0
-            for root, dirs, files in os.walk(self.paper):
-                dirs[:] = [d for d in dirs if d not in _IGNORED]
-                for name in files:
-                    if not name.endswith(".pyc"):
-                        try:
-                            size += os.lstat(os.path.join(root, name)).st_size
-                        except OSError:
-                            pass
-                count += len(files) + len(dirs)
-            self.paper_size = (size, count + 1)
+            self.paper_size = _tree_use([self.paper])  # (its caches too: a copy holds less)
         try:
             st = os.statvfs(self.work)
         except OSError:
@@ -752,22 +763,7 @@ class Server:
                 roots = []
         else:
             return 0, 0
-        used = count = 0
-        stack = list(roots)
-        while stack and count < 5_000_000:
-            path = stack.pop()
-            try:
-                st = os.lstat(path)
-            except OSError:
-                continue
-            used += st.st_blocks * 512
-            count += 1
-            if stat.S_ISDIR(st.st_mode):
-                try:
-                    stack.extend(e.path for e in os.scandir(path))
-                except OSError:
-                    pass
-        return used, count
+        return _tree_use(roots)
 
     @staticmethod
     def discard(path: str) -> None:
