@@ -202,3 +202,82 @@ def test_a_run_gets_its_own_memory_limit_when_the_limits_change(sandbox_backend_
     finally:
         sandbox.close()
     assert seen == [str(mb << 20) for mb in (700, 600, 600, 700, 700)], seen
+
+
+#: a host process that joins the memory cgroup whose ``cgroup.procs`` is argv[1], keeps argv[2] MB
+#: it cannot give back (no swap is needed: the pages are locked where the kernel lets it), says so
+#: on stdout and waits for its stdin to close
+HOLDER = """import ctypes, mmap, sys
+with open(sys.argv[1], "w") as fh:
+    fh.write("0")
+size = int(sys.argv[2]) << 20
+block = mmap.mmap(-1, size)
+for at in range(0, size, mmap.PAGESIZE):
+    block[at] = 1
+ctypes.CDLL(None, use_errno=True).mlockall(1)
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.slow
+def test_a_spare_is_not_used_when_its_cgroup_cannot_be_set_for_the_run(sandbox_backend_name):
+    """The next run's child waits in its slot's cgroups with the last run's limits. When the run that
+    comes asks for other limits and its memory cgroup refuses them (here: it holds more than the new
+    limit that cannot be reclaimed), the spare is not used, since it sits in a cgroup with the old
+    limit. The run gets a child of its own, outside that cgroup, and answers as the reference does.
+    Once the cgroup can be set again, runs are in it again, under their own limit."""
+    import subprocess
+    import sys
+
+    paper = load_problemset(REPO / "demo").paper("focal-loss")
+    runner._REFERENCE.clear()
+    sandbox = get_sandbox(sandbox_backend_name, limits=dataclasses.replace(PROBE_LIMITS, memory_mb=700))
+    task = _with_reference(paper, CGROUP_NAME)[0]
+    holders: list[subprocess.Popen] = []
+
+    def memory_groups(run) -> set[str]:
+        return {line.split()[2] for line in run.output_tail.splitlines()
+                if line.startswith("RUN-CGROUP") and line.split()[1] == "memory"}
+
+    try:
+        made = sandbox.cgroups.get()
+        assert made is not None, f"this host has memory cgroups: the runs must be bounded by one ({sandbox.memory_bound})"
+        if made.version != "v1":
+            pytest.skip("cgroup v2 enforces a lower memory.max by reclaim and OOM kills: the write is never refused")
+        with sandbox.open(PaperSpec.from_paper(paper)) as session:
+            first = runner.run_task(session, task, timeout=60)
+            assert first.passed and len(memory_groups(first)) == 1, first.output_tail[-600:]
+            # the spare for the next run waits in its slot's cgroups by now (forked while the first
+            # ran): every slot's memory cgroup gets a holder of 650 MB, under the 700 MB it has
+            folders = sorted(p for p in made.dirs["memory"].iterdir() if p.is_dir() and p.name.startswith("run-"))
+            assert len(folders) >= 2, folders  # the first run's slot and the spare's
+            for folder in folders:
+                holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(folder / "cgroup.procs"), "650"],
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                holders.append(holder)
+                assert holder.stdout.readline().strip() == "held"
+            # a limit of 600 MB cannot be written into a cgroup that holds 650 MB it cannot reclaim
+            sandbox.limits = dataclasses.replace(PROBE_LIMITS, memory_mb=600)
+            second = runner.run_task(session, task, timeout=60)
+            stderr = session.client.stderr_text(4000)
+            assert "not usable" in stderr, stderr
+            # (its flags are the probe's own import of sys, as in every run of this test)
+            assert second.passed, (second.category, second.output_tail[-600:])
+            # not the spare: in no run memory cgroup at all (not the one with the old 700 MB limit)
+            assert memory_groups(second) == set(), second.output_tail[-600:]
+            for holder in holders:
+                holder.stdin.close()
+                holder.wait(timeout=30)
+            holders.clear()
+            # the cgroup can be set again: the runs are bounded by it again, with their own limit
+            sandbox.limits = dataclasses.replace(PROBE_LIMITS, memory_mb=700)
+            third = runner.run_task(session, task, timeout=60)
+            names = memory_groups(third)
+            assert third.passed and len(names) == 1, third.output_tail[-600:]
+            assert (made.dirs["memory"] / names.pop() / "memory.limit_in_bytes").read_text().strip() == str(700 << 20)
+    finally:
+        for holder in holders:
+            holder.kill()
+            holder.wait()
+        sandbox.close()
