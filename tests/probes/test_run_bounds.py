@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -227,9 +229,6 @@ def test_a_spare_is_not_used_when_its_cgroup_cannot_be_set_for_the_run(sandbox_b
     limit that cannot be reclaimed), the spare is not used, since it sits in a cgroup with the old
     limit. The run gets a child of its own, outside that cgroup, and answers as the reference does.
     Once the cgroup can be set again, runs are in it again, under their own limit."""
-    import subprocess
-    import sys
-
     paper = load_problemset(REPO / "demo").paper("focal-loss")
     runner._REFERENCE.clear()
     sandbox = get_sandbox(sandbox_backend_name, limits=dataclasses.replace(PROBE_LIMITS, memory_mb=700))
@@ -256,7 +255,7 @@ def test_a_spare_is_not_used_when_its_cgroup_cannot_be_set_for_the_run(sandbox_b
                 holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(folder / "cgroup.procs"), "650"],
                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
                 holders.append(holder)
-                assert holder.stdout.readline().strip() == "held"
+                assert holder.stdout.readline().strip() == "held", f"the holder could not take {folder}"
             # a limit of 600 MB cannot be written into a cgroup that holds 650 MB it cannot reclaim
             sandbox.limits = dataclasses.replace(PROBE_LIMITS, memory_mb=600)
             second = runner.run_task(session, task, timeout=60)
