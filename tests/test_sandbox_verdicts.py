@@ -93,11 +93,7 @@ def test_a_lazy_import_is_learned_and_judged_as_fresh(sandbox_backend_name, tmp_
     warm server learns it from the first run and imports it before forking the next spare; every
     verdict equals a fresh process's (the seconds are printed, not asserted)."""
     tasks, fresh = _right_wrong_right_blank(_lazy_paper(tmp_path), ("2.0", "3.0"))
-    sandbox = get_sandbox(sandbox_backend_name)
-    try:
-        warm = run_tasks(tasks, sandbox=sandbox, workers=1, timeout=120)
-    finally:
-        sandbox.close()
+    warm = _warm(tasks, sandbox_backend_name)
     assert _verdicts(warm) == _verdicts(fresh)
     assert [r.passed for r in warm] == [True, False, True, False]
     print(f"\n{sandbox_backend_name}: lazy scipy.stats, warm runs " + ", ".join(f"{r.seconds:.3f}" for r in warm)
@@ -146,6 +142,15 @@ def test_a_known_reference_still_teaches_its_imports(sandbox_backend_name, tmp_p
           + ", ".join(f"{r.seconds:.3f}" for r in second))
 
 
+def _warm(tasks, backend: str):
+    """The runs of ``tasks`` in a new sandbox of ``backend``, one at a time."""
+    sandbox = get_sandbox(backend)
+    try:
+        return run_tasks(tasks, sandbox=sandbox, workers=1, timeout=120)
+    finally:
+        sandbox.close()
+
+
 def _right_wrong_right_blank(pset, swap: tuple[str, str]):
     """The one snippet of ``pset`` answered right, wrong (``swap`` applied to the reference), right and
     blank; and those tasks' verdicts in a fresh process each."""
@@ -171,6 +176,35 @@ def _lazy_paper(tmp_path: Path):
         + 'if __name__ == "__main__":\n    unittest.main()\n',
         # the scientific papers' environment (bench/make_pset.py): one that has scipy
         requirements=SCIENTIFIC_REQUIREMENTS, title="A lazy paper")
+
+
+def _forgetful_paper(tmp_path: Path):
+    """A paper of the scientific environment (none of whose libraries imports ``unittest.mock``) whose
+    files import ``unittest`` and never ``unittest.mock``."""
+    return one_snippet_paper(
+        tmp_path, "forget_00", imports="import unittest\n\nimport numpy as np", func="twice",
+        body="    y = np.asarray(x) * 2.0\n",
+        test="import unittest\n\nimport numpy as np\n\nimport forget_00 as m\nimport forget_00_ref as r\n\n\n"
+        "class TestTwice(unittest.TestCase):\n"
+        "    def test_twice(self):\n"
+        "        np.testing.assert_allclose(m.twice(np.arange(6.0)), r.twice(np.arange(6.0)))\n\n\n"
+        'if __name__ == "__main__":\n    unittest.main()\n',
+        requirements=SCIENTIFIC_REQUIREMENTS, title="A forgetful paper")
+
+
+@pytest.mark.slow
+def test_a_submodule_no_run_imported_is_not_reachable_from_its_package(sandbox_backend_name, tmp_path):
+    """A completion that uses ``unittest.mock`` having imported only ``unittest`` fails in a fresh
+    interpreter (the package does not import that submodule: AttributeError), so it fails here too:
+    the warm parent preloads no submodule that the environment's libraries and the paper's files do
+    not import (a preloaded submodule is an attribute of its package in every fork)."""
+    tasks, fresh = _right_wrong_right_blank(
+        _forgetful_paper(tmp_path), ("y = np.asarray(x)", "y = unittest.mock.DEFAULT and np.asarray(x)"))
+    assert [r.passed for r in fresh] == [True, False, True, False]
+    assert "has no attribute 'mock'" in fresh[1].output_tail
+    warm = _warm(tasks, sandbox_backend_name)
+    assert _verdicts(warm) == _verdicts(fresh)
+    assert "has no attribute 'mock'" in warm[1].output_tail, warm[1].output_tail[-400:]
 
 
 def _threads_paper(root: Path):

@@ -99,8 +99,13 @@ def own_names(paper: str) -> set[str]:
 #: frameworks that are unsafe to fork once imported (JAX warns that fork() may deadlock): a paper
 #: importing one, directly or through a preloaded module, gets a fresh interpreter per run
 UNSAFE_TO_FORK = ("jax", "jaxlib", "flax", "tensorflow")
-#: standard modules every run needs (imported once: unittest alone costs tens of milliseconds)
-ALWAYS_PRELOAD = ("unittest", "unittest.mock", "runpy", "atexit", "threading", "json", "io", "traceback")
+#: standard modules every run needs (imported once: unittest alone costs tens of milliseconds). No
+#: submodule that its package does not import itself: in every fork it would be an attribute of the
+#: package, so ``import unittest`` then ``unittest.mock`` would work here and fail in a fresh
+#: interpreter (and ``unittest.mock`` alone, through asyncio and ssl, took 50 ms of every scoring's
+#: start, where a core waits). A paper naming it gets it from its server (``scan_submodules``) or
+#: from its reference run (``learn``).
+ALWAYS_PRELOAD = ("unittest", "runpy", "atexit", "threading", "json", "io", "traceback")
 #: standard modules whose import has visible effects (prints, windows): never imported ahead
 NEVER_PRELOAD = {"this", "antigravity", "turtle", "turtledemo", "tkinter", "idlelib", "__main__", "site",
                  "pydoc", "webbrowser", "readline", "rlcompleter", "pdb"}
