@@ -231,3 +231,41 @@ def test_prepare_starts_each_environments_parent_container_ahead(docker_ok, tmp_
     finally:
         sandbox.close()
     assert not sandbox._parents
+
+
+def test_a_scorings_papers_are_copied_into_their_parent_ahead_and_a_changed_one_again(docker_ok, tmp_path):
+    """The papers of a scoring told ahead (``prepare``) go into their environment's parent container
+    in one archive while it imports (each archive the engine unpacks costs it a process of its own);
+    a session takes its paper's copy once, unless the folder changed since: then it is copied again,
+    and the run sees the folder as it is now."""
+    specs = []
+    for name in ("paper_a", "paper_b", "paper_c"):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "paper2code_requirements.txt").write_text("numpy\n")
+        (folder / "data.txt").write_text(f"{name} as written\n")
+        (folder / "paper2code_test.py").write_text("import numpy\nprint(open('data.txt').read().strip())\n")
+        specs.append(PaperSpec(id=name, folder=folder))
+    sandbox = get_sandbox("docker", limits=LIMITS, parallel=2)
+    try:
+        sandbox.prepare(specs)
+        deadline = time.monotonic() + 300
+        while any(t.name == "warm-parent-prestart" for t in threading.enumerate()):
+            assert time.monotonic() < deadline, "a parent's head start did not end"
+            time.sleep(0.05)
+        (parent,) = [p for group in sandbox._parents.values() for p in group]
+        assert set(parent.copied) == {str(s.folder.resolve()) for s in specs}
+        (tmp_path / "paper_c" / "data.txt").write_text("paper_c changed since\n")
+        sessions = [sandbox.open(spec) for spec in specs]
+        outputs = []
+        for session in sessions:
+            result = session.run({}, timeout=120)
+            assert result.exit_code == 0, result.stderr
+            outputs.append(result.stdout.strip())
+        assert outputs == ["paper_a as written", "paper_b as written", "paper_c changed since"]
+        assert not parent.copied  # each copy taken once (its server removes it when it ends)
+        assert len({s.container_id for s in sessions}) == 1
+        for session in sessions:
+            session.close()
+    finally:
+        sandbox.close()

@@ -39,7 +39,7 @@ from .docker_containers import INSIDE, RUNNER_CPUS, SPARE_PAPER_MB, Boxes, conta
 from .docker_images import (BASE_PYTHON, LABEL, PYTHON, base_image_ensure, configured_requirements,  # noqa: F401
                             container_env, default_requirements, docker_client, env_image_ensure,
                             normalize_requirements, requirements_for_paper)
-from .docker_transport import Container, DockerParent, MuxChannel, StandaloneChannel, files_archive
+from .docker_transport import Container, DockerParent, MuxChannel, StandaloneChannel, files_archive, folder_listing
 from .skel import IMAGE_SKEL
 from .warm_client import (PARENTS_PER_ENVIRONMENT, READY_TIMEOUT, NotServed, WarmClient, WarmSession, paper_preloads,
                           parent_pick, parents_prestart, run_uid_base, runner_options)
@@ -57,14 +57,8 @@ PARENT_PAPER_MB = 256
 
 
 def _folder_mb(folder: Path) -> int:
-    total = 0
-    for root, _dirs, files in os.walk(folder):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_size
-            except OSError:
-                pass
-    return total // (1024 * 1024) + 1
+    """The MB a copy of the folder takes (``folder_listing``)."""
+    return folder_listing(folder)[0] // (1024 * 1024) + 1
 
 
 # --------------------------------------------------------------------------- sessions
@@ -256,6 +250,8 @@ class DockerSandbox(Sandbox):
         #: image -> its warm parents (one per set of preloaded modules); what a parent refused, by image and modules
         self._parents: dict[str, list[DockerParent]] = {}
         self._parents_refused: dict[tuple[str, tuple[str, ...]], str] = {}
+        #: the scoring's papers of each environment (``prepare``), copied into its parent ahead
+        self._upcoming: dict[tuple[str, ...], list[PaperSpec]] = {}
         self._parents_lock = threading.Lock()
         self.closed = False
         #: each run's own memory and pids cgroup, below one folder per sandbox bound into its containers
@@ -328,15 +324,24 @@ class DockerSandbox(Sandbox):
         first paper of each; its image built first when missing; ``parents_prestart`` says in what order)."""
         if not self.shared_parent or self.closed:
             return
-        firsts: dict[tuple[str, ...], PaperSpec] = {}
+        groups: dict[tuple[str, ...], list[PaperSpec]] = {}
         for paper in papers:
             if paper.fresh_process:
                 continue
             try:
-                firsts.setdefault(tuple(normalize_requirements(self.requirements_for(paper))), paper)
+                groups.setdefault(self._environment_key(paper), []).append(paper)
             except Exception:  # noqa: BLE001 - its own open will say why
                 continue
-        parents_prestart(self, list(firsts.values()))
+        with self._parents_lock:
+            self._upcoming.update(groups)
+        parents_prestart(self, [group[0] for group in groups.values()])
+
+    def _environment_key(self, paper: PaperSpec) -> tuple[str, ...]:
+        return tuple(normalize_requirements(self.requirements_for(paper)))
+
+    def _shareable(self, paper: PaperSpec) -> bool:
+        """Whether ``paper`` may share a warm parent's container (its copies fit: PARENT_PAPER_MB)."""
+        return _folder_mb(Path(paper.folder)) * (self.parallel + 2) <= PARENT_PAPER_MB
 
     def open(self, paper: PaperSpec) -> SandboxSession:
         """A session of ``paper``: served by a warm parent of its environment when one serves it
@@ -354,7 +359,7 @@ class DockerSandbox(Sandbox):
         interpreter would hold no other: ``parent_pick``), up to PARENTS_PER_ENVIRONMENT per image;
         NotServed when the paper must have a container of its own (too big to share one, a
         fork-unsafe framework, a parent that refused)."""
-        if _folder_mb(Path(paper.folder)) * (self.parallel + 2) > PARENT_PAPER_MB:
+        if not self._shareable(paper):
             raise NotServed("the paper is too big to share a container")
         image = self.image_for(paper)
         names, wanted = paper_preloads(paper, self.options)
@@ -373,7 +378,12 @@ class DockerSandbox(Sandbox):
             if len(parents) >= PARENTS_PER_ENVIRONMENT:
                 raise NotServed(f"{PARENTS_PER_ENVIRONMENT} warm parents of {image} already, none importing only "
                                 "what the paper imports")
-            parent = DockerParent(self, image, list(wanted))
+            # the scoring's papers of this environment that it will serve (all it preloads among what
+            # each imports: ``parent_pick``), copied in with this one while it imports
+            upcoming = [p for p in self._upcoming.pop(self._environment_key(paper), [])
+                        if p.folder != paper.folder and self._shareable(p)
+                        and set(wanted) <= paper_preloads(p, self.options)[0]]
+            parent = DockerParent(self, image, list(wanted), ahead=[paper] + upcoming)
             parents.append(parent)
             return parent
 

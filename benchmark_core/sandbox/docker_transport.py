@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import tarfile
 import threading
 import uuid
@@ -27,10 +28,12 @@ from .warm import split_lines
 from .warm_client import WARM_SCRIPT, NotServed, Transport, WarmClient, host_pid, json_object, run_uid_base
 
 __all__ = ["Container", "ContainerChannel", "StandaloneChannel", "MuxChannel", "DockerParent", "files_archive",
-           "PARENT_PAPERS_MB"]
+           "folder_listing", "PARENT_PAPERS_MB", "AHEAD_PAPERS_MB"]
 
 #: a warm parent's /rcb: room for the papers it serves and their runs' copies (beyond Limits.tmpfs_mb)
 PARENT_PAPERS_MB = 1024
+#: of that room, what the papers copied in ahead, all in one archive, may take (``DockerParent``)
+AHEAD_PAPERS_MB = PARENT_PAPERS_MB // 8
 
 
 # --------------------------------------------------------------------------- archives
@@ -58,10 +61,30 @@ def _folder_entry(tar: tarfile.TarFile, name: str, *, uid: int, mode: int) -> No
     tar.addfile(entry)
 
 
+def folder_listing(folder: Path) -> tuple[int, tuple]:
+    """(bytes, what the folder holds: each file's path, size and time), the files a copy of it takes
+    (caches and bytecode left out, as ``files_archive`` leaves them)."""
+    total, listing = 0, []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP)
+        for name in sorted(files):
+            if name.endswith(".pyc"):
+                continue
+            path = os.path.join(root, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            total += st.st_size
+            listing.append((os.path.relpath(path, folder), st.st_size, st.st_mtime_ns, st.st_mode))
+    return total, tuple(listing)
+
+
 def files_archive(*, paper: Path | None = None, paper_name: str = "paper", warm: bool = True,
-            folders: Mapping[str, tuple[int, int]] = {}) -> bytes:
+                  folders: Mapping[str, tuple[int, int]] = {}, papers: Mapping[str, Path] = {}) -> bytes:
     """A tar of ``warm.py`` (and its rooms' bytecode, ``warm-pyc``: sandbox/bytecode.py), a paper
-    (owned by root: read-only to the runs) and empty folders (name -> (owner uid, mode))."""
+    (owned by root: read-only to the runs), or several (``papers``: name -> folder), and empty
+    folders (name -> (owner uid, mode))."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         if warm:
@@ -75,8 +98,8 @@ def files_archive(*, paper: Path | None = None, paper_name: str = "paper", warm:
                 tar.addfile(entry, io.BytesIO(data))
         for name, (uid, mode) in folders.items():
             _folder_entry(tar, name, uid=uid, mode=mode)
-        if paper is not None:
-            tar.add(str(Path(paper).resolve()), arcname=paper_name, filter=_owned_by_root)
+        for name, folder in {**({paper_name: paper} if paper is not None else {}), **papers}.items():
+            tar.add(str(Path(folder).resolve()), arcname=name, filter=_owned_by_root)
     return buf.getvalue()
 
 
@@ -314,9 +337,12 @@ class DockerParent:
     """A container whose first process is a warm parent (``warm.py --zygote --mux``): an
     environment's modules imported once, then a server forked per paper on request, its protocol
     relayed as tagged lines. Host-side it starts importing as soon as the container runs; papers
-    are copied in meanwhile (``upload``)."""
+    are copied in meanwhile: ``ahead``, the scoring's papers it may serve, in one archive once its
+    imports started (each archive the engine unpacks costs it a helper process of its own, about
+    40 ms of CPU: a paper copied at its session's start paid it while the other papers' runs
+    went on), the others at their session's start (``upload``)."""
 
-    def __init__(self, sandbox: Any, image: str, modules: list[str]):
+    def __init__(self, sandbox: Any, image: str, modules: list[str], ahead: list[PaperSpec] = ()):
         self.sandbox, self.image, self.modules = sandbox, image, sorted(set(modules))
         self.box = Container(sandbox.boxes.take(image, work_mb=sandbox.limits.tmpfs_mb + PARENT_PAPERS_MB,
                                                 kind="parent"))
@@ -325,6 +351,8 @@ class DockerParent:
         self.answers: dict[str, list] = {}
         self.ready: dict[str, Any] | None = None
         self.ready_event = threading.Event()
+        #: the papers copied in ahead: their folder -> (the name of their copy, what the folder held)
+        self.copied: dict[str, tuple[str, tuple]] = {}
         self.box.on_line = self._on_line
         self.box.on_end = self._on_end
         self.box.listen()
@@ -340,6 +368,33 @@ class DockerParent:
         except SandboxUnavailable:
             self.box.destroy()
             raise
+        self.copy_ahead(ahead)
+
+    def copy_ahead(self, papers: list[PaperSpec]) -> None:
+        """Copy ``papers`` in, in one archive (up to ``AHEAD_PAPERS_MB``); a paper that is not is
+        copied at its session's start (``upload``), as is one whose folder changed since."""
+        chosen: dict[str, Path] = {}
+        listings: dict[str, tuple[str, tuple]] = {}
+        room = AHEAD_PAPERS_MB * 1024 * 1024
+        for paper in papers:
+            folder = str(Path(paper.folder).resolve())
+            if folder in listings:
+                continue
+            size, listing = folder_listing(Path(folder))
+            if size > room:
+                continue
+            room -= size
+            token = f"p{uuid.uuid4().hex}"
+            chosen[token] = Path(folder)
+            listings[folder] = (token, listing)
+        if not chosen:
+            return
+        try:
+            self.box.put(files_archive(papers=chosen, warm=False), f"{INSIDE}/papers")
+        except (SandboxUnavailable, OSError):
+            return  # each is copied at its session's start
+        with self.lock:
+            self.copied.update(listings)
 
     # -- from the container
     def _on_line(self, line: bytes) -> None:
@@ -425,7 +480,14 @@ class DockerParent:
                 self.answers.pop(rid, None)
 
     def upload(self, paper: PaperSpec) -> str:
-        """Copy the paper into the parent's 0700 papers folder; return its folder's (random) name."""
+        """Copy the paper into the parent's 0700 papers folder; return its folder's (random) name. A
+        copy made ahead (``copy_ahead``) is taken instead, once, when the folder still holds what it
+        held then (its server removes it when it ends)."""
+        folder = str(Path(paper.folder).resolve())
+        with self.lock:
+            ahead = self.copied.pop(folder, None)
+        if ahead is not None and folder_listing(Path(folder))[1] == ahead[1]:
+            return ahead[0]
         token = f"p{uuid.uuid4().hex}"
         self.box.put(files_archive(paper=Path(paper.folder), paper_name=token, warm=False), f"{INSIDE}/papers")
         return token
