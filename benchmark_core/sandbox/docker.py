@@ -370,6 +370,9 @@ class DockerSandbox(Sandbox):
             for gone in set(self._parents.get(image, [])) - set(parents):
                 gone.close()
             self._parents[image] = parents
+            # the scoring's papers of this environment (``prepare``), told once: a parent started now
+            # takes those it will serve with this one; one already running copies each at its session
+            upcoming = self._upcoming.pop(self._environment_key(paper), [])
             parent = parent_pick(parents, names)
             if parent is not None:
                 return parent
@@ -378,10 +381,9 @@ class DockerSandbox(Sandbox):
             if len(parents) >= PARENTS_PER_ENVIRONMENT:
                 raise NotServed(f"{PARENTS_PER_ENVIRONMENT} warm parents of {image} already, none importing only "
                                 "what the paper imports")
-            # the scoring's papers of this environment that it will serve (all it preloads among what
-            # each imports: ``parent_pick``), copied in with this one while it imports
-            upcoming = [p for p in self._upcoming.pop(self._environment_key(paper), [])
-                        if p.folder != paper.folder and self._shareable(p)
+            # those it will serve (all it preloads among what each imports: ``parent_pick``), copied in
+            # with this one while it imports
+            upcoming = [p for p in upcoming if p.folder != paper.folder and self._shareable(p)
                         and set(wanted) <= paper_preloads(p, self.options)[0]]
             parent = DockerParent(self, image, list(wanted), ahead=[paper] + upcoming)
             parents.append(parent)
