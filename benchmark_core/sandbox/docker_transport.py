@@ -372,7 +372,8 @@ class DockerParent:
 
     def copy_ahead(self, papers: list[PaperSpec]) -> None:
         """Copy ``papers`` in, in one archive (up to ``AHEAD_PAPERS_MB``); a paper that is not is
-        copied at its session's start (``upload``), as is one whose folder changed since."""
+        copied at its session's start (``upload``), as is one whose folder changed since (a copy no
+        session takes stays in the container's papers folder until the container goes)."""
         chosen: dict[str, Path] = {}
         listings: dict[str, tuple[str, tuple]] = {}
         room = AHEAD_PAPERS_MB * 1024 * 1024
