@@ -368,9 +368,9 @@ class DockerParent:
         except SandboxUnavailable:
             self.box.destroy()
             raise
-        self.copy_ahead(ahead)
+        self.papers_ahead(ahead)
 
-    def copy_ahead(self, papers: list[PaperSpec]) -> None:
+    def papers_ahead(self, papers: list[PaperSpec]) -> None:
         """Copy ``papers`` in, in one archive (up to ``AHEAD_PAPERS_MB``); a paper that is not is
         copied at its session's start (``upload``), as is one whose folder changed since (a copy no
         session takes stays in the container's papers folder until the container goes)."""
@@ -482,7 +482,7 @@ class DockerParent:
 
     def upload(self, paper: PaperSpec) -> str:
         """Copy the paper into the parent's 0700 papers folder; return its folder's (random) name. A
-        copy made ahead (``copy_ahead``) is taken instead, once, when the folder still holds what it
+        copy made ahead (``papers_ahead``) is taken instead, once, when the folder still holds what it
         held then (its server removes it when it ends)."""
         folder = str(Path(paper.folder).resolve())
         with self.lock:
