@@ -532,3 +532,58 @@ def test_runs_start_with_malloc_mapping_big_blocks_no_more(server, tmp_path):
     faults = [msg["minor_faults"] for msg in runs]
     print("minor page faults of the warm runs:", faults)
     assert max(faults) < 20_000
+
+
+def test_a_run_names_the_runners_rooms_as_the_folder_holds_them():
+    # the launcher removes the runner's modules from sys.modules by name (iterating sys.modules in a
+    # fork would copy a page per name): the names are the folder's modules, every one of them
+    folder = Path(warm.__file__).parent
+    rooms = sorted(p.stem for p in folder.glob("*.py") if p.name != "__main__.py")
+    assert list(launch_module().ROOMS) == rooms
+    assert {"audit", "guard", "launch", "server", "child", "__init__"} <= set(rooms)
+
+
+def launch_module():
+    return sys.modules[warm.__name__ + ".launch"]
+
+
+def test_a_runs_report_holds_the_names_its_test_added_and_no_other(monkeypatch):
+    # the report (hints for import learning) reads sys.modules from its end back to the name that
+    # was last when the test started: the names added since, in order, a name removed and added
+    # again among them; none when that name is gone (which names are new is then unknown)
+    import types
+
+    def reported(change) -> list[str]:
+        modules = dict(sys.modules)
+        monkeypatch.setattr(sys, "modules", modules)
+        r, w = os.pipe()
+        report = launch_module()._module_reporter(w, b"k" * 32)
+        last = next(reversed(modules))
+        change(modules)
+        report(last)
+        os.close(w)
+        data = os.read(r, 1 << 20).decode()
+        os.close(r)
+        monkeypatch.undo()
+        return [name for line in data.splitlines() for name in line.split("\t")[1].split()]
+
+    def added(modules):
+        modules["rcb_new_one"] = types.ModuleType("rcb_new_one")
+        modules["rcb_new_two.sub"] = types.ModuleType("rcb_new_two.sub")
+        modules["not a name"] = types.ModuleType("x")  # never sent: not a module name
+
+    assert reported(added) == ["rcb_new_one", "rcb_new_two.sub"]
+
+    def again(modules):
+        module = modules.pop("json")
+        modules["rcb_new_one"] = types.ModuleType("rcb_new_one")
+        modules["json"] = module
+
+    assert reported(again) == ["rcb_new_one", "json"]
+    assert reported(lambda modules: None) == []
+
+    def gone(modules):
+        modules["rcb_new_one"] = types.ModuleType("rcb_new_one")
+        del modules[next(reversed([n for n in modules if n != "rcb_new_one"]))]
+
+    assert reported(gone) == []
