@@ -275,3 +275,42 @@ def test_the_library_guard_sees_writes_by_every_path(prefix, tmp_path):
     # the value written and put back is no lasting change of its own (the dict moved for isclose)
     assert not any("allclose" in line for line in lines if line.startswith("rcb.attr")), lines
     assert not any(line.startswith(("rcb.attr json", "rcb.modules")) for line in lines), lines
+
+
+_MEMORY_SCRIPT = """
+import os, resource, sys
+sys.path.insert(0, {folder!r})
+import warm
+r, w = os.pipe()
+checkpoint, _name = warm._install_audit(w, b"k" * 32, "/nowhere/paper2code_test.py", warm.snapshot_prepare())
+checkpoint("start")
+used = int(open("/proc/self/statm").read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+resource.setrlimit(resource.RLIMIT_AS, (used + (64 << 20), resource.getrlimit(resource.RLIMIT_AS)[1]))
+hold = []  # the run's memory spent, as a test's runaway allocation spends it
+for size in (1 << 20, 1 << 16, 1 << 12):
+    while True:
+        try:
+            hold.append(bytearray(size))
+        except MemoryError:
+            break
+{event}  # an audited event the hook reports, with the stack that raised it
+os.write(1, b"went on\\n")
+"""
+
+
+@pytest.mark.parametrize("event", ["sys._getframe()", "open('/proc/self/mem', 'rb')"])
+def test_a_report_the_runs_spent_memory_cannot_make_ends_it_as_out_of_memory(event):
+    # CI saw a deep recursion under the memory limit flagged tampering:proof-channel: the report of
+    # an event met a MemoryError and the hook ended the run with the lost channel's exit code. A
+    # fresh interpreter ends such a run with exit 1 and "MemoryError" (a crash); so does the hook
+    # now, still at once (the run never goes on unreported, and writes no proof's last line)
+    import subprocess
+    import sys
+
+    from benchmark_core.sandbox.warm_client import WARM_SCRIPT
+
+    code = _MEMORY_SCRIPT.format(folder=str(WARM_SCRIPT.parent), event=event)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1, (out.returncode, out.stderr[-2000:])
+    assert out.returncode != warm.PROOF_EXIT
+    assert "MemoryError" in out.stderr and "went on" not in out.stdout

@@ -172,6 +172,7 @@ def _audit_emitter(fd: int, key: bytes, channel, script_cell: list, runner: str,
     blake = _blake2.blake2b
     tlen, memview = len, memoryview
     proof_exit, stack_limit = PROOF_EXIT, _STACK_LIMIT
+    memory_error = b"MemoryError\n"
     runner_dir = runner + "/"
     lock = _thread.RLock()
     sent: set = set()  # events already reported, with their origin
@@ -237,6 +238,16 @@ def _audit_emitter(fd: int, key: bytes, channel, script_cell: list, runner: str,
                 now = fstat(fd)
                 if (now.st_dev, now.st_ino) != channel:
                     exit_(proof_exit)
+        except MemoryError:
+            # the run's memory is spent (a test's own runaway allocation): it ends as a fresh
+            # interpreter ends on an uncaught MemoryError, not as a lost channel. It still ends
+            # here, before anything else runs: a run never goes on unreported, and no proof's
+            # last line is written, so it cannot pass
+            try:
+                write(2, memory_error)
+            except BaseException:  # noqa: BLE001
+                pass
+            exit_(1)
         except BaseException:  # noqa: BLE001 - a report that cannot be made ends the run
             exit_(proof_exit)
 
