@@ -6,7 +6,7 @@ import os
 import threading
 import time
 import weakref
-from collections import defaultdict
+from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
@@ -420,8 +420,10 @@ def apply_proof(result: RunResult, reference: dict | None) -> None:
         result.stderr = (result.stderr.rstrip("\n") + f"\n[harness] not passed: {reason}\n").lstrip("\n")
 
 
-def run_task(session: SandboxSession, task: Task, *, timeout: float, store: ReferenceStore | None = None) -> TestRun:
-    """Run one task in an open session of its paper (``store``: where reference outcomes are kept).
+def run_task(session: SandboxSession, task: Task, *, timeout: float, store: ReferenceStore | None = None,
+             last: bool = False) -> TestRun:
+    """Run one task in an open session of its paper (``store``: where reference outcomes are kept;
+    ``last``: no other run of the paper is queued behind it, ``SandboxSession.run``'s hint).
 
     The host's own work for the completion (building and reading its file before the run, judging
     the answer after it) cannot end more than this task: whatever it raises becomes the task's
@@ -434,7 +436,7 @@ def run_task(session: SandboxSession, task: Task, *, timeout: float, store: Refe
         reading = static_reading_of(task, text)
     except Exception as exc:  # noqa: BLE001 - a completion the host cannot read is that completion's verdict
         return invalid_run(task, exc, "reading it")
-    result = session.run({task.snippet.file: text}, timeout=timeout)
+    result = session.run({task.snippet.file: text}, timeout=timeout, last=last)
     try:
         result.extra["flags"] = reading.flags
         # the backend reported its proof and audit trail (the warm runner does): every run is compared
@@ -524,10 +526,12 @@ class _Sessions:
     last task is done (in the background: the worker goes on with the next paper's runs)."""
 
     def __init__(self, sandbox: Sandbox, counts: dict[str, int], *, order: list[Paper], timeout: float,
-                 store: ReferenceStore | None = None):
+                 store: ReferenceStore | None = None, queued: dict[str, int] | None = None):
         self.sandbox = sandbox
         self.store = store
         self.left = dict(counts)
+        #: paper id -> its runs not yet asked for (``take``); default: every task counted as one
+        self.queued = dict(counts if queued is None else queued)
         self.sessions: dict[str, SandboxSession] = {}
         self.lock = threading.Lock()
         self.paper_locks: dict[str, threading.Lock] = defaultdict(threading.Lock)
@@ -642,6 +646,15 @@ class _Sessions:
     def _prefetch(self, paper: Paper) -> None:
         with self.paper_locks[paper.id]:
             self._open(paper)
+
+    def take(self, paper_id: str) -> bool:
+        """One run of the paper asked for now: whether it is the last one queued (its session is
+        then told so: ``SandboxSession.run``'s ``last``)."""
+        with self.lock:
+            if self.queued.get(paper_id, 0) <= 0:
+                return False
+            self.queued[paper_id] -= 1
+            return self.queued[paper_id] == 0
 
     def done(self, paper_id: str) -> None:
         with self.lock:
@@ -806,7 +819,8 @@ class _Scheduler:
         for i in plan.todo:
             counts[tasks[i].paper.id] += 1
         order = list({tasks[i].paper.id: tasks[i].paper for i in plan.todo if tasks[i].code is not None}.values())
-        self.sessions = _Sessions(sandbox, counts, order=order, timeout=timeout, store=store)
+        queued = Counter(tasks[i].paper.id for i in plan.todo if tasks[i].code is not None)  # (missing: no run)
+        self.sessions = _Sessions(sandbox, counts, order=order, timeout=timeout, store=store, queued=queued)
         prepare = getattr(sandbox, "prepare", None)  # each environment's warm parent started now
         if prepare is not None and order:
             try:
@@ -868,15 +882,16 @@ class _Scheduler:
             if task.code is None:
                 return index, missing_run(task)
             paper_timeout = task.paper.timeout or self.timeout
+            last = self.sessions.take(task.paper.id)
             session = self.sessions.get(task.paper)
-            run, problem = self.gate(task, session, paper_timeout)
+            run, problem = self.gate(task, session, paper_timeout, last=last)
             if problem is not None:
                 return index, environment_run(task, environment=environment_name(task.paper), reason=problem)
             assert session is not None
             if run is None or run.extra.get("proof_category") == "environment":
                 # (an early run whose reference was lost with its sandbox is made again, as any run
                 # after the gate would be: against the reference made anew)
-                run = run_task(session, task, timeout=paper_timeout, store=self.store)
+                run = run_task(session, task, timeout=paper_timeout, store=self.store, last=last)
             self.verdict_keep(index, session, run, paper_timeout)
             return index, run
         except Exception:
@@ -886,7 +901,8 @@ class _Scheduler:
         finally:
             self.sessions.done(task.paper.id)
 
-    def gate(self, task: Task, session: SandboxSession | None, paper_timeout: float) -> tuple[TestRun | None, str | None]:
+    def gate(self, task: Task, session: SandboxSession | None, paper_timeout: float, *,
+             last: bool = False) -> tuple[TestRun | None, str | None]:
         """Step 4, the health gate: a paper's completions count only where its reference code passes
         (the problem, else None). While its reference run goes on, one run may start beside it (a core
         would wait otherwise): that run is returned, judged against the same reference all the same."""
@@ -895,7 +911,8 @@ class _Scheduler:
         try:
             if early:
                 try:
-                    run = run_task(session, task, timeout=paper_timeout, store=self.store)  # type: ignore[arg-type]
+                    run = run_task(session, task, timeout=paper_timeout, store=self.store,  # type: ignore[arg-type]
+                                   last=last)
                 except Exception:  # noqa: BLE001 - the gate says why (or the run is made again after it)
                     if self.halted.is_set():
                         raise

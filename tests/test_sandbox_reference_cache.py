@@ -52,11 +52,11 @@ class _CountingSession(SandboxSession):
     def ready(self):
         return getattr(self.inner, "ready", None)
 
-    def run(self, files: Mapping[str, str], *, timeout: float) -> RunResult:
+    def run(self, files: Mapping[str, str], *, timeout: float, last: bool = False) -> RunResult:
         if not files:
             with self.sandbox.lock:  # type: ignore[attr-defined]
                 self.sandbox.reference_runs += 1  # type: ignore[attr-defined]
-        return self.inner.run(files, timeout=timeout)
+        return self.inner.run(files, timeout=timeout, last=last)
 
     def close(self) -> None:
         self.inner.close()
@@ -126,7 +126,7 @@ def test_a_sandbox_failure_is_not_stored(tmp_path):
     cache = VerdictCache(tmp_path / "verdicts.sqlite")
 
     class Dead(SandboxSession):
-        def run(self, files, *, timeout):
+        def run(self, files, *, timeout, last=False):
             return RunResult(exit_code=None, signal=None, timed_out=False, stdout="", stderr="gone", seconds=0.0,
                              extra={"proof": False, "sandbox_error": "the runner died"})
 

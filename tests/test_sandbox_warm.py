@@ -438,6 +438,71 @@ def test_the_server_learns_what_a_run_imported(server, tmp_path):
           f"run 3 {runs[2]['seconds']:.3f} s; learned {runs[1]['learned']}")
 
 
+def _waiting_children(client: WarmClient) -> list[psutil.Process]:
+    """The server's children forked ahead and waiting for a request (named ``rcb-spare``)."""
+    return [c for c in psutil.Process(client.pid).children()
+            if c.status() != psutil.STATUS_ZOMBIE and c.name() == "rcb-spare"]
+
+
+def test_a_reference_run_holds_the_spare_back_until_its_lesson(server, tmp_path):
+    # issue 24: a spare forked while a run of the paper's own code goes on was dropped by that run's
+    # lesson and forked again (a fork, a set-up and a kill for nothing, once a paper); now the server
+    # forks it once the lesson is taken, and a completion's run in between forks its own child
+    paper = _lazy_paper(tmp_path / "lazy")
+    gate = tmp_path / "gate"
+    test = (paper / "paper2code_test.py").read_text().replace(
+        "    def test_kurtosis(self):\n",
+        "    def test_kurtosis(self):\n"
+        "        import os, time\n"
+        "        for _ in range(600):\n"
+        f"            if os.path.exists({str(gate)!r}):\n"
+        "                break\n"
+        "            time.sleep(0.05)\n")
+    (paper / "paper2code_test.py").write_text(test)
+    client = server(paper)
+    deadline = time.monotonic() + 30
+    while not _waiting_children(client) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(_waiting_children(client)) == 1  # the first run's, forked at the server's start
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        reference = pool.submit(ask, client, {"lazy.py": (paper / "lazy.py").read_text()}, 60)
+        time.sleep(1.0)  # the reference run has taken the spare and waits at the gate
+        assert not reference.done()
+        assert _waiting_children(client) == []  # no spare for its lesson to drop
+        completion = pool.submit(ask, client, {"lazy.py": (paper / "lazy.py").read_text() + "\n# a model's\n"}, 60)
+        time.sleep(0.5)
+        assert _waiting_children(client) == []
+        gate.write_text("go")
+        first, second = reference.result(), completion.result()
+    assert first["exit_code"] == 0 and second["exit_code"] == 0, (first["stderr"], second["stderr"])
+    assert first["forked_ahead"] and not second["forked_ahead"]  # the completion's child: forked at its request
+    deadline = time.monotonic() + 30
+    while not _waiting_children(client) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(_waiting_children(client)) == 1  # forked after the lesson, holding it
+    third = ask(client, {})
+    assert third["exit_code"] == 0 and third["forked_ahead"], third["stderr"]
+    assert {"scipy", "scipy.stats"} <= set(third["learned"])
+
+
+def test_a_run_marked_last_leaves_no_spare_and_a_run_after_it_still_runs(server):
+    # issue 24: the host marks a paper's last queued run (runner._Sessions.take); the server makes no
+    # child and no copy of the paper ahead for a run nobody will ask for
+    client = server()
+    first = ask(client, solution("return x * 2"))
+    assert first["exit_code"] == 0 and first["forked_ahead"], first["stderr"]
+    assert len(_spares(client)) == 1
+    last = ask(client, solution("return x * 2"), last=True)
+    assert last["exit_code"] == 0 and last["forked_ahead"], last["stderr"]  # it took the spare made for it
+    assert _spares(client) == []
+    # a run asked for after it all the same (a run made again) forks its own child: same verdicts
+    again = ask(client, solution("return x * 3"))
+    assert again["exit_code"] == 1 and not again["forked_ahead"] and again["proof"]["authentic"], again
+    assert _spares(client) == []
+
+
 def test_a_completion_cannot_teach_the_server(server, tmp_path):
     # the server learns from runs of the paper's own code only: a completion's imports (its own
     # module, a package the paper never names, a fake entry of sys.modules, a module the hook

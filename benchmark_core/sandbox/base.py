@@ -122,8 +122,12 @@ class SandboxSession(ABC):
         self.paper = paper
 
     @abstractmethod
-    def run(self, files: Mapping[str, str], *, timeout: float) -> RunResult:
-        """Run the test in a fresh copy of the paper folder with ``files`` (relative path -> text) replaced."""
+    def run(self, files: Mapping[str, str], *, timeout: float, last: bool = False) -> RunResult:
+        """Run the test in a fresh copy of the paper folder with ``files`` (relative path -> text) replaced.
+
+        ``last``: a hint that the caller has no further run queued for this session (the warm
+        runner then makes no process and no copy ahead for a next run; a run asked for after it is
+        served all the same)."""
 
     def close(self) -> None:
         """Release what the session holds (processes, containers, folders)."""

@@ -47,7 +47,7 @@ def _limits(memory_mb: int, file_size_mb: int):
 
 
 class LocalSession(SandboxSession):
-    def run(self, files: Mapping[str, str], *, timeout: float) -> RunResult:
+    def run(self, files: Mapping[str, str], *, timeout: float, last: bool = False) -> RunResult:
         limits = self.sandbox.limits
         with tempfile.TemporaryDirectory(prefix=f"rcb-{self.paper.id}-") as tmp:
             work = Path(tmp) / "paper"

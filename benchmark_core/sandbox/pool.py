@@ -123,9 +123,11 @@ class _Lease(SandboxSession):
     def inner(self) -> SandboxSession:
         return self._entry.session
 
-    def run(self, files: Mapping[str, str], *, timeout: float) -> RunResult:
+    def run(self, files: Mapping[str, str], *, timeout: float, last: bool = False) -> RunResult:
         if self._released:
             raise RuntimeError("session is closed")
+        # (``last`` is not passed on: a pooled session outlives the job, and its next job's first
+        # run takes the process made ahead)
         return self._entry.session.run(files, timeout=timeout)
 
     def __getattr__(self, name: str) -> Any:

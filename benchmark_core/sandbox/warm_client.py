@@ -128,12 +128,16 @@ def run_uid_base() -> int:
     return RUN_UID_MIN + secrets.randbelow(RUN_UID_BLOCKS) * RUN_UID_BLOCK
 
 
-def request_payload(limits: Any, files: Mapping[str, str], timeout: float) -> dict[str, Any]:
+def request_payload(limits: Any, files: Mapping[str, str], timeout: float, *, last: bool = False) -> dict[str, Any]:
     """One run request of the protocol (the id is added by ``WarmClient.request``); ``threads``: what
-    the scheduler gave runs started from this thread (``base.run_threads``)."""
-    return {"files": dict(files), "timeout": timeout, "memory_mb": limits.memory_mb,
-            "output_bytes": limits.output_bytes, "pids": limits.pids, "file_size_mb": limits.file_size_mb,
-            "threads": run_threads()}
+    the scheduler gave runs started from this thread (``base.run_threads``); ``last``: no further
+    run is queued for the session (the server makes no spare and no copy for a next one)."""
+    payload = {"files": dict(files), "timeout": timeout, "memory_mb": limits.memory_mb,
+               "output_bytes": limits.output_bytes, "pids": limits.pids, "file_size_mb": limits.file_size_mb,
+               "threads": run_threads()}
+    if last:
+        payload["last"] = True
+    return payload
 
 
 def spawn_lasting(argv: list[str], *, env: Mapping[str, str], pass_fds: tuple[int, ...] = (),
@@ -525,9 +529,9 @@ class WarmSession(SandboxSession):
         except OSError:
             pass
 
-    def run(self, files: Mapping[str, str], *, timeout: float) -> RunResult:
+    def run(self, files: Mapping[str, str], *, timeout: float, last: bool = False) -> RunResult:
         client = self._live_client()
-        payload = request_payload(self.sandbox.limits, files, timeout)
+        payload = request_payload(self.sandbox.limits, files, timeout, last=last)
         started = time.monotonic()
         rid = client.new_id()
         msg = client.request(payload, wait=timeout + ANSWER_GRACE, rid=rid)

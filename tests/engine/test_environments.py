@@ -263,8 +263,8 @@ class _LosesFirstReference(LocalSandbox):
 
 
 class _LosingSession(LocalSession):
-    def run(self, files, *, timeout):
-        result = super().run(files, timeout=timeout)
+    def run(self, files, *, timeout, last=False):
+        result = super().run(files, timeout=timeout, last=last)
         if self.lose and not files:
             self.lose = False
             result.exit_code, result.stdout = None, ""

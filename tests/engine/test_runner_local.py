@@ -87,3 +87,34 @@ def test_runs_in_a_copy_and_leaves_the_paper_untouched(tmp_path):
     run_one(pset, ["    open('paper2code_test.py', 'w').write('')", "    return 1"])
     assert (pset.papers[0].folder / "m.py").read_text() == before
     assert (pset.papers[0].folder / "paper2code_test.py").read_text().startswith("import m")
+
+
+def test_each_papers_last_queued_run_is_marked_last_and_no_other(tmp_path):
+    # issue 24: the scheduler tells a session which run is the last one queued for its paper
+    # (SandboxSession.run's ``last``: the warm runner then makes no child ahead for nobody); a
+    # missing completion makes no run and is not counted; reference runs are never marked
+    from benchmark_core.sandbox.base import Sandbox, SandboxSession
+    from benchmark_core.sandbox.local import LocalSandbox
+
+    pset = make_pset(tmp_path, "    return 1")
+    paper = pset.papers[0]
+    snip = paper.snippets[0]
+    asked: list[tuple[bool, bool]] = []  # (files replaced, last), in the order the runs were asked for
+
+    class Recording(LocalSandbox):
+        def open(self, spec):
+            inner = super().open(spec)
+
+            class Session(SandboxSession):
+                def run(self, files, *, timeout, last=False):
+                    asked.append((bool(files), last))
+                    return inner.run(files, timeout=timeout, last=last)
+
+            return Session(self, spec)
+
+    tasks = [Task(paper, snip, ("    return 1",), sample=i) for i in range(5)] + [Task(paper, snip, None, sample=5)]
+    runs = run_tasks(tasks, sandbox=Recording(), workers=2)
+    assert [r.passed for r in runs[:5]] == [True] * 5 and runs[5].category == "missing"
+    completions = [last for replaced, last in asked if replaced]
+    assert len(completions) == 5 and completions.count(True) == 1 and completions[-1] is True, asked
+    assert not any(last for replaced, last in asked if not replaced)

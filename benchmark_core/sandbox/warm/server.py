@@ -133,6 +133,10 @@ class Server:
         self.cgroup_set: dict[str, tuple[int | None, int | None]] = {}
         #: a copy of the paper made while the runs before went on (``copy_ahead``), or None
         self.ahead: str | None = None
+        #: whether the host may send another run: False once a request was marked ``"last"`` (the
+        #: host's last queued run of the paper), so that no spare and no copy is made for nobody; a
+        #: request after it all the same (a run made again) forks its child at its request
+        self.more = True
         #: the paper's bytes and inodes (``ahead_room``; read once)
         self.paper_size: tuple[int, int] | None = None
 
@@ -205,6 +209,8 @@ class Server:
             self.bad_request(rid, f"run id {rid!r} is already running")
             return
         folder = os.path.join(self.work, rid)
+        if request.get("last") is True:
+            self.more = False
         run = self.prepare(request, rid, folder)
         if run is None:
             return
@@ -284,7 +290,7 @@ class Server:
     def copy_ahead(self) -> None:
         """Make the next run's copy of the paper now, unless one is waiting; a copy that cannot be
         made (a full disk) is left for the request to make."""
-        if self.ahead is not None or not self.stdin_open or self.uid_base is None:
+        if self.ahead is not None or not self.stdin_open or not self.more or self.uid_base is None:
             return  # (without run uids a run could write into a copy its server keeps)
         if not self.ahead_room():
             return
@@ -479,8 +485,10 @@ class Server:
         In uid mode the spare takes its run's slot now and joins that uid's cgroups while it waits:
         a process joining a cgroup waits for the kernel (an RCU grace period: 6-14 ms on a 2-core
         VM, measured 2026-12-04), which a child joining at its request added to every run's time."""
-        if self.fresh or self.spare is not None or not self.stdin_open:
+        if self.fresh or self.spare is not None or not self.stdin_open or not self.more:
             return
+        if self.lesson_pending():
+            return  # the lesson would drop it: the spare is forked once the lesson is taken (finish)
         slot, join = None, []
         if self.uid_base is not None and self.cgroups:
             slot = self.slot_take()
@@ -493,6 +501,13 @@ class Server:
                 self.slots.discard(slot)
             return  # no spare: the next run forks when it comes
         self.spare.slot = slot
+
+    def lesson_pending(self) -> bool:
+        """Whether a run of the paper's own code (a reference run) is going on and may still teach
+        imports (``learn``): a spare forked now would be dropped by its lesson and forked anew."""
+        if self.fresh or len(self.learned) >= LEARN_MAX or len(self.learn_refused) >= REFUSED_MAX:
+            return False
+        return any(run.own_code for run in self.runs.values())
 
     def spare_give(self, run: Run, spare: "_Spare | None" = None) -> "_Spare | None":
         """Hand ``run`` to ``spare`` (default: the waiting spare); None when there is none or it is
@@ -602,6 +617,7 @@ class Server:
                 self.learn(run.modules)
             except Exception as exc:  # noqa: BLE001 - a lesson lost costs time, never the server
                 os.write(2, f"[runner] import learning failed: {type(exc).__name__}: {exc}\n".encode())
+            self.spare_fork()  # (held back while the lesson was pending: lesson_pending)
 
     def learn_told(self, names) -> None:
         """The host's lesson (``{"op": "learn", "modules": [...]}``): what the paper's reference run
