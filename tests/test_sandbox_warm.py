@@ -485,6 +485,18 @@ def test_a_reference_run_holds_the_spare_back_until_its_lesson(server, tmp_path)
     third = ask(client, {})
     assert third["exit_code"] == 0 and third["forked_ahead"], third["stderr"]
     assert {"scipy", "scipy.stats"} <= set(third["learned"])
+    # once the lesson is taken, a run of the paper's own code (a reference run made again, or a
+    # completion that is the paper's code, as in a bench set of reference code) holds nothing back
+    gate.unlink()
+    with ThreadPoolExecutor(1) as pool:
+        again = pool.submit(ask, client, {}, 60)
+        deadline = time.monotonic() + 30
+        time.sleep(0.5)
+        while not _waiting_children(client) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not again.done() and len(_waiting_children(client)) == 1
+        gate.write_text("go")
+        assert again.result()["exit_code"] == 0
 
 
 def test_a_run_marked_last_leaves_no_spare_and_a_run_after_it_still_runs(server):

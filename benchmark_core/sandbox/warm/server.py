@@ -124,6 +124,8 @@ class Server:
         self.learned: list[str] = []
         self.learn_refused: set[str] = set()
         self.learn_names: tuple[set[str], set[str]] | None = None
+        #: a run of the paper's own code has ended and its lesson was taken (``lesson_pending``)
+        self.taught = False
         #: the sandbox's cgroup folders ("v1" memory and pids, or "v2" unified), uid mode only
         self.cgroups = _cgroup_dirs(getattr(args, "cgroups", "") or "") if self.uid_base is not None else {}
         #: the last run's memory (MB) and process limits, a spare's cgroups' until its request
@@ -503,9 +505,11 @@ class Server:
         self.spare.slot = slot
 
     def lesson_pending(self) -> bool:
-        """Whether a run of the paper's own code (a reference run) is going on and may still teach
-        imports (``learn``): a spare forked now would be dropped by its lesson and forked anew."""
-        if self.fresh or len(self.learned) >= LEARN_MAX or len(self.learn_refused) >= REFUSED_MAX:
+        """Whether the paper's first run of its own code (its reference run) is going on: its lesson
+        (``learn``) would drop a spare forked now and fork another. Once one lesson is taken, a run of
+        the paper's own code (a reference run made again, a completion that is the paper's code, as
+        every run of a bench set of reference code is) holds nothing back: it would teach nothing new."""
+        if self.taught or self.fresh or len(self.learned) >= LEARN_MAX or len(self.learn_refused) >= REFUSED_MAX:
             return False
         return any(run.own_code for run in self.runs.values())
 
@@ -617,6 +621,7 @@ class Server:
                 self.learn(run.modules)
             except Exception as exc:  # noqa: BLE001 - a lesson lost costs time, never the server
                 os.write(2, f"[runner] import learning failed: {type(exc).__name__}: {exc}\n".encode())
+            self.taught = True
             self.spare_fork()  # (held back while the lesson was pending: lesson_pending)
 
     def learn_told(self, names) -> None:
