@@ -28,7 +28,7 @@ from catalog.visibility import release_get_recent
 from catalog.models import Evaluation, LLMModel, Paper, Release, Snippet
 
 from . import csv as lb_csv
-from . import page_cache
+from . import openapi, page_cache
 from .query import leaderboard_params_parse
 from .selectors import boards, caching, compare, details, release_info
 
@@ -168,12 +168,31 @@ def _respond(
     return page_cache.public_response_headers(response, etag=etag, shared=shared)
 
 
-def api_view(func: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """GET only; lookups that fail become 404 JSON, bad parameters 400 JSON."""
+def unknown_parameters(request: HttpRequest) -> list[str]:
+    """A message for each query parameter that the route's operation does not document (the OpenAPI
+    document's, ``openapi.READ_QUERY``): a filter misspelled or sent to an endpoint without it
+    (``/contamination?cutoff=``) would otherwise be ignored, and the figures read as filtered."""
+    match = request.resolver_match
+    known = openapi.READ_QUERY.get(match.url_name if match is not None else "")
+    if known is None:
+        return []
+    return [f"unknown parameter {name!r}" for name in sorted(set(request.GET) - known)]
+
+
+def api_view(func: Callable[..., HttpResponse] | None = None, *,
+             check: Callable[[Any], list[str]] | None = None) -> Any:
+    """GET only; lookups that fail become 404 JSON, bad parameters 400 JSON: a parameter the
+    operation does not document, and what ``check(request.GET)`` finds wrong (every problem listed
+    in one answer)."""
+    if func is None:
+        return lambda f: api_view(f, check=check)
 
     @require_GET
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         try:
+            messages = (check(request.GET) if check is not None else []) + unknown_parameters(request)
+            if messages:
+                raise BadRequest(messages)
             return func(request, *args, **kwargs)
         except Release.DoesNotExist:
             wanted = request.GET.get("release")
@@ -275,18 +294,11 @@ def releases(request: HttpRequest) -> HttpResponse:
     return JsonResponse({"releases": items})
 
 
-_KNOWN_LEADERBOARD_PARAMS = {"release", "view", "cutoff", "from", "to", "open_weights", "organisation", "with_paper", "run_here", "format"}
-
-
-@api_view
+@api_view(check=lambda query: leaderboard_params_parse(query)[1])
 def leaderboard(request: HttpRequest) -> HttpResponse:
     """The leaderboard of a release: ?release=&view=overall|contamination_safe&cutoff=&from=&to=
     &open_weights=&organisation=&with_paper=&run_here=&format=json|csv."""
-    params, messages = leaderboard_params_parse(request.GET)
-    unknown = sorted(set(request.GET) - _KNOWN_LEADERBOARD_PARAMS)
-    messages += [f"unknown parameter {name!r}" for name in unknown]
-    if messages:
-        raise BadRequest(messages)
+    params, _messages = leaderboard_params_parse(request.GET)  # (none: api_view's check)
     release = _release(request)
 
     def table() -> boards.LeaderboardTable:

@@ -318,7 +318,7 @@ PATHS: dict[str, Any] = {
                        {"200": {"description": "the releases", "content": {JSON: {"schema": _obj(
                            {"releases": _array(_ref("ReleaseInfo"))})}}}}, [], "releases"),
     "/leaderboard": _read(
-        "The leaderboard of a release (unknown parameters are refused)",
+        "The leaderboard of a release",
         {"200": _table("Leaderboard", "the rows, best first", BOARD_COLUMNS), "400": BAD, "404": NO_RELEASE},
         [RELEASE,
          _query("view", "overall (default) or contamination_safe", {"enum": ["overall", "contamination_safe"]}),
@@ -471,6 +471,13 @@ for _item in PATHS.values():
     for _operation in _item.values():
         _operation["responses"].setdefault("400", _error("a bad parameter (a URL holding a NUL byte, for one)"))
 
+#: each read operation's query parameters, by its operationId (the URL name of its route): the read
+#: API refuses any other (``api.api_view``), so that a filter it does not know is never silently ignored
+READ_QUERY: dict[str, frozenset[str]] = {
+    op["operationId"]: frozenset(p["name"] for p in op["parameters"] if p["in"] == "query")
+    for item in PATHS.values() for method, op in item.items() if method == "get" and "read" in op.get("tags", ())
+}
+
 _DOCUMENT: dict[str, Any] = {
     "openapi": OPENAPI_VERSION,
     "jsonSchemaDialect": "https://spec.openapis.org/oas/3.1/dialect/base",
@@ -479,7 +486,8 @@ _DOCUMENT: dict[str, Any] = {
         "version": API_VERSION,
         "description": "Read the leaderboards (no authentication) and submit predictions (API token: create one on "
                        "your profile page, send it as 'Authorization: Token <token>'). Errors are JSON objects "
-                       "with an 'error' message.",
+                       "with an 'error' message. A read endpoint refuses (400) a query parameter it does not "
+                       "list here, rather than ignore a filter it does not have.",
     },
     "servers": [{"url": "/api/v1"}],
     "paths": PATHS,

@@ -111,6 +111,31 @@ def test_bad_parameters_are_400_json(published, api, query, word):
 
 
 @pytest.mark.django_db
+def test_every_read_endpoint_refuses_a_parameter_it_does_not_document(published, api):
+    """A filter an endpoint does not have (the contamination table has no cutoff; a misspelled name)
+    is a 400 naming it, never figures served as if filtered; what the document lists is accepted."""
+    from leaderboard.openapi import READ_QUERY
+
+    routes = {"ping": "/api/v1/ping", "releases": "/api/v1/releases", "leaderboard": "/api/v1/leaderboard",
+              "heatmap": "/api/v1/heatmap", "error_categories": "/api/v1/error-categories",
+              "paper_ablation": "/api/v1/paper-ablation", "contamination": "/api/v1/contamination",
+              "paper": "/api/v1/papers/DyT", "paper_leaderboard": "/api/v1/papers/DyT/leaderboard",
+              "model_search": "/api/v1/models", "model": "/api/v1/models/O3_HIGH"}
+    assert set(routes) <= set(READ_QUERY) and "cutoff" not in READ_QUERY["contamination"]
+    for name, url in routes.items():
+        body = api(url + "?cutoff=2025-01-01&colour=red" if name != "leaderboard" else url + "?colour=red",
+                   status=400).json()
+        assert "unknown parameter 'colour'" in body["messages"], (url, body)
+        assert ("unknown parameter 'cutoff'" in body["messages"]) == (name != "leaderboard"), (url, body)
+        if "release" in READ_QUERY[name]:
+            api(f"{url}?release={published.slug}")  # a documented parameter is still taken
+    # every problem in one answer: a bad value and an unknown name together
+    body = api("/api/v1/leaderboard?view=bogus&colour=red", status=400).json()
+    assert any("view" in m for m in body["messages"]) and "unknown parameter 'colour'" in body["messages"]
+    assert api("/api/v1/contamination?release=" + published.slug + "&format=csv").content.startswith(b"model,")
+
+
+@pytest.mark.django_db
 def test_csv_twins(published, api):
     response = api("/api/v1/leaderboard?format=csv")
     assert response["Content-Type"].startswith("text/csv") and "attachment" in response["Content-Disposition"]
