@@ -307,6 +307,8 @@ _SUBMISSION_FIELDS = {
     "notes": STRING | {"maxLength": 5000},
     "allow_partial": YES_NO | {"description": "accept a file that leaves snippets without a prediction"},
     "publish": YES_NO | {"description": "publish as soon as scoring finishes"},
+    "run_card": STRING | {"description": "the run card (JSON text) written beside the predictions by "
+                                         "'benchmark_core generate'; the CLI's submit sends it"},
 }
 
 PATHS: dict[str, Any] = {
@@ -379,7 +381,8 @@ PATHS: dict[str, Any] = {
     }, "post": {
         "operationId": "submission_create", "tags": ["submissions"], "security": TOKEN,
         "summary": "Upload predictions (JSON lines): multipart with a 'file' part, or the file as the body",
-        "description": "Every metadata field is checked as the upload form checks it; every bad line of the file "
+        "description": "Every metadata field is checked as the upload form checks it, and a field of another name is "
+                       "refused (a part or a query parameter alike); every bad line of the file "
                        "is listed with its number (malformed JSON, nesting deeper than 16, NaN/Infinity, NUL "
                        "bytes, lone surrogates, unknown papers or snippets, duplicates). Nothing is stored on an "
                        "error. The daily quota counts neither failed nor cancelled submissions.",

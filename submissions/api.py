@@ -170,15 +170,43 @@ def _run_card(source: Any) -> tuple[dict | None, str]:
         return None, str(exc)
 
 
-def _meta(source: Any) -> dict[str, Any]:
-    """Validate the metadata with the upload form's own fields (same limits, same messages)."""
+#: what an upload takes beside its file: query parameters of a body upload, the multipart body's parts
+#: (or query parameters) of a multipart one. Any other name is refused: a misspelled ``without_paper``
+#: would otherwise rank a run without the paper among those with it (leaderboard/openapi.py documents them)
+UPLOAD_FIELDS = frozenset((*SubmissionMetaForm.base_fields, "release", "allow_partial", "publish", "run_card",
+                           "file_name"))
+
+
+def _upload_source(query: Any, parts: Any = None) -> tuple[Any, dict[str, list[str]]]:
+    """The upload's fields (a multipart body's parts and the query's parameters together) and what
+    is wrong with their names: unknown ones, one given both ways, ``file_name`` beside a file part
+    (whose own name is the file's)."""
+    problems: dict[str, list[str]] = {}
+    source = query.copy()
+    if parts is not None:
+        for name in parts:
+            if name in source:
+                problems[name] = ["given both as a query parameter and as a part of the body: send it once"]
+            source.setlist(name, parts.getlist(name))
+        if "file_name" in source:
+            problems["file_name"] = ["a multipart upload's file name is its 'file' part's own"]
+    known = ", ".join(sorted(UPLOAD_FIELDS))
+    for name in source:
+        if name not in UPLOAD_FIELDS:
+            problems[name] = [f"unknown field (an upload takes: {known}); nothing was stored"]
+    return source, problems
+
+
+def _meta(source: Any, problems: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """Validate the metadata with the upload form's own fields (same limits, same messages), with
+    ``problems`` found before (the fields' names: ``_upload_source``) reported in the same answer."""
     values: dict[str, Any] = {name: source.get(name, "") for name in SubmissionMetaForm.base_fields}
     for name in ("open_weights", "without_paper"):
         values[name] = str(values[name]).strip().lower() in _TRUE
     form = SubmissionMetaForm(data=values)
-    fields: dict[str, list[str]] = {}
+    fields: dict[str, list[str]] = dict(problems or {})
     if not form.is_valid():
-        fields = {name: [str(m) for m in messages] for name, messages in form.errors.items()}
+        fields.update({name: [str(m) for m in messages] for name, messages in form.errors.items()})
     for name in ("release", "file_name"):  # not form fields, but stored or looked up all the same
         why = text_problem(name, str(source.get(name, "")))
         if why:
@@ -228,6 +256,9 @@ def _submissions_list(request: HttpRequest) -> JsonResponse:
     user = api_token_user(request) or (request.user if request.user.is_authenticated else None)
     if user is None:
         return _error(401, "send a valid API token: 'Authorization: Token <token>'")
+    unknown = sorted(set(request.GET) - {"page"})
+    if unknown:
+        return _error(400, f"unknown parameter(s) {', '.join(map(repr, unknown))}: this list takes only ?page=")
     try:
         page = table_page(selectors.submissions_of_user(user=user), request.GET.get("page"))
     except PageNotFound as exc:
@@ -275,12 +306,14 @@ def submissions_endpoint(request: HttpRequest) -> JsonResponse:
             if upload.size > limit:
                 return _error(413, too_big)
             data, file_name = upload.read(), upload.name
+            source, problems = _upload_source(request.GET, source)
         else:
             data, size = _read_body(request, limit)
             if size > limit:
                 return _error(413, too_big)
-            file_name, source = request.GET.get("file_name", "predictions.jsonl"), request.GET
-        meta = _meta(source)
+            source, problems = _upload_source(request.GET)
+            file_name = source.get("file_name", "predictions.jsonl")
+        meta = _meta(source, problems)
     except MultiPartParserError as exc:
         return _error(400, f"the multipart body cannot be read: {exc}")
     except _BadFields as exc:

@@ -118,6 +118,42 @@ def test_api_upload_multipart(client, release, token):
     assert sub.file_name == "preds.jsonl" and sub.with_paper is False and sub.decoding == {"temperature": 0.2}
 
 
+def test_api_upload_refuses_a_field_it_does_not_take_and_stores_nothing(client, release, token):
+    """A misspelled ``without_paper`` would rank a run without the paper among those with it: a name
+    the upload does not take is a 400 naming it (body and multipart uploads alike), nothing stored."""
+    from submissions.api import UPLOAD_FIELDS
+
+    from leaderboard.openapi import PATHS
+
+    documented = {p["name"] for p in PATHS["/submissions"]["post"]["parameters"]}
+    assert documented == set(UPLOAD_FIELDS)  # the document lists exactly what is taken
+    data = predictions_bytes(papers=["rope"])
+    before = _stored_counts()
+    resp = _api_post(client, token, data, withoutpaper="1", organisaton="Acme")
+    assert resp.status_code == 400, resp.content
+    body = resp.json()
+    assert set(body["fields"]) == {"withoutpaper", "organisaton"} and "without_paper" in body["fields"]["withoutpaper"][0]
+    assert "nothing was stored" in body["error"] and _stored_counts() == before
+    # every problem in one answer: an unknown name beside a bad value
+    both = _api_post(client, token, data, colour="red", temperature="hot").json()
+    assert {"colour", "temperature"} <= set(both["fields"])
+    upload = io.BytesIO(data)
+    upload.name = "preds.jsonl"
+    multi = client.post("/api/v1/submissions?release=" + release.slug,
+                        {"file": upload, "model_name": "Multi", "without-paper": "1", "release": release.slug,
+                         "allow_partial": "1"}, HTTP_AUTHORIZATION=f"Token {token}")
+    assert multi.status_code == 400 and set(multi.json()["fields"]) == {"without-paper", "release"}
+    assert _stored_counts() == before
+    # a multipart upload may carry its fields in the query too, once each
+    upload.seek(0)
+    ok = client.post("/api/v1/submissions?without_paper=1&allow_partial=1", {"file": upload, "model_name": "Multi"},
+                     HTTP_AUTHORIZATION=f"Token {token}")
+    assert ok.status_code == 201, ok.content
+    assert PredictionSubmission.objects.get(pk=ok.json()["id"]).with_paper is False
+    listed = client.get("/api/v1/submissions?pgae=2", HTTP_AUTHORIZATION=f"Token {token}")
+    assert listed.status_code == 400 and "'pgae'" in listed.json()["error"]
+
+
 def test_api_needs_a_valid_token(client, release, user, token):
     data = predictions_bytes(papers=["rope"])
     assert _api_post(client, "nope", data).status_code == 401
