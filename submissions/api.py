@@ -193,7 +193,7 @@ def _upload_source(query: Any, parts: Any = None) -> tuple[Any, dict[str, list[s
     known = ", ".join(sorted(UPLOAD_FIELDS))
     for name in source:
         if name not in UPLOAD_FIELDS:
-            problems[name] = [f"unknown field (an upload takes: {known}); nothing was stored"]
+            problems[name] = [f"unknown field (an upload takes: {known})"]
     return source, problems
 
 
