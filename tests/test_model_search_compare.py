@@ -92,6 +92,10 @@ def test_compare_names_what_it_cannot_show(client, demo):
     html = client.get(f"/compare/?models={demo.models[0].key}&models=nope").content.decode()
     assert 'id="compare-missing"' in html and "nope" in html and 'id="compare-few"' in html
     assert 'id="compare-form"' in client.get("/compare/").content.decode()
+    # more than COMPARE_MAX asked: those beyond it are named as left out, never dropped silently
+    asked = [m.key for m in demo.models] + [f"extra-{i}" for i in range(7)]
+    html = client.get("/compare/?" + "&".join(f"models={k}" for k in asked)).content.decode()
+    assert 'id="compare-left-out"' in html and "extra-6" in html and "At most 6 models" in html
 
 
 def test_compare_queries_do_not_grow_with_models(demo):

@@ -7,7 +7,7 @@ papers, exact McNemar over snippets).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.db.models import Q
@@ -68,6 +68,7 @@ class Comparison:
     snippets: list[dict[str, Any]]  # snippets where the models disagree: paper, file, name, [pass share]
     agreeing: int  # snippets every compared model got the same verdict on
     missing: list[str] = field(default_factory=list)  # asked-for keys without public results here
+    left_out: list[str] = field(default_factory=list)  # asked-for keys beyond COMPARE_MAX: not compared
 
 
 def models_compare(*, release: Release, keys: list[str], with_paper: bool = True) -> Comparison:
@@ -77,9 +78,11 @@ def models_compare(*, release: Release, keys: list[str], with_paper: bool = True
     a paired bootstrap interval over papers, and an exact McNemar test over snippets (sample 0).
     Queries: 3 on a cold cache, whatever the number of models.
     """
-    keys = list(dict.fromkeys(k for k in keys if k))[:COMPARE_MAX]
-    return cached(["compare", release_version(release), with_paper, *keys],
-                  lambda: _compare(release=release, keys=keys, with_paper=with_paper))
+    asked = list(dict.fromkeys(k for k in keys if k))
+    keys, left_out = asked[:COMPARE_MAX], asked[COMPARE_MAX:]
+    comparison = cached(["compare", release_version(release), with_paper, *keys],
+                        lambda: _compare(release=release, keys=keys, with_paper=with_paper))
+    return replace(comparison, left_out=left_out) if left_out else comparison
 
 
 def _compare(*, release: Release, keys: list[str], with_paper: bool) -> Comparison:
