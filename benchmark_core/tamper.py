@@ -357,10 +357,16 @@ def _event_flag(event: Mapping) -> str | None:
     """The flag one event earns when the reference run did not do the same (None: ignore it)."""
     name, detail = str(event.get("event", "")), str(event.get("detail", ""))
     caller, paper = str(event.get("caller", "")), bool(event.get("paper"))
+    if event.get("importing") and caller != "paper" and name != "os.exec" and not name.startswith("rcb."):
+        # a library's own code while it is imported (ctypes loads, typing frames ...), code made under
+        # its own file name among them: asyncio's module body makes a coroutine of its own function
+        # with types.coroutine (code.replace: a code object under asyncio/tasks.py), so a completion
+        # importing asyncio or unittest.mock, which passes in a fresh interpreter, failed here as
+        # tampering:code-spoof. Import-time code is the library's, from read-only files; code the
+        # completion makes under a library's name has the completion innermost (caller "paper")
+        return None
     if detail.startswith("spoof:"):
         return "tampering:code-spoof"
-    if event.get("importing") and caller != "paper" and name != "os.exec" and not name.startswith("rcb."):
-        return None  # a library's own code while it is imported (ctypes loads, typing frames ...)
     if name == "os.exec":
         return "tampering:exec"
     if name in {"os.posix_spawn", "os.spawn", "os.system", "subprocess.Popen", "pty.spawn"}:

@@ -207,6 +207,24 @@ def test_a_submodule_no_run_imported_is_not_reachable_from_its_package(sandbox_b
     assert "has no attribute 'mock'" in warm[1].output_tail, warm[1].output_tail[-400:]
 
 
+@pytest.mark.slow
+def test_a_completion_importing_asyncio_is_judged_as_fresh(sandbox_backend_name, tmp_path):
+    """asyncio's module body makes code under its own file name (``types.coroutine``): a library's
+    own import, which once made an honest completion importing asyncio (or unittest.mock, which
+    imports it) fail here as tampering:code-spoof while it passed in a fresh interpreter."""
+    (pset_paper, snip), = _forgetful_paper(tmp_path).snippets
+    ref = reference_code(pset_paper, snip)
+    indent = ref[0][:len(ref[0]) - len(ref[0].lstrip())]
+    tasks = [Task(pset_paper, snip, (indent + "import asyncio",) + ref),
+             Task(pset_paper, snip, (indent + "import unittest.mock",) + ref),
+             Task(pset_paper, snip, (indent + "import asyncio",) + tuple(l.replace("* 2.0", "* 3.0") for l in ref))]
+    fresh = run_tasks(tasks, sandbox=get_sandbox("local"), workers=1, timeout=120)
+    assert [r.passed for r in fresh] == [True, True, False]
+    warm = _warm(tasks, sandbox_backend_name)
+    assert _verdicts(warm) == _verdicts(fresh), [(r.category, r.flags, r.output_tail[-300:]) for r in warm]
+    assert warm[0].flags == [] and warm[1].flags == ["ast:import:unittest"], [r.flags for r in warm]
+
+
 def _threads_paper(root: Path):
     """A torch paper whose test prints the threads its run was given, then checks a product."""
     return one_snippet_paper(
