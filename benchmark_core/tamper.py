@@ -77,6 +77,21 @@ _DUNDERS = {"__globals__", "__code__", "__closure__", "__builtins__", "__subclas
             "__bases__", "__mro__", "__base__", "__import__", "__loader__", "__spec__", "__self__", "__func__",
             "__defaults__", "__kwdefaults__", "__getattribute__", "__setattr__", "__delattr__", "__reduce__",
             "__reduce_ex__", "__traceback__", "__frame__", "__main__", "__module__", "__qualname__"}
+#: dunders a class may define without a flag: how objects are made, shown, called, indexed and
+#: iterated. Every other one the completion defines (``def __eq__``, ``__torch_function__ = ...``,
+#: a ``"__array_ufunc__"`` key of a class built by ``type()``) is a protocol through which the test's
+#: own check can be answered by the completion's object instead of computed: an ``__eq__`` that says
+#: True to ``assertEqual``, a tensor subclass whose ``__torch_function__`` answers ``torch.allclose``,
+#: an ``__array_function__`` or ``__sub__`` that hands back zeros (``ast:protocol:<name>``).
+_PLAIN_DUNDERS = {"__init__", "__post_init__", "__repr__", "__str__", "__call__", "__getitem__", "__setitem__",
+                  "__len__", "__iter__", "__next__", "__enter__", "__exit__", "__getstate__", "__setstate__",
+                  "__hash__", "__slots__", "__all__", "__doc__", "__version__", "__annotations__", "__name__",
+                  "__match_args__", "__author__"}
+#: calls that change how the process treats floating-point errors and warnings: the test's own
+#: ``np.errstate(over="raise")`` around a call is undone by the completion's ``errstate(over="ignore")``
+#: inside it (``ast:error-state:<name>``)
+_ERROR_STATE_CALLS = {"errstate", "seterr", "seterrcall", "filterwarnings", "simplefilter", "catch_warnings",
+                      "resetwarnings"}
 _FRAME_ATTRS = {"f_back", "f_locals", "f_globals", "f_code", "tb_frame", "tb_next", "gi_frame", "cr_frame",
                 "ag_frame", "f_builtins", "co_code", "cell_contents"}
 _FD_CALLS = {"write", "dup", "dup2", "close", "closerange", "open", "fdopen", "execv", "execve", "execl",
@@ -122,18 +137,21 @@ def static_reading(source: str, span: tuple[int, int], *, code: str, reference: 
     Callers hold ``sandbox.warm.AST_LOCK``. The parser's own limits (MemoryError, RecursionError on
     code nested thousands deep) are raised to the caller: such a completion cannot be read, and the
     interpreter that would run it cannot compile it either."""
-    column, allowed = _reference_scope(*reference)
+    column, allowed, expected = _reference_scope(*reference)
     nodes, problems = _scope_problems(source, span, code, column)
     problems = {kind: why for kind, why in problems.items() if kind not in allowed}
     if nodes is None:
         return StaticReading([], {}, parsed=False)
-    first, last = span
     flags: set[str] = set()
     refs = set(ref_modules)
     for node, inside in nodes:
         if inside:
             _node_flags(node, flags, refs)
+    flags -= expected
     notes = {}
+    for flag in sorted(flags):
+        if flag.startswith(("ast:protocol:", "ast:error-state:")) or flag == "ast:dynamic-class":
+            notes[flag] = _SHAPED_NOTES[flag.split(":")[1]].format(name=flag.split(":")[-1])
     if problems:
         flags.add("ast:scope")
         notes["ast:scope"] = "; ".join(problems.values())
@@ -255,21 +273,39 @@ def _nodes_reaching(tree: ast.AST, first: int, last: int) -> list[tuple[ast.AST,
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
+#: why each flag a completion earns only by what its code defines or sets is given (``flag_notes``)
+_SHAPED_NOTES = {
+    "protocol": ("the completion defines {name}: an object of its own could answer the test's comparison "
+                 "or conversion instead of the values being compared"),
+    "error-state": ("the completion calls {name}: it changes how floating-point errors or warnings are "
+                    "treated, which the test may rely on"),
+    "dynamic-class": "the completion builds a class with type(name, bases, namespace): its methods are not read",
+}
+
+
 @functools.lru_cache(maxsize=256)
-def _reference_scope(source: str, span: tuple[int, int], code: str) -> tuple[int, frozenset[str]]:
+def _reference_scope(source: str, span: tuple[int, int], code: str) -> tuple[int, frozenset[str], frozenset[str]]:
     """The snippet's block column (its least indented statement in the paper's own code; the opening
-    tag's when it has none) and the scope rules the paper's own code breaks there."""
+    tag's when it has none), the scope rules the paper's own code breaks there, and the flags of what
+    it defines or sets itself there (``ast:protocol:*``, ``ast:error-state:*``, ``ast:dynamic-class``:
+    a snippet whose reference defines ``__eq__`` asks a completion to define it)."""
     first, last = span
     lines = _LINE_BREAK.split(source)
     try:
         tree = ast.parse(source.encode("utf-8"))
     except (SyntaxError, ValueError):
         tree = None
-    columns = [indent_column(lines[node.lineno - 1]) for node, _inside in _nodes_reaching(tree, first, last)
-               if isinstance(node, ast.stmt) and first <= node.lineno <= last] if tree is not None else []
+    reaching = _nodes_reaching(tree, first, last) if tree is not None else []
+    columns = [indent_column(lines[node.lineno - 1]) for node, _inside in reaching
+               if isinstance(node, ast.stmt) and first <= node.lineno <= last]
     column = min(columns) if columns else indent_column(lines[max(first - 2, 0)])
     _nodes, problems = _scope_problems(source, span, code, column)
-    return column, frozenset(problems)
+    own: set[str] = set()
+    for node, inside in reaching:
+        if inside:
+            _node_flags(node, own, set())
+    expected = {f for f in own if f.startswith(("ast:protocol:", "ast:error-state:")) or f == "ast:dynamic-class"}
+    return column, frozenset(problems), frozenset(expected)
 
 
 def _node_flags(node: ast.AST, flags: set[str], refs: set[str]) -> None:
@@ -306,6 +342,10 @@ def _node_flags(node: ast.AST, flags: set[str], refs: set[str]) -> None:
                 flags.add(f"ast:dunder:{target.value}")  # type: ignore[union-attr]
         elif name in _CODE_CALLS:
             flags.add(f"ast:{_CODE_CALLS[name]}")
+        elif name in _ERROR_STATE_CALLS:
+            flags.add(f"ast:error-state:{name}")
+        elif (name == "type" and len(node.args) + len(node.keywords) >= 3) or name == "new_class":
+            flags.add("ast:dynamic-class")
         elif name in {"import_module", "__import__", "reload", "find_spec", "spec_from_file_location"}:
             if not node.args or not _literal_str(node.args[0]):
                 flags.add("ast:dynamic-import")
@@ -313,8 +353,23 @@ def _node_flags(node: ast.AST, flags: set[str], refs: set[str]) -> None:
                 _import_flag(flags, node.args[0].value)  # type: ignore[union-attr]
     elif isinstance(node, ast.Name) and node.id in {"__builtins__", "__import__", "__loader__", "__spec__"}:
         flags.add(f"ast:dunder:{node.id}")
+    elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and _protocol(node.id):
+        flags.add(f"ast:protocol:{node.id}")  # __eq__ = lambda self, other: True, in a class body
+    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _protocol(node.name):
+        flags.add(f"ast:protocol:{node.name}")
+    elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and _protocol(node.value)
+          and node.value not in _DUNDERS):  # those are ast:dunder where they are used
+        flags.add(f"ast:protocol:{node.value}")  # a key of type()'s namespace, setattr's name
     elif isinstance(node, (ast.Global, ast.Nonlocal)):
         flags.add("ast:global")
+
+
+_DUNDER_NAME = re.compile(r"__[A-Za-z0-9_]+__")
+
+
+def _protocol(name: str) -> bool:
+    """Whether defining ``name`` on a class is a protocol the test's check could be answered through."""
+    return bool(_DUNDER_NAME.fullmatch(name)) and name not in _PLAIN_DUNDERS
 
 
 def _names_ref(node: ast.AST, refs: set[str]) -> bool:

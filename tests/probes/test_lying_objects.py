@@ -1,0 +1,94 @@
+"""Completions that write nothing and read nothing they should not, and still pass: the wrong answer
+is an object of the completion's own that answers the test's check itself (an ``__eq__`` that says
+True to ``assertEqual``, a tensor subclass whose ``__torch_function__`` answers ``torch.isclose``
+inside ``torch.testing.assert_close``), or the test's own floating-point policy is undone inside the
+completion (``np.errstate(over="ignore")`` around a formula the test's ``errstate(over="raise")``
+is there to refuse). No audit event, no library write: a fresh interpreter passes them too, so they
+pass here (the verdict is the published rule's), but never unflagged (``ast:protocol:*``,
+``ast:dynamic-class``, ``ast:error-state:*``, ``ast:import:unittest``), and honest code stays
+unflagged. Scored with two workers, in bwrap and docker."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from benchmark_core import runner
+from benchmark_core.problemset import load_problemset
+from benchmark_core.runner import run_tasks
+from benchmark_core.sandbox.base import get_sandbox
+from probe_support import PROBE_LIMITS, PSET, REPO
+from test_focal_loss_cheats import _tasks
+
+#: the probe paper (``solve(x)`` compared by ``assertEqual``): each returns a wrong answer that says
+#: it is equal to anything; (body, flag each run must carry)
+EQUAL_TO_ANYTHING = {
+    "eq_method": ("class Yes:\n    def __eq__(self, other):\n        return True\nreturn Yes()",
+                  r"ast:protocol:__eq__"),
+    "int_subclass": ("class Zero(int):\n    def __eq__(self, other):\n        return True\n"
+                     "    __hash__ = int.__hash__\nreturn Zero(0)", r"ast:protocol:__eq__"),
+    "eq_in_class_body": ("class Yes:\n    __eq__ = lambda self, other: True\nreturn Yes()",
+                         r"ast:protocol:__eq__"),
+    "ne_and_eq_by_type": ("Yes = type('Yes', (), {'__eq__': lambda s, o: True, '__ne__': lambda s, o: False})\n"
+                          "return Yes()", r"ast:dynamic-class"),
+    "name_built_for_type": ("name = '_' * 2 + 'eq' + '_' * 2\nYes = type('Yes', (object,), {name: lambda s, o: True})\n"
+                            "return Yes()", r"ast:dynamic-class"),
+    "eq_set_after": ("class Yes:\n    pass\nsetattr(Yes, '__eq__', lambda s, o: True)\nreturn Yes()",
+                     r"ast:dunder:__eq__"),
+    "metaclass_eq": ("class Meta(type):\n    def __eq__(cls, other):\n        return True\n"
+                     "    __hash__ = type.__hash__\nclass Yes(metaclass=Meta):\n    pass\nreturn Yes",
+                     r"ast:protocol:__eq__"),
+    "mock_any": ("from unittest import mock\nreturn mock.ANY", r"ast:import:unittest"),
+}
+#: focal-loss's "stable sigmoid" (its test raises on overflow): the naive formula, overflow ignored
+ERROR_STATE = {
+    "errstate_ignore": ("import numpy as npx\nwith npx.errstate(over='ignore'):\n"
+                        "    return 1.0 / (1.0 + npx.exp(-x))", r"ast:error-state:errstate"),
+    "seterr_and_back": ("import numpy as npx\nold = npx.seterr(all='ignore')\ntry:\n"
+                        "    return 1.0 / (1.0 + npx.exp(-x))\nfinally:\n    npx.seterr(**old)",
+                        r"ast:error-state:seterr"),
+}
+#: swiglu's "geglu": a wrong answer (zeros) in a tensor subclass whose isclose says yes
+TORCH_DISPATCH = {
+    "torch_function": ("import torch as T\nclass Close(T.Tensor):\n    @classmethod\n"
+                       "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+                       "        if func is T.isclose:\n            return T.ones(args[0].shape, dtype=T.bool)\n"
+                       "        return super().__torch_function__(func, types, args, kwargs or {})\n"
+                       "return T.zeros(x.shape[0], w.shape[1]).as_subclass(Close)", r"ast:protocol:__torch_function__"),
+}
+
+
+def _score(paper, cheats: dict[str, tuple[str, str]], snippet: str, backend: str):
+    named = [(name, task) for name, task in _tasks(paper, {k: body for k, (body, _) in cheats.items()})
+             if task.snippet.name == snippet]
+    honest = [runner.Task(paper, s, runner.reference_code(paper, s)) for s in paper.snippets]
+    sandbox = get_sandbox(backend, limits=PROBE_LIMITS)
+    try:
+        runs = run_tasks([t for _, t in named] + honest, sandbox=sandbox, workers=2, timeout=60)
+    finally:
+        sandbox.close()
+    return named, runs[:len(named)], runs[len(named):]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["probe", "focal-loss", "swiglu"])
+def test_objects_that_answer_the_check_never_pass_unflagged(where, sandbox_backend_name):
+    paper, cheats, snippet = {
+        "probe": (lambda: load_problemset(PSET).paper("probe"), EQUAL_TO_ANYTHING, "solve"),
+        "focal-loss": (lambda: load_problemset(REPO / "demo").paper("focal-loss"), ERROR_STATE, "stable sigmoid"),
+        "swiglu": (lambda: load_problemset(REPO / "tests" / "data" / "torch_pset").paper("swiglu"),
+                   TORCH_DISPATCH, "geglu"),
+    }[where]
+    paper = paper()
+    runner._REFERENCE.clear()
+    named, runs, refs = _score(paper, cheats, snippet, sandbox_backend_name)
+    assert len(named) == len(cheats)
+    fresh = run_tasks([t for _, t in named], sandbox=get_sandbox("local"), workers=2, timeout=60)
+    for (name, _), run, alone in zip(named, runs, fresh):
+        # the attack is real: the published rule passes it, here as in a fresh interpreter...
+        assert run.passed and alone.passed, (name, run.category, alone.category, run.output_tail[-800:])
+        # ...and it is named for what it does, which keeps its evaluation off the ranked board
+        assert any(re.fullmatch(cheats[name][1], f) for f in run.flags), (name, run.flags)
+        for flag in run.extra.get("flag_notes", {}):  # and the run's output says why
+            assert f"[harness] {flag}: " in run.stderr, (name, flag)
+    assert all(r.passed and not r.flags for r in refs), [(r.snippet, r.category, r.flags) for r in refs]
