@@ -56,6 +56,8 @@ AUDIT_FLAGS = (
     "audit:rewritten",  # a library namespace written and put back between two checkpoints
     "audit:library-state",  # a plain value (number, string) of a library module changed
     "audit:ref-module",  # the completion's code names the paper's *_ref module (static reading)
+    "audit:paper-write",  # a file the paper ships, or code in the paper's folder, written by the run
+    "audit:unshipped-code",  # code read that neither the paper nor the environment ships (a copy of *_ref)
 )
 
 
@@ -412,6 +414,10 @@ def _event_flag(event: Mapping) -> str | None:
     """The flag one event earns when the reference run did not do the same (None: ignore it)."""
     name, detail = str(event.get("event", "")), str(event.get("detail", ""))
     caller, paper = str(event.get("caller", "")), bool(event.get("paper"))
+    if detail.startswith("paper-write:"):
+        return "audit:paper-write"  # a file the paper ships (or code in its folder) written by the run
+    if detail.startswith("unshipped-code:"):
+        return "audit:unshipped-code"  # code read (imported) that neither the paper nor a library ships
     if event.get("importing") and caller != "paper" and name != "os.exec" and not name.startswith("rcb."):
         # a library's own code while it is imported (ctypes loads, typing frames ...), code made under
         # its own file name among them: asyncio's module body makes a coroutine of its own function

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .common import LIBRARY_GUARD, RUNNER
+from .common import _IGNORED, LIBRARY_GUARD, RUNNER
 from .guard import _dict_version_reader, _library_guard, _library_roots, _modules_delta
 
 # --------------------------------------------------------------------------- proof channel, audit hook
@@ -41,7 +41,30 @@ _AUDITED = frozenset((
     "sys.setprofile", "sys.addaudithook", "_thread.start_new_thread", "object.__setattr__",
     "object.__delattr__", "object.__getattr__", "open", "os.listdir", "os.scandir", "import",
     "code.__new__", "compile", "rcb.thread", "rcb.test", "rcb.checkpoint", "rcb.modattr",
+    "os.rename", "os.link", "os.symlink", "os.truncate",
 ))
+#: files Python runs code from: a run that reads one the paper does not ship (a copy of its ``*_ref``
+#: module under another name, imported) or writes one in the paper's folder is reported
+_CODE_SUFFIXES = (".py", ".pyc", ".pyo", ".pyw", ".so", ".zip", ".pyz", ".pth")
+#: the paper's files as a run's copy holds them (relative paths), set by a warm server before it
+#: forks any run (``paper_files``); a fresh interpreter's run lists its own copy when it starts
+PAPER_FILES: list = [None]
+
+
+def paper_files(folder: str) -> frozenset:
+    """The relative paths of the files (and links) a run's copy of the paper at ``folder`` holds:
+    what ``Server.paper_copy`` copies (no caches, no bytecode)."""
+    found = []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = [d for d in dirs if d not in _IGNORED]
+        rel = os.path.relpath(root, folder)
+        for name in files:
+            if not name.endswith(".pyc"):
+                found.append(name if rel == "." else rel + "/" + name)
+        for name in dirs:  # a link to a folder is copied as a link (symlinks=True)
+            if os.path.islink(os.path.join(root, name)):
+                found.append(name if rel == "." else rel + "/" + name)
+    return frozenset(found)
 _FRAME_ATTRS = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame"))
 _WATCHED_IMPORTS = frozenset(("ctypes", "_ctypes", "_posixsubprocess", "pty"))
 _STACK_LIMIT = 20000  # distinct events remembered (so that each is reported once)
@@ -91,10 +114,16 @@ def _install_audit(fd: int, key: bytes, script: str, prepared: tuple | None = No
     channel = (st.st_dev, st.st_ino) if st is not None else None
     state = {"handlers": set(), "returned": False, "started": False}
     script_cell = [script]  # the test script's path: its frames are the harness's, not paper code
+    # (the paper's folder as a run sees it, with a "/" after it; its files, relative paths)
+    shipped_cell = [None, PAPER_FILES[0]]
 
     def name_script(path: str) -> None:
         if not script_cell[0]:
             script_cell[0] = path
+            folder = os.path.dirname(os.path.abspath(path))
+            if shipped_cell[1] is None:  # a fresh interpreter's run: its copy, before any paper code ran
+                shipped_cell[1] = paper_files(folder)
+            shipped_cell[0] = folder.rstrip("/") + "/"
 
     # module name -> (module, {attr: (value, code)}); protected class -> (label, {attr: (value, code)})
     # (a prepared snapshot is this process's own copy: the server's, inherited by the fork)
@@ -122,7 +151,8 @@ def _install_audit(fd: int, key: bytes, script: str, prepared: tuple | None = No
                                    unmoved)
     if costs is not None:
         checkpoint = _timed(checkpoint, costs, 2)
-    describe_event = _audit_events(state, runner, trusted_roots, emit, stack_origin, checkpoint, text, safe_mod)
+    describe_event = _audit_events(state, runner, trusted_roots, emit, stack_origin, checkpoint, text, safe_mod,
+                                   shipped_cell)
     sys.addaudithook(_audit_hook(describe_event, emit, library[2], costs))
     return checkpoint, name_script
 
@@ -724,11 +754,12 @@ def _audit_hook(describe_event, emit, library_busy: list, costs: list | None = N
     return hook
 
 
-def _audit_events(state: dict, runner: str, trusted_roots: tuple, emit, stack_origin, checkpoint, text, safe_mod):
+def _audit_events(state: dict, runner: str, trusted_roots: tuple, emit, stack_origin, checkpoint, text, safe_mod,
+                  shipped_cell: list):
     """``describe_event(event, args)``: the detail reported for an audited event, or None when it
     is not worth reporting (the harness's own events, ``rcb.test`` and ``rcb.checkpoint``, are acted on)."""
     tlen = len
-    describe_access = _audit_access(text)
+    describe_access = _audit_access(text, _audit_paper_files(shipped_cell, trusted_roots))
     describe_attr = _audit_attrs(runner, trusted_roots, text, safe_mod)
     access_events, attr_events = _ACCESS_EVENTS, _ATTR_EVENTS
 
@@ -765,7 +796,8 @@ def _audit_events(state: dict, runner: str, trusted_roots: tuple, emit, stack_or
 #: the events ``_audit_attrs`` describes, and those ``_audit_access`` does
 _ATTR_EVENTS = frozenset(("object.__getattr__", "object.__setattr__", "object.__delattr__"))
 _ACCESS_EVENTS = frozenset(("open", "os.listdir", "os.scandir", "import", "os.kill", "os.killpg", "rcb.modattr",
-                            "os.exec", "os.posix_spawn", "os.spawn", "os.system", "pty.spawn"))
+                            "os.exec", "os.posix_spawn", "os.spawn", "os.system", "pty.spawn", "os.rename",
+                            "os.link", "os.symlink", "os.truncate"))
 
 
 def _audit_attrs(runner: str, trusted_roots: tuple, text, safe_mod):
@@ -811,13 +843,71 @@ def _audit_attrs(runner: str, trusted_roots: tuple, text, safe_mod):
     return describe_attr
 
 
-def _audit_access(text):
+def _audit_paper_files(shipped_cell: list, trusted_roots: tuple):
+    """``paper_file(path, writing)``: the detail of a file event that touches the paper's code or
+    files, or None. ``paper-write:<file>``: the run writes (opens for writing, renames, links or
+    truncates onto) a file of the paper's folder that the paper ships, or code there (a ``.py``, a
+    bytecode file): a module the test imports later, or the data file it reads its expected values
+    from, would no longer be the paper's. ``unshipped-code:<file>``: the run reads code (a ``.py``,
+    bytecode, a shared library, an archive) that is neither the interpreter's nor the paper's: a
+    copy of the ``*_ref`` module under another name, imported (``<file>`` is ``elsewhere`` outside
+    the paper's folder: code a library generates under ``/tmp`` is named the same in every run, so
+    the reference run's own is matched). Paths are taken as the event gives them, made absolute
+    with the working folder, never resolved through links: a link to the reference module is a file
+    the paper does not ship. Bytecode under ``__pycache__`` of a shipped module may be read."""
+    import os as _os
+
+    tstr, tbytes, ttype = str, bytes, type
+    getcwd, normpath, fsdecode = _os.getcwd, _os.path.normpath, _os.fsdecode
+    code_suffixes = _CODE_SUFFIXES
+
+    def paper_file(path, writing: bool):
+        folder, shipped = shipped_cell
+        if folder is None or shipped is None:
+            return None  # before the test script is named: the harness's own files
+        if ttype(path) is tbytes:
+            path = fsdecode(path)
+        elif ttype(path) is not tstr:
+            return None
+        code = path.endswith(code_suffixes)
+        if not writing and not code:
+            return None  # (most opens: a library's data, the test's own files)
+        if not path.startswith("/"):
+            path = getcwd() + "/" + path
+        if "/." in path or "//" in path:  # (the import system's paths are normal already)
+            path = normpath(path)
+        if path.startswith(trusted_roots):
+            return None
+        rel = path[len(folder):] if path.startswith(folder) else None
+        if writing:
+            return "paper-write:" + rel if rel is not None and (code or rel in shipped) else None
+        if rel is not None:
+            if rel in shipped:
+                return None
+            parent, _, name = rel.rpartition("/")
+            if parent == "__pycache__" or parent.endswith("/__pycache__"):
+                source = parent[:-len("__pycache__")] + name.split(".", 1)[0] + ".py"
+                if source in shipped:
+                    return None
+            return "unshipped-code:" + rel
+        return "unshipped-code:elsewhere"
+
+    return paper_file
+
+
+#: the bits of os.open's flags that make an open a write
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+
+
+def _audit_access(text, paper_file):
     """``describe_access(event, args)``: descriptors and /proc files opened, watched modules
-    imported, signals sent, programs started, protected modules' attributes written."""
+    imported, signals sent, programs started, protected modules' attributes written, the paper's
+    files written and code read that the paper does not ship (``paper_file``)."""
     import os as _os
 
     tstr, ttype, tint, tlen, getpid = str, type, int, len, _os.getpid
     watched_imports = _WATCHED_IMPORTS
+    write_flags = _WRITE_FLAGS
 
     def describe_access(event, args):
         detail = ""
@@ -826,12 +916,25 @@ def _audit_access(text):
             if ttype(path) is tint:
                 detail = "fd"
             else:
+                mode = args[1] if tlen(args) > 1 else None
+                flags = args[2] if tlen(args) > 2 else 0
+                if ttype(mode) is tstr:
+                    writing = "w" in mode or "a" in mode or "x" in mode or "+" in mode
+                else:
+                    writing = ttype(flags) is tint and bool(flags & write_flags)
+                found = paper_file(path, writing)
+                if found is not None:
+                    return found
                 path = text(path)
                 if path.startswith("/dev/fd") or (path.startswith("/proc/") and (
                         "/mem" in path or "/fd" in path or "/map_files" in path or "/environ" in path)):
                     detail = path
                 else:
                     return None
+        elif event in ("os.rename", "os.link", "os.symlink", "os.truncate"):
+            # onto: the second path (the first of os.truncate); a descriptor (ftruncate) is not a path
+            target = args[0] if event == "os.truncate" else (args[1] if tlen(args) > 1 else None)
+            return paper_file(target, True)
         elif event == "os.listdir" or event == "os.scandir":
             path = text(args[0]) if args else "?"
             if not (path.startswith("/proc/") and path.endswith("/fd")):

@@ -19,7 +19,7 @@ from .cleanup import (_cgroup_dirs, _cgroup_oom_kills, _cgroup_write, _disk_full
                       ipc_remove, remove_tree)
 from .common import (_ID_RE, _IGNORED, _THREAD_ENV, ARGS_PRELOAD, DISK_ALARM, DISK_CHECK_SECONDS, DISK_SHARE,
                      DRAIN_SECONDS, KEEP_RESULTS, PREPARE_RETRIES, PROOF_BYTES, PROTOCOL, RUNNER, split_lines)
-from .audit import PROOF_EXIT
+from .audit import PAPER_FILES, PROOF_EXIT, paper_files
 from .launch import snapshot_prepare
 from .proof import MODULES_MAX, proof_read
 from .runs import Run, _Capture, _Spare
@@ -84,6 +84,8 @@ def _malloc_settle(libc, ctypes) -> None:
 class Server:
     def __init__(self, args: argparse.Namespace):
         self.paper = os.path.abspath(args.paper)
+        # the files every run's copy holds, listed once: each run's hook reports one it writes
+        PAPER_FILES[0] = paper_files(self.paper)
         self.work = os.path.abspath(args.work)
         self.fresh = bool(args.fresh)
         #: the environment's home skeleton (``--skel``): a fresh run's home starts as a copy of it
