@@ -149,11 +149,16 @@ def static_reading(source: str, span: tuple[int, int], *, code: str, reference: 
     for node, inside in nodes:
         if inside:
             _node_flags(node, flags, refs)
+    mutated = _argument_mutations(nodes, span)
+    if mutated:
+        flags.add("ast:mutates-argument")
     flags -= expected
     notes = {}
     for flag in sorted(flags):
         if flag.startswith(("ast:protocol:", "ast:error-state:")) or flag == "ast:dynamic-class":
             notes[flag] = _SHAPED_NOTES[flag.split(":")[1]].format(name=flag.split(":")[-1])
+    if "ast:mutates-argument" in flags:
+        notes["ast:mutates-argument"] = _SHAPED_NOTES["mutates-argument"].format(name=", ".join(mutated))
     if problems:
         flags.add("ast:scope")
         notes["ast:scope"] = "; ".join(problems.values())
@@ -282,7 +287,173 @@ _SHAPED_NOTES = {
     "error-state": ("the completion calls {name}: it changes how floating-point errors or warnings are "
                     "treated, which the test may rely on"),
     "dynamic-class": "the completion builds a class with type(name, bases, namespace): its methods are not read",
+    "mutates-argument": ("the completion changes in place what its function was given ({name}): the test may "
+                         "hand the same objects to the reference afterwards"),
 }
+
+#: methods that change their object in place (beyond torch's ``*_`` convention)
+_MUTATING_METHODS = {"fill", "resize", "put", "itemset", "partition", "setflags", "byteswap", "append",
+                     "extend", "insert", "pop", "remove", "clear", "reverse", "update", "setdefault", "popitem"}
+#: functions that write into their first argument
+_MUTATING_FUNCTIONS = {"copyto", "put", "place", "putmask", "fill_diagonal", "put_along_axis"}
+#: calls that hand back (a view of) the object they are given: a write to the result writes to it
+_VIEWS = {"view", "view_as", "reshape", "detach", "transpose", "permute", "squeeze", "unsqueeze", "expand",
+          "expand_as", "narrow", "select", "diagonal", "numpy", "ravel", "flatten", "unflatten", "swapaxes",
+          "moveaxis", "movedim", "t", "T", "mT", "data", "real", "imag", "asarray", "asanyarray", "as_tensor",
+          "from_numpy", "atleast_1d", "atleast_2d", "atleast_3d", "broadcast_to", "as_strided", "unfold",
+          "split", "chunk", "unbind", "values", "items"}
+
+
+def _argument_mutations(nodes: list[tuple[ast.AST, bool]], span: tuple[int, int]) -> list[str]:
+    """The parameters (of the function the snippet lies in, or of functions and methods it defines)
+    that the completion's code changes in place: a subscript or attribute written, an augmented
+    assignment, a mutating method (torch's ``x.zero_()``, ``x.fill(0)``, ``lst.append``) or
+    function (``np.copyto(x, ...)``, an ``out=`` argument) applied to the parameter or to a view of
+    it (``x.view(-1)``, ``x[0]``, ``np.asarray(x)``, a row of it in a ``for``, a name bound to one of
+    those). A name bound again at the completion's top level to something else, before, no longer
+    counts (``x = x.copy()``). A reading of code, not of behaviour: a parameter reached through a
+    container, or through a module imported under another name, is not seen."""
+    first, last = span
+    if last < first:
+        return []
+    # the functions around the snippet and those the completion defines (every one here meets its lines)
+    defs = [node for node, _inside in nodes if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+    def within(outer: ast.AST, inner: ast.AST) -> bool:
+        return outer is not inner and outer.lineno <= inner.lineno and (  # type: ignore[attr-defined]
+            inner.end_lineno or inner.lineno) <= (outer.end_lineno or outer.lineno)  # type: ignore[attr-defined]
+
+    # a function the completion defines inside a function is a local helper: its parameters are its
+    # own; one at module or class level is what the test calls
+    params = {name for d in defs if not (first <= d.lineno <= last and any(within(o, d) for o in defs))
+              for name in _parameters(d)}
+    if not params:
+        return []
+    tracked = {name: name for name in params}  # a name -> the parameter it is (a view or part of)
+    # names that are the object itself or a view of it (y = x, y = x.view(-1)), not a part of it
+    # (n = x.shape[0]): an augmented assignment to one of these writes in place
+    whole = dict(tracked)
+    statements = sorted((node for node, _inside in nodes if isinstance(node, ast.stmt) and first <= node.lineno <= last),
+                        key=lambda n: (n.lineno, n.col_offset))
+    top = _top_level(statements)
+    found: set[str] = set()
+    for stmt in statements:
+        bound: list[tuple[ast.AST, ast.AST]] = []
+        if isinstance(stmt, ast.Assign):
+            bound = [(target, stmt.value) for target in stmt.targets]
+        elif isinstance(stmt, (ast.For, ast.AsyncFor)):
+            bound = [(stmt.target, stmt.iter)]  # the rows of a tensor are views of it
+        for target, value in bound:
+            names = [t for t in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target])
+                     if isinstance(t, ast.Name)]
+            roots = [r for r in sorted(_view_roots(value)) if r in tracked]
+            full = [r for r in sorted(_view_roots(value, whole=True)) if r in whole]
+            for t in names:
+                if roots:
+                    tracked[t.id] = tracked[roots[0]]  # an alias of a parameter (or of a view or part of one)
+                    if isinstance(stmt, ast.Assign) and len(names) == 1 and full:
+                        whole[t.id] = whole[full[0]]
+                elif id(stmt) in top and isinstance(stmt, ast.Assign):
+                    tracked.pop(t.id, None)  # bound to something else from here on
+                    whole.pop(t.id, None)
+        for name, in_place in _mutated_roots(stmt):
+            names_of = tracked if in_place else whole
+            if name in names_of:
+                found.add(names_of[name])
+    return sorted(found)
+
+
+def _parameters(node: ast.AST) -> list[str]:
+    args = node.args  # type: ignore[attr-defined]
+    names = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs]
+    if names and names[0] in {"self", "cls"}:
+        names = names[1:]
+    return names
+
+
+def _top_level(statements: list[ast.stmt]) -> set[int]:
+    """The statements no other statement of the list holds (the completion's own top level)."""
+    held = {id(child) for stmt in statements for child in ast.walk(stmt) if child is not stmt}
+    return {id(stmt) for stmt in statements if id(stmt) not in held}
+
+
+#: names modules are imported under, whose view functions take the object first (np.asarray(x))
+_MODULE_NAMES = {"np", "numpy", "torch", "jnp", "jax", "F", "nn"}
+
+
+def _view_roots(node: ast.AST, whole: bool = False) -> set[str]:
+    """Every name ``node`` may be (a view or a part of): ``x``, ``x.data``, ``x.weight``, ``x[0]``,
+    ``x.view(-1)``, ``np.asarray(x)``, either of ``x.copy() if c else x``, ``[a, x][1]``; nothing for
+    what a call makes anew (``x.sum()``). With ``whole``, only the object itself or a view of all of
+    it (no attribute, no subscript, no container)."""
+    found: set[str] = set()
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute) and whole and node.attr not in _VIEWS:
+            continue
+        elif isinstance(node, (ast.Subscript, ast.Attribute, ast.Starred, ast.NamedExpr)):
+            if whole and isinstance(node, ast.Subscript):
+                continue
+            stack.append(node.value)
+        elif isinstance(node, ast.IfExp):
+            stack.extend((node.body, node.orelse))
+        elif isinstance(node, ast.BoolOp):
+            stack.extend(node.values)
+        elif isinstance(node, (ast.List, ast.Tuple, ast.Set)) and not whole:
+            stack.extend(node.elts)
+        elif isinstance(node, ast.Dict) and not whole:
+            stack.extend(v for v in node.values if v is not None)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _VIEWS:
+            owner = node.func.value
+            if isinstance(owner, ast.Name) and owner.id in _MODULE_NAMES:
+                stack.extend(node.args[:1])
+            else:
+                stack.append(owner)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args
+              and node.func.id in {"enumerate", "reversed", "iter", "zip"} and not whole):
+            stack.extend(node.args)  # for i, row in enumerate(x): the rows of x
+    return found
+
+
+def _mutated_roots(stmt: ast.stmt) -> list[tuple[str, bool]]:
+    """The names this statement (not the statements it holds) changes, as ``_view_roots`` names them,
+    each with whether the change is in place whatever the name holds (``x[0] = 1``, ``x.zero_()``)
+    or only when it holds an array, tensor or list (``x += 1``)."""
+    roots: list[tuple[str | None, bool]] = []
+    if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Delete)):
+        targets = stmt.targets if isinstance(stmt, (ast.Assign, ast.Delete)) else [stmt.target]
+        for target in targets:
+            for t in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
+                if isinstance(t, (ast.Subscript, ast.Attribute)):
+                    roots.extend((r, True) for r in _view_roots(t.value))
+                elif isinstance(t, ast.Name) and isinstance(stmt, ast.AugAssign):
+                    roots.append((t.id, False))  # x += 1: in place for arrays, tensors and lists
+    for node in _own_nodes(stmt):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        in_place = name.endswith("_") and not name.endswith("__") and not name.startswith("_")
+        if isinstance(func, ast.Attribute) and (in_place or name in _MUTATING_METHODS):
+            roots.extend((r, True) for r in _view_roots(func.value))
+        if (in_place or name in _MUTATING_FUNCTIONS) and node.args:
+            roots.extend((r, True) for r in _view_roots(node.args[0]))
+        for keyword in node.keywords:
+            if keyword.arg == "out":
+                roots.extend((r, True) for r in _view_roots(keyword.value))
+    return [(r, in_place) for r, in_place in roots if r is not None]
+
+
+def _own_nodes(stmt: ast.stmt):
+    """The nodes of ``stmt`` that are not part of a statement it holds."""
+    stack = [child for child in ast.iter_child_nodes(stmt) if not isinstance(child, ast.stmt)]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(child for child in ast.iter_child_nodes(node) if not isinstance(child, ast.stmt))
 
 
 @functools.lru_cache(maxsize=256)
@@ -306,7 +477,10 @@ def _reference_scope(source: str, span: tuple[int, int], code: str) -> tuple[int
     for node, inside in reaching:
         if inside:
             _node_flags(node, own, set())
-    expected = {f for f in own if f.startswith(("ast:protocol:", "ast:error-state:")) or f == "ast:dynamic-class"}
+    if _argument_mutations(reaching, span):  # an optimizer's step updates what it is given
+        own.add("ast:mutates-argument")
+    expected = {f for f in own if f.startswith(("ast:protocol:", "ast:error-state:"))
+                or f in {"ast:dynamic-class", "ast:mutates-argument"}}
     return column, frozenset(problems), frozenset(expected)
 
 

@@ -3,9 +3,11 @@ is an object of the completion's own that answers the test's check itself (an ``
 True to ``assertEqual``, a tensor subclass whose ``__torch_function__`` answers ``torch.isclose``
 inside ``torch.testing.assert_close``), or the test's own floating-point policy is undone inside the
 completion (``np.errstate(over="ignore")`` around a formula the test's ``errstate(over="raise")``
-is there to refuse). No audit event, no library write: a fresh interpreter passes them too, so they
-pass here (the verdict is the published rule's), but never unflagged (``ast:protocol:*``,
-``ast:dynamic-class``, ``ast:error-state:*``, ``ast:import:unittest``), and honest code stays
+is there to refuse), or the test's own inputs are changed in place so that the reference, called on
+them afterwards, agrees with a wrong answer (``x[...] = 0`` then the sigmoid of zero). No audit
+event, no library write: a fresh interpreter passes them too, so they pass here (the verdict is the
+published rule's), but never unflagged (``ast:protocol:*``, ``ast:dynamic-class``,
+``ast:error-state:*``, ``ast:import:unittest``, ``ast:mutates-argument``), and honest code stays
 unflagged. Scored with two workers, in bwrap and docker."""
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from benchmark_core import runner
 from benchmark_core.problemset import load_problemset
 from benchmark_core.runner import run_tasks
 from benchmark_core.sandbox.base import get_sandbox
+from papers_support import one_snippet_paper
 from probe_support import PROBE_LIMITS, PSET, REPO
 from test_focal_loss_cheats import _tasks
 
@@ -57,6 +60,39 @@ TORCH_DISPATCH = {
                        "return T.zeros(x.shape[0], w.shape[1]).as_subclass(Close)", r"ast:protocol:__torch_function__"),
 }
 
+#: the inputs changed in place: the reference, called on them after the completion, agrees with it
+INPUTS_CHANGED = {
+    "numpy": ("softplus", {
+        "zeroed": ("x[...] = 0.0\ny = np.full_like(x, np.log(2.0))", r"ast:mutates-argument"),
+        "zeroed_through_a_view": ("flat = np.asarray(x).reshape(-1)\nflat *= 0.0\ny = np.full(np.shape(x), np.log(2.0))",
+                                  r"ast:mutates-argument"),
+    }),
+    "swiglu": ("geglu", {
+        "zeroed": ("import torch as T\nx.zero_()\nreturn T.zeros(x.shape[0], w.shape[1])", r"ast:mutates-argument"),
+        "copied_over": ("import torch as T\nfor row in x:\n    row.copy_(T.zeros_like(row))\n"
+                        "return T.zeros(x.shape[0], w.shape[1])", r"ast:mutates-argument"),
+    }),
+}
+#: a paper whose test hands the same array to the completion and then to the reference
+SOFTPLUS_TEST = """import unittest
+
+import numpy as np
+
+import softplus_00 as m
+import softplus_00_ref as r
+
+
+class TestSoftplus(unittest.TestCase):
+    def test_softplus(self):
+        x = np.random.default_rng(3).normal(size=(4, 5))
+        got = m.softplus(x)
+        np.testing.assert_allclose(got, r.softplus(x), rtol=1e-12)
+
+
+if __name__ == "__main__":
+    unittest.main()
+"""
+
 
 def _score(paper, cheats: dict[str, tuple[str, str]], snippet: str, backend: str):
     named = [(name, task) for name, task in _tasks(paper, {k: body for k, (body, _) in cheats.items()})
@@ -91,4 +127,25 @@ def test_objects_that_answer_the_check_never_pass_unflagged(where, sandbox_backe
         assert any(re.fullmatch(cheats[name][1], f) for f in run.flags), (name, run.flags)
         for flag in run.extra.get("flag_notes", {}):  # and the run's output says why
             assert f"[harness] {flag}: " in run.stderr, (name, flag)
+    assert all(r.passed and not r.flags for r in refs), [(r.snippet, r.category, r.flags) for r in refs]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", sorted(INPUTS_CHANGED))
+def test_inputs_changed_in_place_never_pass_unflagged(where, sandbox_backend_name, tmp_path):
+    snippet, cheats = INPUTS_CHANGED[where]
+    if where == "numpy":
+        paper = one_snippet_paper(tmp_path, "softplus_00", imports="import numpy as np", func="softplus",
+                                  body="    y = np.logaddexp(0.0, x)\n", test=SOFTPLUS_TEST,
+                                  requirements="numpy\n", title="Softplus").papers[0]
+    else:
+        paper = load_problemset(REPO / "tests" / "data" / "torch_pset").paper(where)
+    runner._REFERENCE.clear()
+    named, runs, refs = _score(paper, cheats, snippet, sandbox_backend_name)
+    assert len(named) == len(cheats)
+    fresh = run_tasks([t for _, t in named], sandbox=get_sandbox("local"), workers=2, timeout=60)
+    for (name, _), run, alone in zip(named, runs, fresh):
+        assert run.passed and alone.passed, (name, run.category, alone.category, run.output_tail[-800:])
+        assert any(re.fullmatch(cheats[name][1], f) for f in run.flags), (name, run.flags)
+        assert "[harness] ast:mutates-argument: " in run.stderr, name
     assert all(r.passed and not r.flags for r in refs), [(r.snippet, r.category, r.flags) for r in refs]
