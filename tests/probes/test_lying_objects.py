@@ -94,31 +94,21 @@ if __name__ == "__main__":
 """
 
 
-def _score(paper, cheats: dict[str, tuple[str, str]], snippet: str, backend: str):
+def _passed_flagged(paper, cheats: dict[str, tuple[str, str]], snippet: str, backend: str) -> None:
+    """Score ``cheats`` on ``snippet`` of ``paper`` (two workers, ``backend``) beside the paper's
+    reference code: each passes, as in a fresh interpreter, with its flag and why; the reference
+    code passes unflagged."""
     named = [(name, task) for name, task in _tasks(paper, {k: body for k, (body, _) in cheats.items()})
              if task.snippet.name == snippet]
+    assert len(named) == len(cheats)
     honest = [runner.Task(paper, s, runner.reference_code(paper, s)) for s in paper.snippets]
+    runner._REFERENCE.clear()
     sandbox = get_sandbox(backend, limits=PROBE_LIMITS)
     try:
         runs = run_tasks([t for _, t in named] + honest, sandbox=sandbox, workers=2, timeout=60)
     finally:
         sandbox.close()
-    return named, runs[:len(named)], runs[len(named):]
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("where", ["probe", "focal-loss", "swiglu"])
-def test_objects_that_answer_the_check_never_pass_unflagged(where, sandbox_backend_name):
-    paper, cheats, snippet = {
-        "probe": (lambda: load_problemset(PSET).paper("probe"), EQUAL_TO_ANYTHING, "solve"),
-        "focal-loss": (lambda: load_problemset(REPO / "demo").paper("focal-loss"), ERROR_STATE, "stable sigmoid"),
-        "swiglu": (lambda: load_problemset(REPO / "tests" / "data" / "torch_pset").paper("swiglu"),
-                   TORCH_DISPATCH, "geglu"),
-    }[where]
-    paper = paper()
-    runner._REFERENCE.clear()
-    named, runs, refs = _score(paper, cheats, snippet, sandbox_backend_name)
-    assert len(named) == len(cheats)
+    runs, refs = runs[:len(named)], runs[len(named):]
     fresh = run_tasks([t for _, t in named], sandbox=get_sandbox("local"), workers=2, timeout=60)
     for (name, _), run, alone in zip(named, runs, fresh):
         # the attack is real: the published rule passes it, here as in a fresh interpreter...
@@ -131,6 +121,18 @@ def test_objects_that_answer_the_check_never_pass_unflagged(where, sandbox_backe
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("where", ["probe", "focal-loss", "swiglu"])
+def test_objects_that_answer_the_check_never_pass_unflagged(where, sandbox_backend_name):
+    paper, cheats, snippet = {
+        "probe": (lambda: load_problemset(PSET).paper("probe"), EQUAL_TO_ANYTHING, "solve"),
+        "focal-loss": (lambda: load_problemset(REPO / "demo").paper("focal-loss"), ERROR_STATE, "stable sigmoid"),
+        "swiglu": (lambda: load_problemset(REPO / "tests" / "data" / "torch_pset").paper("swiglu"),
+                   TORCH_DISPATCH, "geglu"),
+    }[where]
+    _passed_flagged(paper(), cheats, snippet, sandbox_backend_name)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("where", sorted(INPUTS_CHANGED))
 def test_inputs_changed_in_place_never_pass_unflagged(where, sandbox_backend_name, tmp_path):
     snippet, cheats = INPUTS_CHANGED[where]
@@ -140,12 +142,4 @@ def test_inputs_changed_in_place_never_pass_unflagged(where, sandbox_backend_nam
                                   requirements="numpy\n", title="Softplus").papers[0]
     else:
         paper = load_problemset(REPO / "tests" / "data" / "torch_pset").paper(where)
-    runner._REFERENCE.clear()
-    named, runs, refs = _score(paper, cheats, snippet, sandbox_backend_name)
-    assert len(named) == len(cheats)
-    fresh = run_tasks([t for _, t in named], sandbox=get_sandbox("local"), workers=2, timeout=60)
-    for (name, _), run, alone in zip(named, runs, fresh):
-        assert run.passed and alone.passed, (name, run.category, alone.category, run.output_tail[-800:])
-        assert any(re.fullmatch(cheats[name][1], f) for f in run.flags), (name, run.flags)
-        assert "[harness] ast:mutates-argument: " in run.stderr, name
-    assert all(r.passed and not r.flags for r in refs), [(r.snippet, r.category, r.flags) for r in refs]
+    _passed_flagged(paper, cheats, snippet, sandbox_backend_name)
