@@ -65,6 +65,8 @@ def paper_files(folder: str) -> frozenset:
             if os.path.islink(os.path.join(root, name)):
                 found.append(name if rel == "." else rel + "/" + name)
     return frozenset(found)
+
+
 _FRAME_ATTRS = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame"))
 _WATCHED_IMPORTS = frozenset(("ctypes", "_ctypes", "_posixsubprocess", "pty"))
 _STACK_LIMIT = 20000  # distinct events remembered (so that each is reported once)
