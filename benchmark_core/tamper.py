@@ -58,6 +58,7 @@ AUDIT_FLAGS = (
     "audit:ref-module",  # the completion's code names the paper's *_ref module (static reading)
     "audit:paper-write",  # a file the paper ships, or code in the paper's folder, written by the run
     "audit:unshipped-code",  # code read that neither the paper nor the environment ships (a copy of *_ref)
+    "audit:framework-global",  # a kernel registered in torch's dispatcher; its modes or global hooks left changed
 )
 
 
@@ -106,6 +107,26 @@ _CODE_CALLS = {"eval": "eval", "exec": "exec", "compile": "compile", "globals": 
                "locals": "locals", "breakpoint": "breakpoint"}
 
 
+#: names through which torch is changed for every later call (a kernel registered for
+#: ``aten::isclose``, the python dispatcher entered with a ``py_impl`` kernel, a mode pushed for
+#: good, a global module or optimizer hook): as attributes, imported names or modules
+#: (``ast:dispatcher:<name>``); what the run registers is also in its audit trail (``audit:framework-global``)
+_DISPATCHER_NAMES = {"py_impl", "_dispatch_library", "_EnablePythonDispatcher", "enable_python_dispatcher",
+                     "_push_on_torch_function_stack", "_push_on_torch_dispatch_stack", "_meta_registrations",
+                     "_python_dispatcher", "_python_dispatch", "_DispatchModule",
+                     "_dispatch_tls_set_dispatch_key_included", "_dispatch_tls_set_dispatch_key_excluded",
+                     "_push_saved_tensors_default_hooks", "register_module_forward_hook",
+                     "register_module_forward_pre_hook", "register_module_full_backward_hook",
+                     "register_module_full_backward_pre_hook", "register_module_backward_hook",
+                     "register_optimizer_step_pre_hook", "register_optimizer_step_post_hook"}
+#: ... and these when they are a module's attribute (``torch.library``, ``T.library.impl``), not an
+#: object's own (``self.library``)
+_DISPATCHER_MODULE_ATTRS = {"library", "Library", "custom_op", "register_kernel", "register_fake",
+                            "register_torch_dispatch"}
+#: functions that look an attribute up, or call a method, by a name given as a string
+_ATTR_BY_NAME = {"attrgetter", "methodcaller"}
+
+
 def _literal_str(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and isinstance(node.value, str)
 
@@ -146,16 +167,17 @@ def static_reading(source: str, span: tuple[int, int], *, code: str, reference: 
         return StaticReading([], {}, parsed=False)
     flags: set[str] = set()
     refs = set(ref_modules)
+    around = _around(nodes)
     for node, inside in nodes:
         if inside:
-            _node_flags(node, flags, refs)
+            _node_flags(node, flags, refs, around)
     mutated = _argument_mutations(nodes, span)
     if mutated:
         flags.add("ast:mutates-argument")
     flags -= expected
     notes = {}
     for flag in sorted(flags):
-        if flag.startswith(("ast:protocol:", "ast:error-state:")) or flag == "ast:dynamic-class":
+        if flag.startswith(("ast:protocol:", "ast:error-state:", "ast:dispatcher:")) or flag == "ast:dynamic-class":
             notes[flag] = _SHAPED_NOTES[flag.split(":")[1]].format(name=flag.split(":")[-1])
     if "ast:mutates-argument" in flags:
         notes["ast:mutates-argument"] = _SHAPED_NOTES["mutates-argument"].format(name=", ".join(mutated))
@@ -287,6 +309,8 @@ _SHAPED_NOTES = {
     "error-state": ("the completion calls {name}: it changes how floating-point errors or warnings are "
                     "treated, which the test may rely on"),
     "dynamic-class": "the completion builds a class with type(name, bases, namespace): its methods are not read",
+    "dispatcher": ("the completion uses {name}: through it torch can be made to run other code for every later "
+                   "call, the reference's and the test's check among them"),
     "mutates-argument": ("the completion changes in place what its function was given ({name}): the test may "
                          "hand the same objects to the reference afterwards"),
 }
@@ -460,8 +484,9 @@ def _own_nodes(stmt: ast.stmt):
 def _reference_scope(source: str, span: tuple[int, int], code: str) -> tuple[int, frozenset[str], frozenset[str]]:
     """The snippet's block column (its least indented statement in the paper's own code; the opening
     tag's when it has none), the scope rules the paper's own code breaks there, and the flags of what
-    it defines or sets itself there (``ast:protocol:*``, ``ast:error-state:*``, ``ast:dynamic-class``:
-    a snippet whose reference defines ``__eq__`` asks a completion to define it)."""
+    it defines or sets itself there (``ast:protocol:*``, ``ast:error-state:*``, ``ast:dispatcher:*``,
+    ``ast:dynamic-class``: a snippet whose reference defines ``__eq__`` or registers a custom operator
+    asks a completion to do the same)."""
     first, last = span
     lines = _LINE_BREAK.split(source)
     try:
@@ -474,18 +499,41 @@ def _reference_scope(source: str, span: tuple[int, int], code: str) -> tuple[int
     column = min(columns) if columns else indent_column(lines[max(first - 2, 0)])
     _nodes, problems = _scope_problems(source, span, code, column)
     own: set[str] = set()
+    around = _around(reaching)
     for node, inside in reaching:
         if inside:
-            _node_flags(node, own, set())
+            _node_flags(node, own, set(), around)
     if _argument_mutations(reaching, span):  # an optimizer's step updates what it is given
         own.add("ast:mutates-argument")
-    expected = {f for f in own if f.startswith(("ast:protocol:", "ast:error-state:"))
+    expected = {f for f in own if f.startswith(("ast:protocol:", "ast:error-state:", "ast:dispatcher:"))
                 or f in {"ast:dynamic-class", "ast:mutates-argument"}}
     return column, frozenset(problems), frozenset(expected)
 
 
-def _node_flags(node: ast.AST, flags: set[str], refs: set[str]) -> None:
-    """Add the flags one node of the completion's code earns."""
+@dataclass(frozen=True)
+class _Around:
+    """What a node's flags depend on besides the node: the ids of the nodes that are called (a
+    call's function: ``getattr`` handed on as a value, ``functools.reduce(getattr, names, torch)``,
+    is not one of them), and the names the file binds to modules by an import."""
+
+    called: frozenset = frozenset()
+    modules: frozenset = frozenset()
+
+
+def _around(nodes: list[tuple[ast.AST, bool]]) -> _Around:
+    """``_Around`` of the nodes ``_nodes_reaching`` found (the first is the file's module)."""
+    called = frozenset(id(node.func) for node, _ in nodes if isinstance(node, ast.Call))
+    modules = set()
+    for node in ast.walk(nodes[0][0]) if nodes else ():
+        if isinstance(node, ast.Import):
+            modules.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            modules.update(alias.asname or alias.name for alias in node.names)
+    return _Around(called, frozenset(modules))
+
+
+def _node_flags(node: ast.AST, flags: set[str], refs: set[str], around: _Around = _Around()) -> None:
+    """Add the flags one node of the completion's code earns (``around``: ``_around`` of its file)."""
     if refs and _names_ref(node, refs):
         flags.add("audit:ref-module")
     if isinstance(node, ast.Import):
@@ -494,7 +542,13 @@ def _node_flags(node: ast.AST, flags: set[str], refs: set[str]) -> None:
     elif isinstance(node, ast.ImportFrom):
         if node.module and node.level == 0:
             _import_flag(flags, node.module)
+            for alias in node.names:
+                if alias.name in _DISPATCHER_NAMES or alias.name in _DISPATCHER_MODULE_ATTRS:
+                    flags.add(f"ast:dispatcher:{alias.name}")
     elif isinstance(node, ast.Attribute):
+        if node.attr in _DISPATCHER_NAMES or (node.attr in _DISPATCHER_MODULE_ATTRS
+                                              and _module_attribute(node, around.modules)):
+            flags.add(f"ast:dispatcher:{node.attr}")
         if node.attr in _DUNDERS or (node.attr.startswith("__") and node.attr.endswith("__")
                                      and node.attr not in {"__init__", "__name__", "__doc__"}):
             flags.add(f"ast:dunder:{node.attr}")
@@ -518,6 +572,12 @@ def _node_flags(node: ast.AST, flags: set[str], refs: set[str]) -> None:
                 flags.add(f"ast:dunder:{target.value}")  # type: ignore[union-attr]
         elif name in _CODE_CALLS:
             flags.add(f"ast:{_CODE_CALLS[name]}")
+        elif name in _ATTR_BY_NAME:
+            for arg in node.args:
+                if not _literal_str(arg):
+                    flags.add("ast:dynamic-getattr")
+                elif any(part.startswith("__") for part in arg.value.split(".")):  # type: ignore[union-attr]
+                    flags.add(f"ast:dunder:{arg.value}")  # type: ignore[union-attr]
         elif name in _ERROR_STATE_CALLS:
             flags.add(f"ast:error-state:{name}")
         elif (name == "type" and len(node.args) + len(node.keywords) >= 3) or name == "new_class":
@@ -529,6 +589,10 @@ def _node_flags(node: ast.AST, flags: set[str], refs: set[str]) -> None:
                 _import_flag(flags, node.args[0].value)  # type: ignore[union-attr]
     elif isinstance(node, ast.Name) and node.id in {"__builtins__", "__import__", "__loader__", "__spec__"}:
         flags.add(f"ast:dunder:{node.id}")
+    elif (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and id(node) not in around.called
+          and (node.id in _DYNAMIC_CALLS or node.id in _CODE_CALLS)):
+        # handed on, to be called elsewhere with whatever name: map(getattr, ...), f = eval
+        flags.add(f"ast:{_DYNAMIC_CALLS.get(node.id) or _CODE_CALLS[node.id]}")
     elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and _protocol(node.id):
         flags.add(f"ast:protocol:{node.id}")  # __eq__ = lambda self, other: True, in a class body
     elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _protocol(node.name):
@@ -541,6 +605,15 @@ def _node_flags(node: ast.AST, flags: set[str], refs: set[str]) -> None:
 
 
 _DUNDER_NAME = re.compile(r"__[A-Za-z0-9_]+__")
+
+
+def _module_attribute(node: ast.Attribute, modules: frozenset) -> bool:
+    """Whether ``node`` is looked up on a module the file imports (``torch.library``, ``T.library``
+    after ``import torch as T``), not on an object of the code's own (``self.library``, ``s.library``)."""
+    value = node.value
+    while isinstance(value, ast.Attribute):
+        value = value.value
+    return isinstance(value, ast.Name) and value.id in modules
 
 
 def _protocol(name: str) -> bool:
@@ -571,9 +644,13 @@ def _call_name(func: ast.AST) -> str:
 
 
 def _import_flag(flags: set[str], module: str) -> None:
-    root = module.split(".")[0]
+    parts = module.split(".")
+    root = parts[0]
     if module in _PROCESS_MODULES or root in _PROCESS_MODULES or root.endswith("_ref"):
         flags.add(f"ast:import:{module if module in _PROCESS_MODULES else root}")
+    for part in parts[1:]:
+        if part in _DISPATCHER_NAMES or part == "library":
+            flags.add(f"ast:dispatcher:{part}")  # torch.library, torch._python_dispatcher ...
 
 
 # ---------------------------------------------------------------------------- the run's audit trail
@@ -592,13 +669,16 @@ def _event_flag(event: Mapping) -> str | None:
         return "audit:paper-write"  # a file the paper ships (or code in its folder) written by the run
     if detail.startswith("unshipped-code:"):
         return "audit:unshipped-code"  # code read (imported) that neither the paper nor a library ships
-    if event.get("importing") and caller != "paper" and name != "os.exec" and not name.startswith("rcb."):
+    if event.get("importing") and caller != "paper" and name != "os.exec" and (
+            name == "rcb.framework" or not name.startswith("rcb.")):
         # a library's own code while it is imported (ctypes loads, typing frames ...), code made under
         # its own file name among them: asyncio's module body makes a coroutine of its own function
         # with types.coroutine (code.replace: a code object under asyncio/tasks.py), so a completion
         # importing asyncio or unittest.mock, which passes in a fresh interpreter, failed here as
         # tampering:code-spoof. Import-time code is the library's, from read-only files; code the
-        # completion makes under a library's name has the completion innermost (caller "paper")
+        # completion makes under a library's name has the completion innermost (caller "paper").
+        # A library registering its kernels in torch's dispatcher as it is imported (torchvision's
+        # operators) is its import-time code too
         return None
     if detail.startswith("spoof:"):
         return "tampering:code-spoof"
@@ -656,6 +736,8 @@ def _event_flag(event: Mapping) -> str | None:
         return "audit:library-state"
     if name == "rcb.signal-handler":
         return "audit:signal-handler"
+    if name == "rcb.framework":
+        return "audit:framework-global"
     return "audit:other"
 
 

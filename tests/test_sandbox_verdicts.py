@@ -225,6 +225,26 @@ def test_a_completion_importing_asyncio_is_judged_as_fresh(sandbox_backend_name,
     assert warm[0].flags == [] and warm[1].flags == ["ast:import:unittest"], [r.flags for r in warm]
 
 
+@pytest.mark.slow
+def test_a_completion_registering_hooks_on_its_own_module_is_judged_as_fresh(sandbox_backend_name):
+    """Every hook torch registers bumps a counter of its handle class (``RemovableHandle.next_id``):
+    an honest completion hooking its own module (or a tensor of its own) once failed here as
+    tampering:patch while it passed in a fresh interpreter. A wrong answer that does the same still fails."""
+    paper = load_problemset(TORCH_PSET).paper("swiglu")
+    snip = paper.snippet("swiglu forward")
+    hooked = ("        seen = []", "        h = self.w.register_forward_hook(lambda m, i, o: seen.append(o.shape))",
+              "        gate = swish(self.w(x))", "        h.remove()",
+              "        if gate.requires_grad:", "            gate.register_hook(lambda g: g)",
+              "        return self.w2(gate * self.v(x))")
+    wrong = hooked[:-1] + ("        return self.w2(gate + self.v(x))",)
+    tasks = [Task(paper, snip, hooked), Task(paper, snip, wrong), Task(paper, snip, reference_code(paper, snip))]
+    fresh = run_tasks(tasks, sandbox=get_sandbox("local"), workers=1, timeout=120)
+    assert [r.passed for r in fresh] == [True, False, True]
+    warm = _warm(tasks, sandbox_backend_name)
+    assert _verdicts(warm) == _verdicts(fresh), [(r.category, r.flags, r.output_tail[-300:]) for r in warm]
+    assert warm[0].flags == [] and warm[2].flags == [], [r.flags for r in warm]
+
+
 def _threads_paper(root: Path):
     """A torch paper whose test prints the threads its run was given, then checks a product."""
     return one_snippet_paper(

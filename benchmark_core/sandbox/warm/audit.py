@@ -41,7 +41,7 @@ _AUDITED = frozenset((
     "sys.setprofile", "sys.addaudithook", "_thread.start_new_thread", "object.__setattr__",
     "object.__delattr__", "object.__getattr__", "open", "os.listdir", "os.scandir", "import",
     "code.__new__", "compile", "rcb.thread", "rcb.test", "rcb.checkpoint", "rcb.modattr",
-    "os.rename", "os.link", "os.symlink", "os.truncate",
+    "os.rename", "os.link", "os.symlink", "os.truncate", "rcb.framework",
 ))
 #: files Python runs code from: a run that reads one the paper does not ship (a copy of its ``*_ref``
 #: module under another name, imported) or writes one in the paper's folder is reported
@@ -293,9 +293,10 @@ _SIGNALS: list = []
 def _audit_process(emit, state: dict):
     """``(check_process, check_signals)``: what decides the published verdict besides the exit code.
 
-    fds 1 and 2 (the output pipes) and the few functions of sys that end the process or print its
-    errors (sys itself is not watched: tests rebind sys.stdout and friends), compared at every
-    checkpoint; and the signal handlers set since the hook went in, each reported once."""
+    fds 1 and 2 (the output pipes), the few functions of sys that end the process or print its
+    errors (sys itself is not watched: tests rebind sys.stdout and friends) and torch's global
+    state (``rcb.framework``), compared at every checkpoint; and the signal handlers set since the
+    hook went in, each reported once."""
     import _signal
     import signal as _signals
 
@@ -322,6 +323,34 @@ def _audit_process(emit, state: dict):
                    "_getframe", "unraisablehook")
     sys_base = {name: sys_dict.get(name) for name in sys_watched}
 
+    modules = sys.modules
+    # torch's global state: its readers and the state at first sight, then the last one reported
+    torch_state: list = [None, None, None]
+
+    def torch_global_state():
+        """What torch holds for every later call, once it is imported: its thread-local dispatch keys
+        (the python dispatcher, whose ``py_impl`` kernels then run, entered for good), its mode
+        stacks and its default saved-tensor hooks. (Its global hook tables are dicts: the library
+        guard watches them, ``guard.HOOK_TABLES``.)"""
+        torch_c = modules.get("torch._C")
+        if torch_c is None:
+            return None
+        if torch_state[0] is None:
+            try:
+                torch_state[0] = (torch_c._dispatch_tls_local_include_set, torch_c._dispatch_tls_local_exclude_set,
+                                  torch_c._len_torch_function_stack, torch_c._len_torch_dispatch_stack,
+                                  torch_c._autograd._top_saved_tensors_default_hooks)
+            except AttributeError:
+                torch_state[0] = ()
+        if not torch_state[0]:
+            return None
+        include, exclude, function_modes, dispatch_modes, saved_hooks = torch_state[0]
+        try:
+            return (f"include {include()} exclude {exclude()} function-modes {function_modes()} "
+                    f"dispatch-modes {dispatch_modes()} saved-tensor-hooks {saved_hooks(False) is not None}")
+        except Exception:  # noqa: BLE001 - a function of torch._C replaced (the guard reports that)
+            return "?"
+
     def check_process() -> None:
         if stdio_ids() != stdio:
             emit("E", "rcb.stdio", "fd 1 or 2 replaced")
@@ -329,6 +358,14 @@ def _audit_process(emit, state: dict):
             if sys_dict.get(name) is not value:
                 emit("E", "rcb.attr", "sys." + name + " changed")
                 sys_base[name] = sys_dict.get(name)
+        state_now = torch_global_state()
+        if state_now is not None:
+            if torch_state[1] is None:
+                torch_state[1] = torch_state[2] = state_now
+            elif state_now != torch_state[2]:
+                torch_state[2] = state_now
+                if state_now != torch_state[1]:
+                    emit("E", "rcb.framework", "state:" + state_now)
 
     def check_signals() -> None:
         for sig in signals:
@@ -783,6 +820,8 @@ def _audit_events(state: dict, runner: str, trusted_roots: tuple, emit, stack_or
         elif event == "rcb.checkpoint":
             checkpoint(text(args[0] if args else "?"))
             return None
+        elif event == "rcb.framework":
+            return "dispatch:" + text(args[0] if args else "?")  # <method>:<operator>:<key> (launch._wrap_dispatcher)
         elif event == "compile" or event == "code.__new__":
             # code under a library's (or the import system's) name: its frames would pass for library code
             name = text(args[1]) if tlen(args) > 1 else "?"
