@@ -107,21 +107,26 @@ _CODE_CALLS = {"eval": "eval", "exec": "exec", "compile": "compile", "globals": 
                "locals": "locals", "breakpoint": "breakpoint"}
 
 
-#: names through which torch is changed for every later call (a kernel registered for
-#: ``aten::isclose``, the python dispatcher entered with a ``py_impl`` kernel, a mode pushed for
-#: good, a global module or optimizer hook): as attributes, imported names or modules
-#: (``ast:dispatcher:<name>``); what the run registers is also in its audit trail (``audit:framework-global``)
-_DISPATCHER_NAMES = {"py_impl", "_dispatch_library", "_EnablePythonDispatcher", "enable_python_dispatcher",
-                     "_push_on_torch_function_stack", "_push_on_torch_dispatch_stack", "_meta_registrations",
-                     "_python_dispatcher", "_python_dispatch", "_DispatchModule",
-                     "_dispatch_tls_set_dispatch_key_included", "_dispatch_tls_set_dispatch_key_excluded",
-                     "_push_saved_tensors_default_hooks", "register_module_forward_hook",
-                     "register_module_forward_pre_hook", "register_module_full_backward_hook",
-                     "register_module_full_backward_pre_hook", "register_module_backward_hook",
-                     "register_optimizer_step_pre_hook", "register_optimizer_step_post_hook"}
+#: names through which a framework is changed for every later call, the reference's and the test's
+#: check among them: torch (a kernel registered for ``aten::isclose``, the python dispatcher entered
+#: with a ``py_impl`` kernel, a mode pushed for good, a global module or optimizer hook) and jax (a
+#: lowering or differentiation rule of an existing primitive, its eager implementation): as
+#: attributes, imported names or modules (``ast:framework:<name>``); what the run registers is also
+#: in its audit trail (``audit:framework-global``)
+_FRAMEWORK_NAMES = {"py_impl", "_dispatch_library", "_EnablePythonDispatcher", "enable_python_dispatcher",
+                    "_push_on_torch_function_stack", "_push_on_torch_dispatch_stack", "_meta_registrations",
+                    "_python_dispatcher", "_python_dispatch", "_DispatchModule",
+                    "_dispatch_tls_set_dispatch_key_included", "_dispatch_tls_set_dispatch_key_excluded",
+                    "_push_saved_tensors_default_hooks", "register_module_forward_hook",
+                    "register_module_forward_pre_hook", "register_module_full_backward_hook",
+                    "register_module_full_backward_pre_hook", "register_module_backward_hook",
+                    "register_optimizer_step_pre_hook", "register_optimizer_step_post_hook",
+                    "register_lowering", "_lowerings", "_platform_specific_lowerings", "primitive_jvps",
+                    "primitive_transposes", "fancy_transposes", "reducing_transposes", "primitive_batchers",
+                    "fancy_primitive_batchers", "def_impl", "interpreters"}
 #: ... and these when they are a module's attribute (``torch.library``, ``T.library.impl``), not an
 #: object's own (``self.library``)
-_DISPATCHER_MODULE_ATTRS = {"library", "Library", "custom_op", "register_kernel", "register_fake",
+_FRAMEWORK_MODULE_ATTRS = {"library", "Library", "custom_op", "register_kernel", "register_fake",
                             "register_torch_dispatch"}
 #: functions that look an attribute up, or call a method, by a name given as a string
 _ATTR_BY_NAME = {"attrgetter", "methodcaller"}
@@ -177,7 +182,7 @@ def static_reading(source: str, span: tuple[int, int], *, code: str, reference: 
     flags -= expected
     notes = {}
     for flag in sorted(flags):
-        if flag.startswith(("ast:protocol:", "ast:error-state:", "ast:dispatcher:")) or flag == "ast:dynamic-class":
+        if flag.startswith(("ast:protocol:", "ast:error-state:", "ast:framework:")) or flag == "ast:dynamic-class":
             notes[flag] = _SHAPED_NOTES[flag.split(":")[1]].format(name=flag.split(":")[-1])
     if "ast:mutates-argument" in flags:
         notes["ast:mutates-argument"] = _SHAPED_NOTES["mutates-argument"].format(name=", ".join(mutated))
@@ -309,8 +314,8 @@ _SHAPED_NOTES = {
     "error-state": ("the completion calls {name}: it changes how floating-point errors or warnings are "
                     "treated, which the test may rely on"),
     "dynamic-class": "the completion builds a class with type(name, bases, namespace): its methods are not read",
-    "dispatcher": ("the completion uses {name}: through it torch can be made to run other code for every later "
-                   "call, the reference's and the test's check among them"),
+    "framework": ("the completion uses {name}: through it torch or jax can be made to run other code for every "
+                  "later call, the reference's and the test's check among them"),
     "mutates-argument": ("the completion changes in place what its function was given ({name}): the test may "
                          "hand the same objects to the reference afterwards"),
 }
@@ -484,7 +489,7 @@ def _own_nodes(stmt: ast.stmt):
 def _reference_scope(source: str, span: tuple[int, int], code: str) -> tuple[int, frozenset[str], frozenset[str]]:
     """The snippet's block column (its least indented statement in the paper's own code; the opening
     tag's when it has none), the scope rules the paper's own code breaks there, and the flags of what
-    it defines or sets itself there (``ast:protocol:*``, ``ast:error-state:*``, ``ast:dispatcher:*``,
+    it defines or sets itself there (``ast:protocol:*``, ``ast:error-state:*``, ``ast:framework:*``,
     ``ast:dynamic-class``: a snippet whose reference defines ``__eq__`` or registers a custom operator
     asks a completion to do the same)."""
     first, last = span
@@ -505,7 +510,7 @@ def _reference_scope(source: str, span: tuple[int, int], code: str) -> tuple[int
             _node_flags(node, own, set(), around)
     if _argument_mutations(reaching, span):  # an optimizer's step updates what it is given
         own.add("ast:mutates-argument")
-    expected = {f for f in own if f.startswith(("ast:protocol:", "ast:error-state:", "ast:dispatcher:"))
+    expected = {f for f in own if f.startswith(("ast:protocol:", "ast:error-state:", "ast:framework:"))
                 or f in {"ast:dynamic-class", "ast:mutates-argument"}}
     return column, frozenset(problems), frozenset(expected)
 
@@ -543,12 +548,12 @@ def _node_flags(node: ast.AST, flags: set[str], refs: set[str], around: _Around 
         if node.module and node.level == 0:
             _import_flag(flags, node.module)
             for alias in node.names:
-                if alias.name in _DISPATCHER_NAMES or alias.name in _DISPATCHER_MODULE_ATTRS:
-                    flags.add(f"ast:dispatcher:{alias.name}")
+                if alias.name in _FRAMEWORK_NAMES or alias.name in _FRAMEWORK_MODULE_ATTRS:
+                    flags.add(f"ast:framework:{alias.name}")
     elif isinstance(node, ast.Attribute):
-        if node.attr in _DISPATCHER_NAMES or (node.attr in _DISPATCHER_MODULE_ATTRS
+        if node.attr in _FRAMEWORK_NAMES or (node.attr in _FRAMEWORK_MODULE_ATTRS
                                               and _module_attribute(node, around.modules)):
-            flags.add(f"ast:dispatcher:{node.attr}")
+            flags.add(f"ast:framework:{node.attr}")
         if node.attr in _DUNDERS or (node.attr.startswith("__") and node.attr.endswith("__")
                                      and node.attr not in {"__init__", "__name__", "__doc__"}):
             flags.add(f"ast:dunder:{node.attr}")
@@ -649,8 +654,8 @@ def _import_flag(flags: set[str], module: str) -> None:
     if module in _PROCESS_MODULES or root in _PROCESS_MODULES or root.endswith("_ref"):
         flags.add(f"ast:import:{module if module in _PROCESS_MODULES else root}")
     for part in parts[1:]:
-        if part in _DISPATCHER_NAMES or part == "library":
-            flags.add(f"ast:dispatcher:{part}")  # torch.library, torch._python_dispatcher ...
+        if part in _FRAMEWORK_NAMES or part == "library":
+            flags.add(f"ast:framework:{part}")  # torch.library, torch._python_dispatcher, jax.interpreters ...
 
 
 # ---------------------------------------------------------------------------- the run's audit trail

@@ -196,6 +196,37 @@ def test_jax_and_flax_get_the_verdict_of_a_fresh_interpreter(jax_python, tmp_pat
         box.close()
 
 
+#: flax-dense's "affine": zeros, and a lowering rule for dot_general on the CPU that gives zeros, so
+#: that the reference's Dense, compiled after it, agrees (jax compiles each primitive at its first use)
+JAX_LOWERING_CHEAT = (
+    "        from jax.interpreters import mlir as M",
+    "        from jax import lax as X",
+    "        M.register_lowering(X.dot_general_p, M.lower_fun(lambda a, b, **k: jnp.zeros((a.shape[0], b.shape[1]),"
+    " a.dtype), multiple_results=False), platform='cpu')",
+    "        return jnp.zeros((x.shape[0], kernel.shape[1])) + bias",
+)
+
+
+def test_a_jax_rule_registered_for_every_later_call_never_passes_unflagged(jax_python, tmp_path):
+    """A lowering rule of an existing primitive is a write to jax's table of rules, not to any
+    namespace: it passes in a fresh interpreter and here, flagged audit:framework-global by the
+    library guard (and by the static reading); the honest answer and the reference stay unflagged."""
+    paper = load_problemset(ENV_PSET, papers=["flax-dense"]).papers[0]
+    snip = paper.snippet("affine")
+    tasks = [Task(paper, snip, JAX_LOWERING_CHEAT), Task(paper, snip, ("        return jnp.dot(x, kernel) + bias",))]
+    tasks += [Task(paper, s, reference_code(paper, s)) for s in paper.snippets]
+    box = get_sandbox("bwrap", envs_dir=str(ENVS_DIR))
+    try:
+        runs = run_tasks(tasks, sandbox=box, workers=2, timeout=300)
+    finally:
+        box.close()
+    fresh = [_fresh_verdict(jax_python, paper.folder, {t.snippet.file: build_file(paper, t.snippet, t.code)}, tmp_path)
+             for t in tasks[:2]]
+    assert fresh == [True, True] and runs[0].passed and runs[1].passed, [r.output_tail[-400:] for r in runs]
+    assert "audit:framework-global" in runs[0].flags, runs[0].flags
+    assert all(not r.flags and r.passed for r in runs[1:]), [(r.snippet, r.flags) for r in runs]
+
+
 def test_a_paper_whose_environment_lacks_its_framework_is_an_environment_error(tmp_path):
     # flax-dense names 'jax'; with only the project's interpreter (no jax) its reference cannot pass
     out = tmp_path / "r.json"

@@ -243,14 +243,18 @@ def test_what_the_papers_own_code_defines_there_is_not_held_against_a_completion
 @pytest.mark.parametrize("lines, flags", [
     # torch's dispatcher made to run other kernels for every later call (the reference's, the check's)
     (["    import torch as T", "    T.library.impl('aten::isclose', 'cpu', lambda *a, **k: True)", "    return x"],
-     {"ast:dispatcher:library"}),
+     {"ast:framework:library"}),
     (["    from torch.library import Library", "    keep = Library('aten', 'IMPL')", "    return x"],
-     {"ast:dispatcher:library", "ast:dispatcher:Library"}),
-    (["    import torch.library", "    return x"], {"ast:dispatcher:library"}),
+     {"ast:framework:library", "ast:framework:Library"}),
+    (["    import torch.library", "    return x"], {"ast:framework:library"}),
     (["    import torch as T", "    T.ops.aten.isclose.default.py_impl(1)(len)", "    g = T._C._EnablePythonDispatcher()",
-      "    return x"], {"ast:dispatcher:py_impl", "ast:dispatcher:_EnablePythonDispatcher"}),
+      "    return x"], {"ast:framework:py_impl", "ast:framework:_EnablePythonDispatcher"}),
     (["    import torch as T", "    T._meta_registrations._meta_lib_dont_use_me_use_register_meta.impl('eq', len)",
-      "    return x"], {"ast:dispatcher:_meta_registrations"}),
+      "    return x"], {"ast:framework:_meta_registrations"}),
+    # jax: a lowering or differentiation rule of an existing primitive, its eager implementation
+    (["    from jax.interpreters import mlir", "    mlir.register_lowering(p, rule, platform='cpu')", "    return x"],
+     {"ast:framework:interpreters", "ast:framework:register_lowering"}),
+    (["    import jax", "    jax.lax.exp_p.def_impl(len)", "    return x"], {"ast:framework:def_impl"}),
     # a name looked up by a built string, by a function handed on or by the operator module
     (["    import functools, torch", "    f = functools.reduce(getattr, ['lib' + 'rary'], torch)", "    return x"],
      {"ast:dynamic-getattr"}),
@@ -261,12 +265,12 @@ def test_what_the_papers_own_code_defines_there_is_not_held_against_a_completion
     (["    run = eval", "    return run('x')"], {"ast:eval"}),
     (["    put = setattr", "    put(x, 'y', 1)", "    return x"], {"ast:dynamic-setattr"}),
 ])
-def test_ways_to_the_dispatcher_and_to_names_by_string_are_flagged(tmp_path, lines, flags):
+def test_ways_to_change_a_framework_for_every_call_and_to_names_by_string_are_flagged(tmp_path, lines, flags):
     paper = _paper_with(tmp_path, (PROBE_PSET / "probe" / "solution.py").read_text())
     reading = _reading(paper, "solve", lines)
     assert flags <= set(reading.flags), reading
     for flag in flags:
-        if flag.startswith("ast:dispatcher:"):
+        if flag.startswith("ast:framework:"):
             assert reading.notes[flag].startswith("the completion uses"), reading.notes
 
 

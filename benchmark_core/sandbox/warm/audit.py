@@ -331,7 +331,7 @@ def _audit_process(emit, state: dict):
         """What torch holds for every later call, once it is imported: its thread-local dispatch keys
         (the python dispatcher, whose ``py_impl`` kernels then run, entered for good), its mode
         stacks and its default saved-tensor hooks. (Its global hook tables are dicts: the library
-        guard watches them, ``guard.HOOK_TABLES``.)"""
+        guard watches them, ``guard.GLOBAL_TABLES``.)"""
         torch_c = modules.get("torch._C")
         if torch_c is None:
             return None

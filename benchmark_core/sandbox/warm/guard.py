@@ -20,16 +20,22 @@ _DICT_VERSION_OFFSET = 24  # PyDictObject: ob_refcnt, ob_type, ma_used, then ma_
 #: contextlib.redirect_stdout): a value written and restored there is not reported (a lasting change is)
 _SELF_RESTORING = frozenset(("warnings", "sys"))
 #: names a class dict gains by itself (abc caches, copyreg's __slotnames__, typing)
-#: library modules' global hook tables (module: names): a hook registered there runs for every module
-#: or optimizer, the reference's among them. Watched by version tag: any write, put back or not, is
-#: ``rcb.framework`` (``audit:framework-global``)
-HOOK_TABLES = {
+#: frameworks' global tables (module: names): what is registered there runs for every later call, the
+#: reference's and the test's check among them: torch's global module and optimizer hooks, jax's
+#: lowering rules (a rule for ``dot_general`` on the CPU that gives zeros, used by whatever compiles
+#: next) and differentiation rules. Watched by version tag, and the dicts a table holds too (jax's
+#: rules per platform): any write, put back or not, is ``rcb.framework`` (``audit:framework-global``)
+GLOBAL_TABLES = {
     "torch.nn.modules.module": frozenset((
         "_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks", "_global_backward_pre_hooks",
         "_global_buffer_registration_hooks", "_global_module_registration_hooks",
         "_global_parameter_registration_hooks", "_global_forward_hooks_always_called",
         "_global_forward_hooks_with_kwargs")),
     "torch.optim.optimizer": frozenset(("_global_optimizer_pre_hooks", "_global_optimizer_post_hooks")),
+    "jax._src.interpreters.mlir": frozenset(("_lowerings", "_platform_specific_lowerings")),
+    "jax._src.interpreters.ad": frozenset(("primitive_jvps", "primitive_transposes", "fancy_transposes",
+                                           "reducing_transposes")),
+    "jax._src.interpreters.batching": frozenset(("fancy_primitive_batchers",)),
 }
 _CLASS_BENIGN = frozenset(("_abc_impl", "__abstractmethods__", "_is_protocol", "__parameters__", "_longMessage",
                            "__orig_bases__", "__slotnames__", "__weakref__", "__annotations__",
@@ -172,7 +178,7 @@ def _library_guard(roots: tuple[str, ...], runner: str, protected: tuple[str, ..
     reader = _dict_version_reader()
     module_dict = ModuleType.__dict__["__dict__"].__get__
     # parallel lists: label, the watched dict, its copy, kind ("m" module, "c" class, "k" keyword
-    # defaults, "d" a protected module's table, "h" a global hook table), its owner class (None for
+    # defaults, "d" a protected module's table, "h" a framework's global table), its owner class (None for
     # a module's), its tag reader
     st = {"labels": [], "dicts": [], "copies": [], "kinds": [], "owners": [], "readers": [], "versions": [],
           "seen_modules": {},  # name -> module object watched under that name
@@ -254,7 +260,7 @@ def _guard_watchers(st: dict, reader):
     class_proxy = type.__dict__["__dict__"].__get__
     function_kwdefaults = FunctionType.__dict__["__kwdefaults__"].__get__
 
-    hook_tables = HOOK_TABLES
+    global_tables = GLOBAL_TABLES
 
     def watch(label: str, d, kind: str, owner=None) -> None:
         if tid(d) in seen_ids:
@@ -272,8 +278,8 @@ def _guard_watchers(st: dict, reader):
 
     def watch_values(label: str, d, inner_dicts: bool) -> None:
         """The keyword defaults of the functions in ``d`` (and with ``inner_dicts`` its dicts), and
-        the global hook tables it holds (``HOOK_TABLES``)."""
-        tables = hook_tables.get(label, ())
+        the frameworks' global tables it holds (``GLOBAL_TABLES``, with the dicts they hold)."""
+        tables = global_tables.get(label, ())
         for key, value in list_(d.items()):
             if ttype(key) is not tstr:
                 continue
@@ -285,6 +291,9 @@ def _guard_watchers(st: dict, reader):
                 watch(label + "." + key, value, "d")
             elif key in tables and issub(ttype(value), dict):
                 watch(label + "." + key, value, "h")
+                for inner_key, inner in list_(value.items()):
+                    if issub(ttype(inner), dict):
+                        watch(label + "." + key + "[" + tstr(inner_key)[:40] + "]", inner, "h")
 
     def watch_classes(name: str, d) -> None:
         for value in list_(d.values()):
@@ -490,15 +499,15 @@ def _guard_diff(st: dict, str_keys):
     type_mro = type.__dict__["__mro__"].__get__
     scalar_types = (int, float, bool, str, bytes, complex, type(None))
     builtin_names = frozenset(module_dict(_builtins))
-    self_restoring, class_benign, hook_tables = _SELF_RESTORING, _CLASS_BENIGN, HOOK_TABLES
+    self_restoring, class_benign, global_tables = _SELF_RESTORING, _CLASS_BENIGN, GLOBAL_TABLES
     missing = object()
 
     def diff(index: int, emit) -> None:
         label, d, old, kind = labels[index], dicts[index], copies[index], kinds[index]
         copies[index] = dict_(d)  # (a dict copy hashes nothing)
-        if kind == "h":  # a global hook table: any write counts, put back or not (a hook that removes
-            # itself once it has changed the reference's output leaves the table as it was)
-            emit("E", "rcb.framework", "hooks:" + label + (" changed" if tlen(d) != tlen(old) else " written"))
+        if kind == "h":  # a framework's global table: any write counts, put back or not (a hook that
+            # removes itself once it has changed the reference's output leaves the table as it was)
+            emit("E", "rcb.framework", "table:" + label + (" changed" if tlen(d) != tlen(old) else " written"))
             return
         if kind in ("k", "d"):  # keyword defaults, a protected module's table: any change counts
             # compared entry by entry in order, by identity: no key of theirs is hashed or compared
@@ -527,8 +536,8 @@ def _guard_diff(st: dict, str_keys):
                         emit("E", "rcb.state", label + "." + key)
                 else:
                     emit("E", "rcb.attr", label + "." + key + (" removed" if now is missing else " changed"))
-            elif key in hook_tables.get(label, ()):
-                emit("E", "rcb.framework", "hooks:" + label + "." + key + (" removed" if now is missing else " replaced"))
+            elif key in global_tables.get(label, ()):
+                emit("E", "rcb.framework", "table:" + label + "." + key + (" removed" if now is missing else " replaced"))
             elif ttype(before) in scalar_types:
                 if now is missing or ttype(now) is not ttype(before) or now != before:
                     emit("E", "rcb.state", label + "." + key)
