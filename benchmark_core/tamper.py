@@ -75,7 +75,10 @@ def review_flags(flags: Iterable[str]) -> list[str]:
 _PROCESS_MODULES = {"os", "sys", "ctypes", "gc", "inspect", "subprocess", "signal", "unittest", "builtins",
                     "importlib", "posix", "_thread", "threading", "multiprocessing", "pty", "mmap", "atexit",
                     "_posixsubprocess", "faulthandler", "resource", "types", "runpy", "traceback", "marshal",
-                    "pickle", "code", "codeop", "_ctypes", "socket", "shutil", "numpy.testing", "torch.testing"}
+                    "pickle", "code", "codeop", "_ctypes", "socket", "shutil", "numpy.testing", "torch.testing",
+                    # the test script's namespace (it holds the reference, under whatever name the test
+                    # imported it), and what imports by a string (pkgutil.resolve_name("__main__:r"))
+                    "__main__", "pkgutil", "imp", "zipimport"}
 _DUNDERS = {"__globals__", "__code__", "__closure__", "__builtins__", "__subclasses__", "__dict__", "__class__",
             "__bases__", "__mro__", "__base__", "__import__", "__loader__", "__spec__", "__self__", "__func__",
             "__defaults__", "__kwdefaults__", "__getattribute__", "__setattr__", "__delattr__", "__reduce__",

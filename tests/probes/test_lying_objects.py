@@ -196,3 +196,22 @@ def test_torch_changed_for_every_later_call_never_passes_unflagged(snippet, sand
     and the run's audit trail names it (``audit:framework-global``), whatever the static reading saw."""
     paper = load_problemset(REPO / "tests" / "data" / "torch_pset").paper("swiglu")
     _passed_flagged(paper, TORCH_GLOBAL[snippet], snippet, sandbox_backend_name)
+
+
+#: the softplus paper's test imports the reference as ``r``: the test's own namespace hands it out
+THROUGH_THE_TEST = {
+    "import_main": ("import __main__\ny = __main__.r.softplus(x)", r"ast:import:__main__"),
+    "from_main": ("from __main__ import r as answer\ny = answer.softplus(x)", r"ast:import:__main__"),
+    "resolved_by_name": ("import pkgutil\ny = pkgutil.resolve_name('__main__:r').softplus(x)", r"ast:import:pkgutil"),
+}
+
+
+@pytest.mark.slow
+def test_the_reference_reached_through_the_tests_namespace_never_passes_unflagged(sandbox_backend_name, tmp_path):
+    """A test imports the reference under a name of its own (``import softplus_00_ref as r``): the
+    test script is ``__main__``, so ``import __main__`` (or ``pkgutil.resolve_name``) hands the
+    completion the reference without naming it. It passes, as in a fresh interpreter, flagged."""
+    paper = one_snippet_paper(tmp_path, "softplus_00", imports="import numpy as np", func="softplus",
+                              body="    y = np.logaddexp(0.0, x)\n", test=SOFTPLUS_TEST,
+                              requirements="numpy\n", title="Softplus").papers[0]
+    _passed_flagged(paper, THROUGH_THE_TEST, "softplus", sandbox_backend_name)
