@@ -564,8 +564,10 @@ def _node_flags(node: ast.AST, flags: set[str], refs: set[str], around: _Around 
             flags.add(f"ast:frame:{node.attr}")
         if isinstance(node.value, ast.Name) and node.value.id in {"os", "posix", "_os"} and node.attr in _FD_CALLS:
             flags.add(f"ast:os-call:{node.attr}")
-        if isinstance(node.value, ast.Name) and node.value.id == "sys" and node.attr in {"modules", "meta_path",
-                                                                                          "path_hooks"}:
+        if node.attr in {"modules", "meta_path", "path_hooks"} and (
+                (isinstance(node.value, ast.Name) and node.value.id == "sys")
+                or (isinstance(node.value, ast.Attribute) and node.value.attr == "sys")):
+            # sys, or sys as a library re-exports it (torch.sys.modules: torch imported sys)
             flags.add(f"ast:sys-{node.attr.replace('_', '-')}")
     elif isinstance(node, ast.Call):
         name = _call_name(node.func)

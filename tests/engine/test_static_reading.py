@@ -263,6 +263,10 @@ def test_what_the_papers_own_code_defines_there_is_not_held_against_a_completion
     (["    import operator", "    operator.methodcaller('im' + 'pl', 'eq')(x)", "    return x"], {"ast:dynamic-getattr"}),
     (["    import operator", "    return operator.attrgetter('__class__')(x)"], {"ast:dunder:__class__"}),
     (["    run = eval", "    return run('x')"], {"ast:eval"}),
+    # sys as a library re-exports it, and the test's namespace (it holds the reference under its alias)
+    (["    import torch", "    return torch.sys.modules['__' + 'main__'].r.f(x)"], {"ast:sys-modules"}),
+    (["    import __main__", "    return __main__.r.f(x)"], {"ast:import:__main__"}),
+    (["    import pkgutil", "    return pkgutil.resolve_name('__main__:r').f(x)"], {"ast:import:pkgutil"}),
     (["    put = setattr", "    put(x, 'y', 1)", "    return x"], {"ast:dynamic-setattr"}),
 ])
 def test_ways_to_change_a_framework_for_every_call_and_to_names_by_string_are_flagged(tmp_path, lines, flags):
