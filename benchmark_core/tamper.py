@@ -131,6 +131,10 @@ _FRAMEWORK_NAMES = {"py_impl", "_dispatch_library", "_EnablePythonDispatcher", "
 #: object's own (``self.library``)
 _FRAMEWORK_MODULE_ATTRS = {"library", "Library", "custom_op", "register_kernel", "register_fake",
                             "register_torch_dispatch"}
+#: process-level modules as libraries re-export them (``torch.sys``, ``numpy.os``: a module that
+#: imported ``sys`` holds it): looked up on a module the file imports, they are ``ast:import:<name>``
+_REEXPORTED = {"sys", "os", "gc", "ctypes", "inspect", "builtins", "importlib", "subprocess", "pkgutil", "posix",
+               "_thread", "__main__"}
 #: functions that look an attribute up, or call a method, by a name given as a string
 _ATTR_BY_NAME = {"attrgetter", "methodcaller"}
 
@@ -557,6 +561,8 @@ def _node_flags(node: ast.AST, flags: set[str], refs: set[str], around: _Around 
         if node.attr in _FRAMEWORK_NAMES or (node.attr in _FRAMEWORK_MODULE_ATTRS
                                               and _module_attribute(node, around.modules)):
             flags.add(f"ast:framework:{node.attr}")
+        if node.attr in _REEXPORTED and _module_attribute(node, around.modules):
+            flags.add(f"ast:import:{node.attr}")  # torch.sys: sys as torch imported it
         if node.attr in _DUNDERS or (node.attr.startswith("__") and node.attr.endswith("__")
                                      and node.attr not in {"__init__", "__name__", "__doc__"}):
             flags.add(f"ast:dunder:{node.attr}")
@@ -578,6 +584,9 @@ def _node_flags(node: ast.AST, flags: set[str], refs: set[str], around: _Around 
                 flags.add(f"ast:{_DYNAMIC_CALLS[name]}")
             elif name == "__import__":
                 _import_flag(flags, target.value)  # type: ignore[union-attr]
+            elif target.value in _REEXPORTED and isinstance(node.args[0], ast.Name) and (  # type: ignore[union-attr]
+                    node.args[0].id in around.modules):
+                flags.add(f"ast:import:{target.value}")  # type: ignore[union-attr]  # getattr(torch, "sys")
             elif target.value.startswith("__"):  # type: ignore[union-attr]
                 flags.add(f"ast:dunder:{target.value}")  # type: ignore[union-attr]
         elif name in _CODE_CALLS:

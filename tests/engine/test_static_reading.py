@@ -266,6 +266,8 @@ def test_what_the_papers_own_code_defines_there_is_not_held_against_a_completion
     # sys as a library re-exports it, and the test's namespace (it holds the reference under its alias)
     (["    import torch", "    return torch.sys.modules['__' + 'main__'].r.f(x)"], {"ast:sys-modules"}),
     (["    import __main__", "    return __main__.r.f(x)"], {"ast:import:__main__"}),
+    (["    import torch", "    s = torch.sys", "    return s.modules['__' + 'main__'].r.f(x)"], {"ast:import:sys"}),
+    (["    import numpy as np", "    s = getattr(np, 'sys')", "    return s.modules"], {"ast:import:sys"}),
     (["    import pkgutil", "    return pkgutil.resolve_name('__main__:r').f(x)"], {"ast:import:pkgutil"}),
     (["    put = setattr", "    put(x, 'y', 1)", "    return x"], {"ast:dynamic-setattr"}),
 ])
