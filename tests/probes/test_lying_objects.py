@@ -215,3 +215,42 @@ def test_the_reference_reached_through_the_tests_namespace_never_passes_unflagge
                               body="    y = np.logaddexp(0.0, x)\n", test=SOFTPLUS_TEST,
                               requirements="numpy\n", title="Softplus").papers[0]
     _passed_flagged(paper, THROUGH_THE_TEST, "softplus", sandbox_backend_name)
+
+
+#: a paper whose snippet lies at module level, run when the test imports it, right after torch
+MODULE_LEVEL = {
+    "act.py": "import torch\n\n# <paper2code name=\"scale\">\nSCALE = 2.0\n# </paper2code name=\"scale\">\n\n\n"
+              "def act(x):\n    return torch.tanh(x) * SCALE\n",
+    "act_ref.py": "import torch\n\nSCALE = 2.0\n\n\ndef act(x):\n    return torch.tanh(x) * SCALE\n",
+    "paper2code_test.py": "import unittest\n\nimport torch\n\nimport act as m\nimport act_ref as r\n\n\n"
+                          "class TestAct(unittest.TestCase):\n    def test_act(self):\n"
+                          "        x = torch.linspace(-2, 2, 9)\n        torch.testing.assert_close(m.act(x), r.act(x))\n\n\n"
+                          "if __name__ == \"__main__\":\n    unittest.main()\n",
+    "paper2code_requirements.txt": "torch==2.13.0\n",
+    "paper2code_paper.md": "# Module level\n",
+}
+#: a wrong scale, and the python dispatcher entered for good with a py_impl kernel of isclose, as the
+#: paper's module is imported (before any test starts)
+ENTERED_AT_IMPORT = {
+    "python_dispatcher_at_import": (
+        "SCALE = 7.0\nimport torch as T\nT.ops.aten.isclose.default.py_impl(T._C.DispatchKey.CompositeImplicitAutograd)"
+        "(lambda *a, **k: T.ones(a[0].shape, dtype=T.bool))\nKEEP = T._C._EnablePythonDispatcher()",
+        r"audit:framework-global"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fresh", [False, True], ids=["warm", "fresh-process"])
+def test_torch_changed_as_the_paper_is_imported_never_passes_unflagged(fresh, sandbox_backend_name, tmp_path):
+    """torch's global state is first seen when its own import ends (a warm server's preload, or the
+    test's ``import torch``), not at the first test's start: a module-level snippet that enters the
+    python dispatcher as the test imports the paper is seen in a warm run and in a fresh process."""
+    folder = tmp_path / "set" / "modlevel"
+    folder.mkdir(parents=True)
+    for name, text in MODULE_LEVEL.items():
+        (folder / name).write_text(text)
+    (tmp_path / "set" / "papers.yaml").write_text(
+        "- id: modlevel\n  title: Module level\n  venue: test\n  first_commit_date: '2025-01-01'\n"
+        f"  annotated_file_paths: act.py\n  context_file_paths: null\n  fresh_process: {str(fresh).lower()}\n")
+    paper = load_problemset(tmp_path / "set").paper("modlevel")
+    _passed_flagged(paper, ENTERED_AT_IMPORT, "scale", sandbox_backend_name)

@@ -709,6 +709,11 @@ def _audit_checkpoint(state: dict, base: dict, prepared: bool, emit, library_che
         if where == "returned":
             state["returned"] = True  # the script is over: no test starts after this
             return
+        if where == "framework":
+            # torch's own import just ended (launch._wrap_dispatcher): its global state is seen
+            # first now, before any code of the paper's that imported it goes on
+            check_process()
+            return
         check_process()
         if where == "test-start":
             # modules the test imported since, taken before the test's own code runs; version tags

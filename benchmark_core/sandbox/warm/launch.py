@@ -168,6 +168,7 @@ def _wrap_dispatcher(audit) -> None:
             torch_c = sys.modules.get("torch._C")
             if torch_c is not None:
                 _wrap_dispatch_module(torch_c, audit)
+                audit("rcb.checkpoint", "framework")  # torch's global state as its import leaves it
 
         loader.exec_module = exec_then_wrap  # this loader's only (the spec's own, made for this import)
         return spec
