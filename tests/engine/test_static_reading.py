@@ -184,6 +184,13 @@ def test_objects_that_could_answer_the_check_are_flagged(tmp_path, lines, flags)
     (["    x = x.copy() if x is None else x", "    x[:] = 0", "    return x"], True),
     (["    y = [0, x][1]", "    y[:] = 0", "    return y"], True),
     (["    for i, row in enumerate(x):", "        row[:] = 0", "    return x"], True),
+    (["    m = memoryview(x)", "    m[0:8] = bytes(8)", "    return x"], True),  # its buffer, written through
+    (["    import numpy as np", "    v = np.frombuffer(x, dtype=np.float64)", "    v[:] = 0", "    return x"], True),
+    (["    import numpy as np", "    np.multiply.at(x, slice(None), 0)", "    return x"], True),  # a ufunc in place
+    (["    getattr(x, 'fill')(0)", "    return x"], True),  # a mutator looked up by its literal name
+    (["    import numpy as np", "    np.multiply(x, 0, x)", "    return x"], True),  # a ufunc's positional output
+    (["    import numpy as np", "    np.exp(x, x)", "    return x"], True),
+    (["    import numpy as np", "    return np.maximum(0, x) + np.add(x, x)"], False),  # inputs only
     # a part of the input is no view: an augmented assignment to it rebinds a number
     (["    n = x.shape[0]", "    n += 1", "    return x * 2"], False),
     # honest: a copy first, new objects, a helper's own parameter, a list of its own
@@ -255,6 +262,13 @@ def test_what_the_papers_own_code_defines_there_is_not_held_against_a_completion
     (["    from jax.interpreters import mlir", "    mlir.register_lowering(p, rule, platform='cpu')", "    return x"],
      {"ast:framework:interpreters", "ast:framework:register_lowering"}),
     (["    import jax", "    jax.lax.exp_p.def_impl(len)", "    return x"], {"ast:framework:def_impl"}),
+    # raw memory without ctypes' audited calls: an array over any address, or past an array's own
+    (["    import argparse", "    a = np.asarray(argparse.Namespace(__array_interface__={'data': (x.ctypes.data, False),"
+      " 'shape': (4,), 'typestr': '<f8', 'version': 3}))", "    a[:] = 0", "    return x"],
+     {"ast:protocol:__array_interface__", "ast:raw-memory:ctypes"}),
+    (["    from numpy.lib.stride_tricks import as_strided", "    return as_strided(x, (9,), (8,))"],
+     {"ast:raw-memory:as_strided"}),
+    (["    import numpy", "    return numpy.lib.stride_tricks.as_strided(x, (9,), (8,))"], {"ast:raw-memory:as_strided"}),
     # a name looked up by a built string, by a function handed on or by the operator module
     (["    import functools, torch", "    f = functools.reduce(getattr, ['lib' + 'rary'], torch)", "    return x"],
      {"ast:dynamic-getattr"}),
@@ -282,11 +296,13 @@ def test_ways_to_change_a_framework_for_every_call_and_to_names_by_string_are_fl
 
 def test_honest_uses_of_the_same_names_are_not_flagged(tmp_path):
     """getattr called with a literal name, an object's own ``library`` attribute, attrgetter of a
-    plain name, calling torch's operators: nothing."""
+    plain name, numpy's bounded sliding windows, plain keywords: nothing."""
     paper = _paper_with(tmp_path, (PROBE_PSET / "probe" / "solution.py").read_text())
-    honest = ["    import operator", "    class Shelf:", "        def __init__(self):", "            self.library = []",
+    honest = ["    import operator", "    import numpy as np", "    class Shelf:", "        def __init__(self):",
+              "            self.library = []",
               "    s = Shelf()", "    s.library.append(getattr(s, 'library'))", "    key = operator.attrgetter('real')",
-              "    return key(x) + len(s.library)"]
+              "    w = np.lib.stride_tricks.sliding_window_view(np.arange(5), 3)",
+              "    return key(x) + len(s.library) + w.sum() + len(dict(a=1))"]
     assert _reading(paper, "solve", honest).flags == []
 
 

@@ -106,6 +106,11 @@ INPUTS_CHANGED = {
         "zeroed": ("x[...] = 0.0\ny = np.full_like(x, np.log(2.0))", r"ast:mutates-argument"),
         "zeroed_through_a_view": ("flat = np.asarray(x).reshape(-1)\nflat *= 0.0\ny = np.full(np.shape(x), np.log(2.0))",
                                   r"ast:mutates-argument"),
+        # the same bytes reached as raw memory: an array over the buffer's address (no ctypes call)
+        "zeroed_through_raw_memory": ("import argparse\nraw = np.asarray(argparse.Namespace(__array_interface__={"
+                                      "'data': (x.ctypes.data, False), 'shape': (x.size,), 'typestr': '<f8', "
+                                      "'version': 3}))\nraw[:] = 0.0\ny = np.full(np.shape(x), np.log(2.0))",
+                                      r"ast:raw-memory:ctypes|ast:protocol:__array_interface__"),
     }),
     "swiglu": ("geglu", {
         "zeroed": ("import torch as T\nx.zero_()\nreturn T.zeros(x.shape[0], w.shape[1])", r"ast:mutates-argument"),
