@@ -231,6 +231,8 @@ early = warm.snapshot_prepare() if mode == "updated" else None
 import numpy.testing, unittest.result, json.decoder
 class Late:  # a class a library module gained after the early snapshot
     value = 1
+    def method(self):
+        return 1
 Late.__module__ = "numpy"
 numpy.Late = Late
 json.decoder.__dict__["scanstring"] = json.decoder.scanstring  # a library dict that moved
@@ -247,6 +249,7 @@ unittest.TestCase.assertEqual = lambda *a, **k: None
 numpy.testing.assert_allclose = lambda *a, **k: None
 unittest.result.TestResult.addFailure = lambda *a: None
 numpy.Late.value = 2
+numpy.Late.method = lambda self: 2
 json.decoder.__dict__["py_scanstring"] = None
 sys.audit("rcb.checkpoint", "test")
 sys.audit("rcb.checkpoint", "end")  # the library namespaces are compared at the run's end
@@ -275,9 +278,12 @@ def test_the_prepared_snapshot_reports_what_one_built_in_the_run_does():
     assert out["fresh"] == out["none"]
     assert out["updated"] == out["none"]
     for patch in ("unittest.case.TestCase.assertEqual changed", "numpy.testing.assert_allclose changed",
-                  "unittest.result.TestResult.addFailure changed", "numpy.Late.value changed",
+                  "unittest.result.TestResult.addFailure changed", "numpy.Late.method changed",
                   "json.decoder.py_scanstring changed"):
-        assert patch in out["none"]
+        assert "rcb.attr\t" + patch in out["none"]
+    # a plain value of a class changed for another of its type is state (a library's own counter), as
+    # a module's is: reported, not a patch
+    assert "rcb.state\tnumpy.Late.value" in out["none"]
     assert "startTest" not in out["none"]
 
 
