@@ -663,8 +663,11 @@ class _Sessions:
         if session is not None:
             closer = threading.Thread(target=_close_quietly, args=(session,), daemon=True, name="session-close")
             with self.lock:
+                # started before it is listed, under the lock: close_all (a job lost, from its
+                # heartbeat thread) joins what it finds listed, and joining a thread not yet started
+                # raised, which failed a whole submission in a fault drill
+                closer.start()
                 self.closing = [t for t in self.closing if t.is_alive()] + [closer]
-            closer.start()
 
     def close_all(self, *, abort: bool = False) -> None:
         """Close every open session; with ``abort``, end the runs going on in them now (a pooled
