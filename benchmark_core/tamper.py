@@ -337,11 +337,13 @@ _SHAPED_NOTES = {
                          "hand the same objects to the reference afterwards"),
 }
 
+#: names modules are imported under, whose view functions take the object first (np.asarray(x))
+_MODULE_NAMES = {"np", "numpy", "torch", "jnp", "jax", "F", "nn"}
 #: methods that change their object in place (beyond torch's ``*_`` convention)
 _MUTATING_METHODS = {"fill", "resize", "put", "itemset", "partition", "setflags", "byteswap", "append",
                      "extend", "insert", "pop", "remove", "clear", "reverse", "update", "setdefault", "popitem"}
 #: functions that write into their first argument
-_MUTATING_FUNCTIONS = {"copyto", "put", "place", "putmask", "fill_diagonal", "put_along_axis",
+_MUTATING_FUNCTIONS = {"copyto", "put", "place", "putmask", "fill_diagonal", "put_along_axis", "shuffle",
                        "at"}  # a ufunc's unbuffered in-place form: np.multiply.at(x, i, 0)
 #: numpy's ufuncs by how many inputs they take: a positional argument after those is their output,
 #: written in place (``np.multiply(x, 0, x)``, ``np.exp(x, x)``)
@@ -367,11 +369,15 @@ def _argument_mutations(nodes: list[tuple[ast.AST, bool]], span: tuple[int, int]
     """The parameters (of the function the snippet lies in, or of functions and methods it defines)
     that the completion's code changes in place: a subscript or attribute written, an augmented
     assignment, a mutating method (torch's ``x.zero_()``, ``x.fill(0)``, ``lst.append``) or
-    function (``np.copyto(x, ...)``, an ``out=`` argument) applied to the parameter or to a view of
-    it (``x.view(-1)``, ``x[0]``, ``np.asarray(x)``, a row of it in a ``for``, a name bound to one of
-    those). A name bound again at the completion's top level to something else, before, no longer
-    counts (``x = x.copy()``). A reading of code, not of behaviour: a parameter reached through a
-    container, or through a module imported under another name, is not seen."""
+    function (``np.copyto(x, ...)``, an ``out=`` argument, ``operator.imul(x, 0)``) applied to the
+    parameter or to a view of it (``x.view(-1)``, ``x[0]``, ``np.asarray(x)``, a row of it in a
+    ``for``, each of ``(x, w)`` in a ``for`` or a comprehension, a name bound to one of those); a
+    helper the completion defines (a local function, a lambda) that changes its own parameter in
+    place, called with one; a mutator handed on uncalled to a call that is also handed the
+    parameter (``map(torch.Tensor.zero_, [x])``, ``map(lambda t: t.zero_(), (x,))``). A name bound
+    again at the completion's top level to something else, before, no longer counts (``x =
+    x.copy()``). A reading of code, not of behaviour: a parameter reached through a container it is
+    put in and taken out of later, or through a module imported under another name, is not seen."""
     first, last = span
     if last < first:
         return []
@@ -384,42 +390,123 @@ def _argument_mutations(nodes: list[tuple[ast.AST, bool]], span: tuple[int, int]
 
     # a function the completion defines inside a function is a local helper: its parameters are its
     # own; one at module or class level is what the test calls
-    params = {name for d in defs if not (first <= d.lineno <= last and any(within(o, d) for o in defs))
-              for name in _parameters(d)}
+    local = sorted((d for d in defs if first <= d.lineno <= last and any(within(o, d) for o in defs)),
+                   key=lambda d: (d.lineno, d.col_offset))  # in order: a helper calling an earlier one
+    params = {name for d in defs if not any(d is h for h in local) for name in _parameters(d)}
     if not params:
         return []
+    statements = sorted((node for node, _inside in nodes if isinstance(node, ast.stmt) and first <= node.lineno <= last),
+                        key=lambda n: (n.lineno, n.col_offset))
+    # the local helpers that change a parameter of their own in place: name -> its positions and names
+    helpers: dict[str, set] = {}
+    for helper in local:
+        names = [a.arg for a in helper.args.posonlyargs + helper.args.args]
+        body = sorted((n for n in ast.walk(helper) if isinstance(n, ast.stmt) and n is not helper),
+                      key=lambda n: (n.lineno, n.col_offset))
+        changed = _mutations_of(body, set(names), helpers, _top_level(body))
+        if changed:
+            helpers[helper.name] = {i for i, n in enumerate(names) if n in changed} | changed
+    return sorted(_mutations_of(statements, params, helpers, _top_level(statements)))
+
+
+def _mutations_of(statements: list[ast.stmt], params: set[str], helpers: dict[str, set], top: set[int]) -> set[str]:
+    """Which of ``params`` the ``statements`` (in order; ``top`` the ids of their top level) change
+    in place, ``helpers`` the local functions known to change their own parameters (by position and
+    name)."""
     tracked = {name: name for name in params}  # a name -> the parameter it is (a view or part of)
     # names that are the object itself or a view of it (y = x, y = x.view(-1)), not a part of it
     # (n = x.shape[0]): an augmented assignment to one of these writes in place
     whole = dict(tracked)
-    statements = sorted((node for node, _inside in nodes if isinstance(node, ast.stmt) and first <= node.lineno <= last),
-                        key=lambda n: (n.lineno, n.col_offset))
-    top = _top_level(statements)
+    helpers = dict(helpers)
     found: set[str] = set()
     for stmt in statements:
-        bound: list[tuple[ast.AST, ast.AST]] = []
+        bound: list[tuple[ast.AST, ast.AST, bool]] = []
         if isinstance(stmt, ast.Assign):
-            bound = [(target, stmt.value) for target in stmt.targets]
+            bound = [(target, stmt.value, False) for target in stmt.targets]
+            if (isinstance(stmt.value, ast.Lambda) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+                changed = _lambda_mutations(stmt.value, helpers)
+                if changed:
+                    helpers[stmt.targets[0].id] = changed  # z = lambda t: t.zero_(); z(x)
         elif isinstance(stmt, (ast.For, ast.AsyncFor)):
-            bound = [(stmt.target, stmt.iter)]  # the rows of a tensor are views of it
-        for target, value in bound:
+            bound = [(stmt.target, stmt.iter, True)]  # the rows of a tensor are views of it
+        # a comprehension's variable: each of what it walks (``[t.zero_() for t in (x,)]``)
+        bound += [(node.target, node.iter, True) for node in _own_nodes(stmt) if isinstance(node, ast.comprehension)]
+        for target, value, walked in bound:
             names = [t for t in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target])
                      if isinstance(t, ast.Name)]
             roots = [r for r in sorted(_view_roots(value)) if r in tracked]
             full = [r for r in sorted(_view_roots(value, whole=True)) if r in whole]
+            if walked and isinstance(value, (ast.List, ast.Tuple, ast.Set)):
+                # for t in (x, w): t is each of them, whole
+                full = [r for elt in value.elts for r in sorted(_view_roots(elt, whole=True)) if r in whole]
             for t in names:
                 if roots:
                     tracked[t.id] = tracked[roots[0]]  # an alias of a parameter (or of a view or part of one)
-                    if isinstance(stmt, ast.Assign) and len(names) == 1 and full:
+                    if len(names) == 1 and full and (walked or isinstance(stmt, ast.Assign)):
                         whole[t.id] = whole[full[0]]
                 elif id(stmt) in top and isinstance(stmt, ast.Assign):
                     tracked.pop(t.id, None)  # bound to something else from here on
                     whole.pop(t.id, None)
-        for name, in_place in _mutated_roots(stmt):
+        for name, in_place in _mutated_roots(stmt, helpers):
             names_of = tracked if in_place else whole
             if name in names_of:
                 found.add(names_of[name])
-    return sorted(found)
+    return found
+
+
+def _lambda_mutations(node: ast.Lambda, helpers: dict[str, set]) -> set:
+    """The positions and names of the parameters a lambda changes in place (``lambda t: t.zero_()``)."""
+    names = [a.arg for a in node.args.posonlyargs + node.args.args]
+    changed = _mutations_of([ast.Expr(value=node.body, lineno=node.lineno, col_offset=node.col_offset)],
+                            set(names), helpers, set())
+    return ({i for i, n in enumerate(names) if n in changed} | changed) if changed else set()
+
+
+#: the operator module's functions that change their first argument (in place for arrays, tensors
+#: and lists: ``operator.imul(x, 0)``; ``setitem``/``delitem`` always)
+_OPERATOR_INPLACE = {"iadd", "isub", "imul", "imatmul", "itruediv", "ifloordiv", "imod", "ipow", "iand", "ior",
+                     "ixor", "ilshift", "irshift", "iconcat"}
+_OPERATOR_INPLACE |= {f"__{name}__" for name in _OPERATOR_INPLACE}
+_OPERATOR_WRITES = {"setitem", "delitem", "__setitem__", "__delitem__"}
+
+
+#: owners whose attributes are unbound methods (``torch.Tensor.zero_``, ``np.ndarray.fill``,
+#: ``list.append``) or module functions (``torch.nn.init.zeros_``, ``np.copyto``): handed on, they
+#: change what they are later given
+_UNBOUND_OWNERS = {"list", "dict", "set", "bytearray", "ndarray", "operator", "init", "functional"} | _MODULE_NAMES
+#: torch's in-place methods that a completion may take bound and call later (``f = x.mul_; f(0)``);
+#: other names ending in ``_`` on an object are as often plain attributes (a fitted ``model.coef_``)
+_BOUND_INPLACE = {"zero_", "fill_", "copy_", "set_", "resize_", "add_", "sub_", "mul_", "div_", "neg_", "abs_",
+                  "clamp_", "clamp_min_", "clamp_max_", "masked_fill_", "masked_scatter_", "index_fill_",
+                  "index_copy_", "index_add_", "index_put_", "scatter_", "scatter_add_", "put_", "uniform_",
+                  "normal_", "exp_", "log_", "pow_", "sqrt_", "sigmoid_", "tanh_", "relu_", "addcmul_",
+                  "addcdiv_", "lerp_", "apply_", "map_", "requires_grad_", "detach_", "t_", "transpose_",
+                  "squeeze_", "unsqueeze_", "resize_as_", "copysign_", "floor_", "ceil_", "round_", "sign_",
+                  "where_", "nan_to_num_", "bernoulli_", "random_", "exponential_", "geometric_", "cauchy_",
+                  "log_normal_"}
+
+
+def _unbound_mutator(node: ast.AST, helpers: dict[str, set]) -> bool:
+    """Whether ``node``, handed on uncalled, is a function that changes what it is later given:
+    ``torch.Tensor.zero_``, ``np.ndarray.fill``, ``np.copyto``, ``operator.imul``, a local helper or
+    a lambda that changes its parameter, a ``functools.partial`` of one of those."""
+    if isinstance(node, ast.Lambda):
+        return bool(_lambda_mutations(node, helpers))
+    if isinstance(node, ast.Name):
+        return node.id in helpers or node.id in _OPERATOR_INPLACE | _OPERATOR_WRITES
+    if isinstance(node, ast.Attribute):
+        name, owner = node.attr, node.value
+        last = owner.attr if isinstance(owner, ast.Attribute) else owner.id if isinstance(owner, ast.Name) else ""
+        if not (last[:1].isupper() or last in _UNBOUND_OWNERS):
+            return False  # an object's own method or attribute (``out.append``, ``model.coef_``)
+        return ((name.endswith("_") and not name.endswith("__") and not name.startswith("_"))
+                or name in _MUTATING_METHODS or name in _MUTATING_FUNCTIONS
+                or name in _OPERATOR_INPLACE | _OPERATOR_WRITES)
+    if isinstance(node, ast.Call) and node.args and (
+            (isinstance(node.func, ast.Attribute) and node.func.attr == "partial")
+            or (isinstance(node.func, ast.Name) and node.func.id == "partial")):
+        return _unbound_mutator(node.args[0], helpers)  # functools.partial(torch.Tensor.mul_, ...)
+    return False
 
 
 def _parameters(node: ast.AST) -> list[str]:
@@ -436,8 +523,6 @@ def _top_level(statements: list[ast.stmt]) -> set[int]:
     return {id(stmt) for stmt in statements if id(stmt) not in held}
 
 
-#: names modules are imported under, whose view functions take the object first (np.asarray(x))
-_MODULE_NAMES = {"np", "numpy", "torch", "jnp", "jax", "F", "nn"}
 
 
 def _view_roots(node: ast.AST, whole: bool = False) -> set[str]:
@@ -479,10 +564,13 @@ def _view_roots(node: ast.AST, whole: bool = False) -> set[str]:
     return found
 
 
-def _mutated_roots(stmt: ast.stmt) -> list[tuple[str, bool]]:
+def _mutated_roots(stmt: ast.stmt, helpers: dict[str, set] | None = None) -> list[tuple[str, bool]]:
     """The names this statement (not the statements it holds) changes, as ``_view_roots`` names them,
     each with whether the change is in place whatever the name holds (``x[0] = 1``, ``x.zero_()``)
-    or only when it holds an array, tensor or list (``x += 1``)."""
+    or only when it holds an array, tensor or list (``x += 1``). ``helpers``: the local functions
+    that change their own parameters (name -> positions and names), and what a call hands to them
+    or to a mutator it is handed uncalled (``map(torch.Tensor.zero_, [x])``)."""
+    helpers = helpers or {}
     roots: list[tuple[str | None, bool]] = []
     if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Delete)):
         targets = stmt.targets if isinstance(stmt, (ast.Assign, ast.Delete)) else [stmt.target]
@@ -501,7 +589,8 @@ def _mutated_roots(stmt: ast.stmt) -> list[tuple[str, bool]]:
         if (isinstance(func, ast.Call) and isinstance(func.func, ast.Name) and func.func.id == "getattr"
                 and len(func.args) > 1 and _literal_str(func.args[1])):
             name, owner = func.args[1].value, func.args[0]  # type: ignore[attr-defined]  # getattr(x, "fill")(0)
-        in_place = name.endswith("_") and not name.endswith("__") and not name.startswith("_")
+        in_place = name.endswith("_") and not name.endswith("__") and (
+            not name.startswith("_") or name.startswith("_foreach_"))  # torch._foreach_mul_([x], 0)
         if owner is not None and (in_place or name in _MUTATING_METHODS):
             roots.extend((r, True) for r in _view_roots(owner))
         if (in_place or name in _MUTATING_FUNCTIONS) and node.args:
@@ -513,6 +602,41 @@ def _mutated_roots(stmt: ast.stmt) -> list[tuple[str, bool]]:
         for keyword in node.keywords:
             if keyword.arg == "out":
                 roots.extend((r, True) for r in _view_roots(keyword.value))
+            elif (keyword.arg == "inplace" and node.args and not (
+                    isinstance(keyword.value, ast.Constant) and not keyword.value.value)):
+                roots.extend((r, True) for r in _view_roots(node.args[0]))  # F.relu(x, inplace=True)
+        if (isinstance(func, ast.Call) and node.args and any(
+                k.arg == "inplace" and not (isinstance(k.value, ast.Constant) and not k.value.value)
+                for k in func.keywords)):
+            roots.extend((r, True) for r in _view_roots(node.args[0]))  # nn.ReLU(inplace=True)(x)
+        if name in _OPERATOR_WRITES | _OPERATOR_INPLACE:
+            if owner is None or (isinstance(owner, ast.Name) and owner.id == "operator"):
+                # operator.setitem(x, 0, 1), operator.imul(x, 0)
+                roots.extend((r, name in _OPERATOR_WRITES) for r in _view_roots(node.args[0]) if node.args)
+            else:  # x.__imul__(0)
+                roots.extend((r, name in _OPERATOR_WRITES) for r in _view_roots(owner))
+        if isinstance(func, ast.Name) and func.id in helpers:  # a local helper changing its parameter
+            changed = helpers[func.id]
+            for index, arg in enumerate(node.args):
+                if index in changed:
+                    roots.extend((r, True) for r in _view_roots(arg))
+            for keyword in node.keywords:
+                if keyword.arg in changed:
+                    roots.extend((r, True) for r in _view_roots(keyword.value))
+        handed = [*node.args, *(k.value for k in node.keywords)]
+        if isinstance(func, ast.Call) and _unbound_mutator(func, helpers):
+            for arg in handed:  # functools.partial(torch.Tensor.mul_, other=0)(x)
+                roots.extend((r, True) for r in _view_roots(arg))
+        if any(_unbound_mutator(arg, helpers) for arg in handed):
+            # a mutator handed on with what it is to change: map(torch.Tensor.zero_, [x])
+            for arg in handed:
+                if not _unbound_mutator(arg, helpers):
+                    roots.extend((r, True) for r in _view_roots(arg))
+    # a bound in-place method taken uncalled, to be called later (f = x.mul_; [x.zero_])
+    called = {id(n.func) for n in _own_nodes(stmt) if isinstance(n, ast.Call)}
+    for node in _own_nodes(stmt):
+        if isinstance(node, ast.Attribute) and node.attr in _BOUND_INPLACE and id(node) not in called:
+            roots.extend((r, True) for r in _view_roots(node.value))
     return [(r, in_place) for r, in_place in roots if r is not None]
 
 
@@ -783,6 +907,10 @@ def _event_flag(event: Mapping) -> str | None:
         return "audit:code-object" if paper else None
     if name == "rcb.modattr" and caller.startswith("std:importlib"):
         return None  # the import system binding a newly imported submodule to its package
+    if name == "rcb.modattr" and _mirror_written(detail, caller):
+        # torch.set_default_dtype rebinding torch.Storage: the setting changed (what it is rebound
+        # to is checked at the next checkpoint: anything but torch's own storage class is a patch)
+        return "audit:library-state"
     if name == "rcb.stdio":
         return "tampering:stdio"
     if name == "rcb.test-spoof":
@@ -798,6 +926,15 @@ def _event_flag(event: Mapping) -> str | None:
     if name == "rcb.framework":
         return "audit:framework-global"
     return "audit:other"
+
+
+def _mirror_written(detail: str, caller: str) -> bool:
+    """Whether an eager module-attribute write is a framework's own code rebinding one of its
+    ``STATE_MIRRORS`` (``torch.Storage`` by ``torch.set_default_dtype``: caller ``lib:torch``)."""
+    from .sandbox.warm.guard import STATE_MIRRORS  # noqa: PLC0415 - the run's own table
+
+    module, _, key = detail.rpartition(".")
+    return key in STATE_MIRRORS.get(module, ()) and caller == "lib:" + module.partition(".")[0]
 
 
 def audit_verdict(run: Mapping | None, reference: Mapping | None) -> tuple[list[str], list[str], dict[str, list[str]]]:

@@ -245,6 +245,31 @@ def test_a_completion_registering_hooks_on_its_own_module_is_judged_as_fresh(san
     assert warm[0].flags == [] and warm[2].flags == [], [r.flags for r in warm]
 
 
+@pytest.mark.slow
+def test_a_completion_setting_torchs_default_dtype_is_judged_as_fresh(sandbox_backend_name):
+    """``torch.set_default_dtype`` makes torch's C code rebind ``torch.Storage`` (to
+    ``torch.DoubleStorage``): a completion calling it where the reference does not failed here as
+    tampering:patch while it passed in a fresh interpreter. It is the setting changed, state
+    (``audit:library-state``: a default dtype can loosen the test's tolerances, so the run is kept
+    for review); ``torch.Storage`` bound to anything else, or by the completion itself, is still a patch."""
+    paper = load_problemset(TORCH_PSET).paper("swiglu")
+    snip = paper.snippet("geglu")
+    right = "    return torch.nn.functional.gelu(x @ w) * (x @ v)"
+    tasks = [Task(paper, snip, ("    torch.set_default_dtype(torch.float64)", right)),
+             Task(paper, snip, ("    torch.set_default_tensor_type(torch.DoubleTensor)", right)),
+             Task(paper, snip, ("    torch.set_default_dtype(torch.float64)",
+                                "    return torch.nn.functional.gelu(x @ v) * (x @ w)")),
+             Task(paper, snip, ("    torch.Storage = torch.DoubleStorage", right)),
+             Task(paper, snip, ("    vars(torch)['Storage'] = list", right))]
+    fresh = run_tasks(tasks, sandbox=get_sandbox("local"), workers=1, timeout=120)
+    assert [r.passed for r in fresh] == [True, True, False, True, True]
+    warm = _warm(tasks, sandbox_backend_name)
+    assert _verdicts(warm[:3]) == _verdicts(fresh[:3]), [(r.category, r.flags, r.output_tail[-300:]) for r in warm]
+    assert warm[0].flags == ["audit:library-state"] and warm[1].flags == ["audit:library-state"], [r.flags for r in warm]
+    assert [r.category for r in warm[3:]] == ["tampering", "tampering"], [(r.category, r.flags) for r in warm]
+    assert all("tampering:patch" in r.flags for r in warm[3:]), [r.flags for r in warm]
+
+
 def _threads_paper(root: Path):
     """A torch paper whose test prints the threads its run was given, then checks a product."""
     return one_snippet_paper(

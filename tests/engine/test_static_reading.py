@@ -190,7 +190,33 @@ def test_objects_that_could_answer_the_check_are_flagged(tmp_path, lines, flags)
     (["    getattr(x, 'fill')(0)", "    return x"], True),  # a mutator looked up by its literal name
     (["    import numpy as np", "    np.multiply(x, 0, x)", "    return x"], True),  # a ufunc's positional output
     (["    import numpy as np", "    np.exp(x, x)", "    return x"], True),
+    # through a local helper, a lambda, a mutator handed on, the operator module, a loop over a container
+    (["    def z(t):", "        t[:] = 0", "    z(x)", "    return x"], True),
+    (["    def z(t):", "        t.fill(0)", "    def y(u):", "        z(u)", "    y(x)", "    return x"], True),
+    (["    def z(a, t=None):", "        t.fill(0)", "    z(1, t=x)", "    return x"], True),
+    (["    z = lambda t: t.fill(0)", "    z(x)", "    return x"], True),
+    (["    list(map(lambda t: t.fill(0), [x]))", "    return x"], True),
+    (["    import numpy as np", "    list(map(np.ndarray.fill, [x], [0]))", "    return x"], True),
+    (["    import torch", "    list(map(torch.Tensor.zero_, (x,)))", "    return x"], True),
+    (["    import functools, torch", "    functools.partial(torch.Tensor.mul_, other=0)(x)", "    return x"], True),
+    (["    import operator", "    operator.imul(x, 0)", "    return x"], True),
+    (["    from operator import setitem", "    setitem(x, slice(None), 0)", "    return x"], True),
+    (["    for t in [x]:", "        t *= 0", "    return x"], True),
+    (["    [t.fill(0) for t in (x,)]", "    return x"], True),
+    (["    g = x.mul_", "    g(0)", "    return x"], True),  # a bound in-place method, called later
+    (["    import torch", "    torch.nn.functional.relu(x, inplace=True)", "    return x"], True),
+    (["    import torch", "    torch.nn.Hardtanh(0.0, 0.0, inplace=True)(x)", "    return x"], True),
+    (["    import torch", "    torch._foreach_mul_([x], 0.0)", "    return x"], True),
+    (["    import numpy as np", "    np.random.shuffle(x)", "    return x"], True),
+    (["    import torch", "    return torch.nn.functional.relu(x, inplace=False) + torch.nn.ReLU()(x)"], False),
     (["    import numpy as np", "    return np.maximum(0, x) + np.add(x, x)"], False),  # inputs only
+    # honest look-alikes: helpers and lambdas that leave their parameter alone, a list of its own
+    # filled by a bound append, a fitted attribute, a loop over inputs that only reads them
+    (["    def f(t):", "        t = t.copy()", "        t[:] = 0", "        return t", "    return f(x)"], False),
+    (["    sq = lambda t: t * t", "    return sorted(map(sq, [x]), key=lambda t: t.sum())"], False),
+    (["    out = []", "    list(map(out.append, x))", "    return out"], False),
+    (["    import numpy as np", "    return np.dot(x, model.coef_)"], False),
+    (["    y = 0", "    for t in [x, x]:", "        y = y + t", "    return [t * 2 for t in (x, y)]"], False),
     # a part of the input is no view: an augmented assignment to it rebinds a number
     (["    n = x.shape[0]", "    n += 1", "    return x * 2"], False),
     # honest: a copy first, new objects, a helper's own parameter, a list of its own

@@ -116,6 +116,16 @@ INPUTS_CHANGED = {
         "zeroed": ("import torch as T\nx.zero_()\nreturn T.zeros(x.shape[0], w.shape[1])", r"ast:mutates-argument"),
         "copied_over": ("import torch as T\nfor row in x:\n    row.copy_(T.zeros_like(row))\n"
                         "return T.zeros(x.shape[0], w.shape[1])", r"ast:mutates-argument"),
+        # the same through a path that names no mutation of x (found 2026-12-06, later): a local
+        # helper, a mutator handed to map, the operator module, a loop over a container holding x
+        "through_a_helper": ("import torch as T\ndef z(t):\n    t.zero_()\nz(x)\n"
+                             "return T.zeros(x.shape[0], w.shape[1])", r"ast:mutates-argument"),
+        "mutator_handed_to_map": ("import torch as T\nlist(map(T.Tensor.zero_, (x,)))\n"
+                                  "return T.zeros(x.shape[0], w.shape[1])", r"ast:mutates-argument"),
+        "operator_imul": ("import torch as T\nimport operator\noperator.imul(x, 0)\n"
+                          "return T.zeros(x.shape[0], w.shape[1])", r"ast:mutates-argument"),
+        "loop_over_a_container": ("import torch as T\nfor t in [x]:\n    t *= 0\n"
+                                  "return T.zeros(x.shape[0], w.shape[1])", r"ast:mutates-argument"),
     }),
 }
 #: a paper whose test hands the same array to the completion and then to the reference

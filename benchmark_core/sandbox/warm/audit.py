@@ -10,7 +10,7 @@ import os
 import sys
 
 from .common import _IGNORED, LIBRARY_GUARD, RUNNER
-from .guard import _dict_version_reader, _library_guard, _library_roots, _modules_delta
+from .guard import _dict_version_reader, _library_guard, _library_roots, _modules_delta, mirror_rebound
 
 # --------------------------------------------------------------------------- proof channel, audit hook
 # The test runs in this process together with the completion, so everything here is readable and
@@ -702,7 +702,7 @@ def _audit_checkpoint(state: dict, base: dict, prepared: bool, emit, library_che
 
     absorb, check_classes, first_sight, watched_names, snapshot_value = snapshots
     is_unmoved, settle = unmoved[:2] if unmoved is not None else (None, None)
-    modules, ttype, issub = sys.modules, type, issubclass
+    modules, ttype, issub, mirror = sys.modules, type, issubclass, mirror_rebound
     module_dict = ModuleType.__dict__["__dict__"].__get__
 
     def checkpoint(where: str) -> None:
@@ -753,7 +753,9 @@ def _audit_checkpoint(state: dict, base: dict, prepared: bool, emit, library_che
                     if now is base:
                         emit("E", "rcb.attr", f"{name}.{attr} removed")
                     elif now is not value or (code is not None and value.__code__ is not code):
-                        emit("E", "rcb.attr", f"{name}.{attr} changed")
+                        # torch.Storage rebound by torch.set_default_dtype: the setting, state
+                        emit("E", "rcb.state" if mirror(name, attr, current, now) else "rcb.attr",
+                             f"{name}.{attr} changed")
                         attrs[attr] = snapshot_value(now)  # report each change once
                 if settle is not None and name != "__main__":
                     settle(name, current, attrs)

@@ -37,6 +37,26 @@ GLOBAL_TABLES = {
                                            "reducing_transposes")),
     "jax._src.interpreters.batching": frozenset(("fancy_primitive_batchers",)),
 }
+#: module attributes a framework's own C code rebinds to mirror a global setting of its own:
+#: ``torch.set_default_dtype`` (and ``set_default_tensor_type``) rebinds ``torch.Storage`` to the
+#: storage class of the new default (``torch.DoubleStorage``). Rebound to one of that module's own
+#: classes of that kind, it is the setting changed, state (``rcb.state``: ``audit:library-state``),
+#: as the setting itself is, not a patch: an honest completion setting the default dtype passes in
+#: a fresh interpreter (anything else bound there is still ``rcb.attr``)
+STATE_MIRRORS = {"torch": frozenset(("Storage",))}
+
+
+def mirror_rebound(module: str, key: str, namespace, now, _type=type, _name=type.__dict__["__name__"].__get__,
+                   _issub=issubclass, _tstr=str) -> bool:
+    """Whether ``module.key``, a ``STATE_MIRRORS`` entry, was rebound to one of ``module``'s own
+    classes of that kind (``namespace`` the module's dict): ``torch.Storage`` to
+    ``torch.DoubleStorage``."""
+    if key not in STATE_MIRRORS.get(module, ()) or not _issub(_type(now), _type):
+        return False
+    name = _name(now)
+    return _type(name) is _tstr and name.endswith(key) and namespace.get(name) is now
+
+
 _CLASS_BENIGN = frozenset(("_abc_impl", "__abstractmethods__", "_is_protocol", "__parameters__", "_longMessage",
                            "__orig_bases__", "__slotnames__", "__weakref__", "__annotations__",
                            # torch's RemovableHandle counter: every hook registered, an honest completion's
@@ -499,7 +519,7 @@ def _guard_diff(st: dict, str_keys):
     type_mro = type.__dict__["__mro__"].__get__
     scalar_types = (int, float, bool, str, bytes, complex, type(None))
     builtin_names = frozenset(module_dict(_builtins))
-    self_restoring, class_benign, global_tables = _SELF_RESTORING, _CLASS_BENIGN, GLOBAL_TABLES
+    self_restoring, class_benign, global_tables, mirror = _SELF_RESTORING, _CLASS_BENIGN, GLOBAL_TABLES, mirror_rebound
     missing = object()
 
     def diff(index: int, emit) -> None:
@@ -541,6 +561,8 @@ def _guard_diff(st: dict, str_keys):
             elif ttype(before) in scalar_types:
                 if now is missing or ttype(now) is not ttype(before) or now != before:
                     emit("E", "rcb.state", label + "." + key)
+            elif kind == "m" and mirror(label, key, d, now):
+                emit("E", "rcb.state", label + "." + key)
             elif callable_(before) or issub(ttype(before), ModuleType):
                 emit("E", "rcb.attr", label + "." + key + (" removed" if now is missing else " changed"))
         for key in list_(d):
