@@ -853,7 +853,7 @@ def _event_flag(event: Mapping) -> str | None:
     if detail.startswith("unshipped-code:"):
         return "audit:unshipped-code"  # code read (imported) that neither the paper nor a library ships
     if event.get("importing") and caller != "paper" and name != "os.exec" and (
-            name == "rcb.framework" or not name.startswith("rcb.")):
+            name in {"rcb.framework", "rcb.modattr"} or not name.startswith("rcb.")):
         # a library's own code while it is imported (ctypes loads, typing frames ...), code made under
         # its own file name among them: asyncio's module body makes a coroutine of its own function
         # with types.coroutine (code.replace: a code object under asyncio/tasks.py), so a completion
@@ -861,7 +861,9 @@ def _event_flag(event: Mapping) -> str | None:
         # tampering:code-spoof. Import-time code is the library's, from read-only files; code the
         # completion makes under a library's name has the completion innermost (caller "paper").
         # A library registering its kernels in torch's dispatcher as it is imported (torchvision's
-        # operators) is its import-time code too
+        # operators) is its import-time code too, and so is one rebinding another library's
+        # attribute (torch._dynamo wrapping torch.manual_seed): what it leaves is judged at the
+        # import's end (audit._audit_import_window), reported when code of the paper ran within
         return None
     if detail.startswith("spoof:"):
         return "tampering:code-spoof"

@@ -108,7 +108,7 @@ import warm
 import torch, torch.testing, numpy, numpy.testing, unittest
 warm.import_testing()
 r, w = os.pipe()
-checkpoint, _name = warm._install_audit(w, b"k" * 32, "/nowhere/paper2code_test.py", warm.snapshot_prepare())
+checkpoint, _name, _window = warm._install_audit(w, b"k" * 32, "/nowhere/paper2code_test.py", warm.snapshot_prepare())
 checkpoint("start")
 import torch.testing._comparison as cmp
 cmp._DTYPE_PRECISIONS[torch.float32] = (1e9, 1e9)  # a tolerance table of a protected module
@@ -139,7 +139,7 @@ warm.import_testing()
 prepared = warm.snapshot_prepare()
 import paper_ref  # imported after the server's snapshot, before the run's first checkpoint
 r, w = os.pipe()
-checkpoint, _name = warm._install_audit(w, b"k" * 32, "/nowhere/paper2code_test.py", prepared)
+checkpoint, _name, _window = warm._install_audit(w, b"k" * 32, "/nowhere/paper2code_test.py", prepared)
 checkpoint("start")
 vars(paper_ref)["solve"] = lambda x: x  # a *_ref module the snapshot never listed
 import numpy.polynomial.hermite as hermite  # a library module first imported by the test
@@ -282,7 +282,7 @@ import os, resource, sys
 sys.path.insert(0, {folder!r})
 import warm
 r, w = os.pipe()
-checkpoint, _name = warm._install_audit(w, b"k" * 32, "/nowhere/paper2code_test.py", warm.snapshot_prepare())
+checkpoint, _name, _window = warm._install_audit(w, b"k" * 32, "/nowhere/paper2code_test.py", warm.snapshot_prepare())
 checkpoint("start")
 used = int(open("/proc/self/statm").read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
 resource.setrlimit(resource.RLIMIT_AS, (used + (64 << 20), resource.getrlimit(resource.RLIMIT_AS)[1]))
@@ -314,3 +314,77 @@ def test_a_report_the_runs_spent_memory_cannot_make_ends_it_as_out_of_memory(eve
     assert out.returncode == 1, (out.returncode, out.stderr[-2000:])
     assert out.returncode != warm.PROOF_EXIT
     assert "MemoryError" in out.stderr and "went on" not in out.stdout
+
+
+_WINDOW_SCRIPT = """
+import os, sys, types
+sys.path.insert(0, {folder!r})
+import warm
+import numpy, numpy.testing, unittest
+warm.import_testing()
+r, w = os.pipe()
+# this script is the test script (python -c: "<string>"), the harness's own code
+checkpoint, _name, window = warm._install_audit(w, b"k" * 32, "<string>", warm.snapshot_prepare())
+checkpoint("start")
+
+
+def code_at(path, source):
+    # a function whose code lies at ``path``: under the interpreter's prefix, a library's; else the paper's
+    namespace = {{"numpy": numpy, "vars": vars}}
+    exec(compile(source, path, "exec"), namespace)
+    return namespace["f"]
+
+
+library = sys.prefix + "/lib/python3/site-packages/fake/__init__.py"
+paper = "/nowhere/paper/solution.py"
+# a library's import-time code rebinding another library's function (torch._dynamo wrapping
+# torch.manual_seed), and one that calls back into code of the paper's which patches
+rebind = code_at(library, "def f(module):\\n    numpy.testing.assert_allclose = numpy.testing.assert_allclose\\n"
+                          "    numpy.testing.assert_equal = lambda *a, **k: None\\n")
+helper = code_at(paper, "def f():\\n    vars(numpy.testing)['assert_array_equal'] = lambda *a, **k: None\\n")
+calls_back = code_at(library, "def f(module):\\n    helper()\\n")
+calls_back.__globals__["helper"] = helper
+# the paper's code asks for each import (its frame on the stack)
+ask = code_at(paper, "def f(window, exec_module):\\n    window(exec_module, None)\\n")
+{case}
+sys.audit("rcb.checkpoint", "end")
+os.close(w)
+data = os.read(r, 1 << 20).decode()
+print("\\n".join(sorted(line.split("\\t")[1] + " " + line.split("\\t")[2] for line in data.splitlines()
+                         if line.startswith("E"))))
+"""
+
+_WINDOW_CASES = {
+    # the library's own writes, in a window the paper's code opened: the library's
+    "clean": ("ask(window, rebind)", set()),
+    # code of the paper's ran within the window: what it wrote is reported
+    "called back": ("ask(window, calls_back)", {"rcb.attr numpy.testing.assert_array_equal changed"}),
+    # an import no paper code asked for (the test's own) is no window: judged as before
+    "not asked": ("window(rebind, None)", {"rcb.attr numpy.testing.assert_equal changed"}),
+    # what the paper wrote before the window is reported at its start
+    "written before": ("vars(numpy.testing)['assert_string_equal'] = None\nask(window, rebind)",
+                       {"rcb.attr numpy.testing.assert_string_equal changed"}),
+    # the hook's events open or close nothing: a forged end of a window takes nothing in
+    "forged end": ("vars(numpy.testing)['assert_string_equal'] = None\n"
+                   "sys.audit('rcb.checkpoint', 'import-absorb')\nsys.audit('rcb.checkpoint', 'import')",
+                   {"rcb.attr numpy.testing.assert_string_equal changed"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_WINDOW_CASES))
+def test_a_librarys_import_the_paper_asks_for_is_the_librarys(case, tmp_path):
+    """``audit._audit_import_window``: a library's import-time writes to another library are taken in
+    silently when the paper's code asked for the import and none of its code ran within; what the
+    paper's code wrote before, or within (a callback of its own), is still reported, and an audited
+    event cannot end a window."""
+    import subprocess
+    import sys
+
+    from benchmark_core.sandbox.warm_client import WARM_SCRIPT
+
+    source, expected = _WINDOW_CASES[case]
+    code = _WINDOW_SCRIPT.format(folder=str(WARM_SCRIPT.parent), case=source)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    attrs = {line for line in out.stdout.splitlines() if line.startswith("rcb.attr")}
+    assert attrs == expected, out.stdout

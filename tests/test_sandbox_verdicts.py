@@ -270,6 +270,32 @@ def test_a_completion_setting_torchs_default_dtype_is_judged_as_fresh(sandbox_ba
     assert all("tampering:patch" in r.flags for r in warm[3:]), [r.flags for r in warm]
 
 
+@pytest.mark.slow
+def test_a_completion_whose_first_use_imports_a_library_is_judged_as_fresh(sandbox_backend_name):
+    """``torch.func.grad`` and ``torch.utils.checkpoint`` import ``torch._dynamo`` at their first use,
+    and its import rebinds ``torch.manual_seed`` and gives a class of ``torch.compiler`` properties:
+    a completion using them where the reference does not failed here as tampering:patch while it
+    passed in a fresh interpreter. Such an import is the library's own (``audit._audit_import_window``);
+    a wrong answer using them still fails, and a patch the completion made before the import is
+    still a patch."""
+    paper = load_problemset(TORCH_PSET).paper("swiglu")
+    snip = paper.snippet("geglu")
+    grad = "    _ = torch.func.grad(lambda a: (a * a).sum())(torch.ones(3))"
+    tasks = [Task(paper, snip, (grad, "    return torch.nn.functional.gelu(x @ w) * (x @ v)")),
+             Task(paper, snip, ("    from torch.utils.checkpoint import checkpoint",
+                                "    return checkpoint(lambda a, b, c: torch.nn.functional.gelu(a @ b) * (a @ c), x, w, v,"
+                                " use_reentrant=False)")),
+             Task(paper, snip, (grad, "    return torch.nn.functional.gelu(x @ v) * (x @ w)")),
+             Task(paper, snip, ("    torch.testing.__dict__['assert_close'] = lambda *a, **k: None", grad,
+                                "    return torch.zeros(x.shape[0], w.shape[1])"))]
+    fresh = run_tasks(tasks[:3], sandbox=get_sandbox("local"), workers=1, timeout=180)
+    assert [r.passed for r in fresh] == [True, True, False]
+    warm = _warm(tasks, sandbox_backend_name)
+    assert _verdicts(warm[:3]) == _verdicts(fresh), [(r.category, r.flags, r.output_tail[-300:]) for r in warm]
+    assert not any(f.startswith("tampering:") for r in warm[:3] for f in r.flags), [r.flags for r in warm]
+    assert warm[3].category == "tampering" and "tampering:patch" in warm[3].flags, (warm[3].category, warm[3].flags)
+
+
 def _threads_paper(root: Path):
     """A torch paper whose test prints the threads its run was given, then checks a product."""
     return one_snippet_paper(

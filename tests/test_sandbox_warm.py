@@ -240,7 +240,7 @@ prepared = {{"none": None, "fresh": "fresh", "updated": early}}[mode]
 if prepared is not None:
     prepared = warm.snapshot_prepare(None if prepared == "fresh" else prepared)
 r, w = os.pipe()
-checkpoint, _name_script = warm._install_audit(w, b"k" * 32, "/nowhere/paper2code_test.py", prepared)
+checkpoint, _name_script, _window = warm._install_audit(w, b"k" * 32, "/nowhere/paper2code_test.py", prepared)
 # what the launcher changes between the hook and its first checkpoint: not reported
 start = unittest.result.TestResult.startTest
 unittest.result.TestResult.startTest = lambda self, test: start(self, test)

@@ -148,15 +148,92 @@ def _install_audit(fd: int, key: bytes, script: str, prepared: tuple | None = No
     if prepare:
         return _audit_snapshot(protected, base, classes, first_sight, library, check_classes, unmoved,
                                watched_names, listed)
-    checkpoint = _audit_checkpoint(state, base, prepared is not None, emit, library[1], check_process,
-                                   check_signals, (absorb, check_classes, first_sight, watched_names, snapshot_value),
-                                   unmoved)
+    checkpoint, take_in = _audit_checkpoint(state, base, prepared is not None, emit, library[1], check_process,
+                                            check_signals, (absorb, check_classes, first_sight, watched_names,
+                                                            snapshot_value), unmoved)
     if costs is not None:
-        checkpoint = _timed(checkpoint, costs, 2)
+        checkpoint, take_in = _timed(checkpoint, costs, 2), _timed(take_in, costs, 2)
     describe_event = _audit_events(state, runner, trusted_roots, emit, stack_origin, checkpoint, text, safe_mod,
                                    shipped_cell)
     sys.addaudithook(_audit_hook(describe_event, emit, library[2], costs))
-    return checkpoint, name_script
+    return checkpoint, name_script, _audit_import_window(state, checkpoint, take_in, stack_origin, trusted_roots,
+                                                         library[2])
+
+
+def _audit_import_window(state: dict, checkpoint, take_in, stack_origin, trusted_roots: tuple, busy: list):
+    """``window(exec_module, module)``: a library module imported because the paper's code asked for
+    it (``torch.func.grad`` or ``torch.utils.checkpoint`` importing ``torch._dynamo`` on first use),
+    run as its own import-time code. What a library's import does to other libraries is the
+    library's, as it is in a fresh interpreter: ``torch._dynamo`` wraps ``torch.manual_seed`` and
+    gives ``torch.compiler``'s ``CacheInfo`` its properties. Judged as the completion's, those writes
+    failed an honest completion as tampering:patch while it passed in a fresh interpreter.
+
+    So such an import is a window: a checkpoint reports whatever changed before it (the paper's
+    own), then the import runs with the cyclic garbage collector off (no finalizer of the paper's
+    runs inside) and a profile function that notes any call of code that is not a library's
+    (``trusted_roots``) or the interpreter's own (``<frozen ...>``, ``<string>``: a dataclass's made
+    methods); at its end what changed is taken in silently, or, when code of the paper ran within
+    (a logging handler, a callback it registered), reported as at any checkpoint. An import the
+    test script or a library makes with no paper code on the stack, or one inside a window, is
+    not a window of its own. The function is reached only from the launcher's finder
+    (``launch._import_windows``), called directly: no audited event opens or closes a window."""
+    import _thread
+    import gc
+
+    setprofile, getprofile, get_ident = sys.setprofile, sys.getprofile, _thread.get_ident
+    gc_enabled, gc_disable, gc_enable = gc.isenabled, gc.disable, gc.enable
+    roots, tstr, ttype = tuple(trusted_roots), str, type
+    depth = [0]
+
+    def window(exec_module, module):
+        if depth[0] or not state["started"] or state["returned"]:
+            return exec_module(module)
+        _caller, origin = stack_origin()
+        if "P" not in origin:
+            return exec_module(module)  # the test's or a library's own import: judged as before
+        checkpoint("import")  # what the paper's code changed before this import is its own
+        tainted: list = []
+        me = get_ident()
+
+        def profile(frame, event, arg):
+            if event != "call" or tainted:
+                return
+            before, busy[0] = busy[0], me  # reading f_code raises an event: ours, not reported
+            try:
+                name = frame.f_code.co_filename
+            finally:
+                busy[0] = before
+            if ttype(name) is not tstr or not (name.startswith(roots) or name.startswith("<")):
+                tainted.append(name)
+
+        collecting = gc_enabled()
+        previous = getprofile()
+        depth[0] = 1
+        before, busy[0] = busy[0], me  # our own sys.setprofile event
+        try:
+            setprofile(profile)
+        finally:
+            busy[0] = before
+        if collecting:
+            gc_disable()
+        try:
+            return exec_module(module)
+        finally:
+            replaced = getprofile() is not profile  # only code of the paper's would have taken it off
+            before, busy[0] = busy[0], me
+            try:
+                setprofile(previous)
+            finally:
+                busy[0] = before
+            if collecting:
+                gc_enable()
+            depth[0] = 0
+            if tainted or replaced:
+                checkpoint("import")  # code of the paper's ran within: reported as at any checkpoint
+            else:
+                take_in()
+
+    return window
 
 
 #: what ``costs`` holds, in order: seconds in the hook for audited events (checkpoints included),
@@ -767,7 +844,19 @@ def _audit_checkpoint(state: dict, base: dict, prepared: bool, emit, library_che
             first_sight(name, module)
         check_signals()
 
-    return checkpoint
+    def take_in() -> None:
+        """A library's import the paper's code asked for ended and no code of the paper's ran
+        within (``_audit_import_window``): what it changed is taken in as a first sight would hold
+        it. Reached from that window only, never from an audited event (``rcb.checkpoint`` is
+        anyone's to raise)."""
+        absorb()
+        library_check(emit, report=False, full=True)
+        for name in watched_names():
+            module = modules.get(name)
+            if name not in base and name != "__main__" and issub(ttype(module), ModuleType):
+                first_sight(name, module)
+
+    return checkpoint, take_in
 
 
 def _audit_hook(describe_event, emit, library_busy: list, costs: list | None = None):

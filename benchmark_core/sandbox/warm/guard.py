@@ -548,10 +548,11 @@ def _guard_diff(st: dict, str_keys):
             if kind == "c":
                 if key in class_benign:
                     continue
-                if ttype(before) in scalar_types and now is not missing and ttype(now) is ttype(before):
-                    # a plain value of a class changed for another of its type: a library's own
+                if ttype(before) in scalar_types and now is not missing and ttype(now) in scalar_types:
+                    # a plain value of a class changed for another plain value: a library's own
                     # counter (torch's RemovableHandle.next_id, bumped by every hook an honest
-                    # completion registers), as a module's plain value is: state, not a patch
+                    # completion registers) or cache (torch.utils.checkpoint's DefaultDeviceType,
+                    # None until its first use), as a module's plain value is: state, not a patch
                     if now != before:
                         emit("E", "rcb.state", label + "." + key)
                 else:

@@ -70,8 +70,9 @@ def launch_prepare(proof_fd: int, prepared: tuple | None = None):
         os._exit(PROOF_EXIT)
     import_testing()  # a warm server did it before forking; a fresh interpreter does it here
     costs = [0.0, 0, 0.0, 0, 0.0, 0.0]  # audit.COSTS_FIELDS
-    checkpoint, name_script = _install_audit(proof_fd, key, "", prepared, costs=costs)
+    checkpoint, name_script, window = _install_audit(proof_fd, key, "", prepared, costs=costs)
     _wrap_harness(sys.audit)
+    _import_windows(window)
     checkpoint("start")  # the snapshot of the test machinery, our wrappers in place
     # the set-up's seconds, the first checkpoint's among them; the run's own checkpoints come later
     # (each from the hook: ``hook_s`` holds them too)
@@ -171,6 +172,56 @@ def _wrap_dispatcher(audit) -> None:
                 audit("rcb.checkpoint", "framework")  # torch's global state as its import leaves it
 
         loader.exec_module = exec_then_wrap  # this loader's only (the spec's own, made for this import)
+        return spec
+
+    finder = _Finder(find_spec)
+    meta_path.insert(0, finder)
+
+
+def _import_windows(window) -> None:
+    """A finder, first on ``sys.meta_path``, that lets the others find each module and runs a
+    library's (a source, bytecode or extension file under the environment's prefix) in
+    ``window`` (``audit._audit_import_window``): its import-time writes to other libraries are
+    judged as the library's when the paper's code asked for it and ran nowhere within."""
+    import _thread
+    import importlib.machinery as machinery
+
+    meta_path = sys.meta_path
+    loaders = (machinery.SourceFileLoader, machinery.SourcelessFileLoader, machinery.ExtensionFileLoader)
+    roots = tuple(sorted({p for p in (sys.prefix, sys.base_prefix, sys.exec_prefix) if p}))
+    tstr, isinstance_, list_, get_ident = str, isinstance, list, _thread.get_ident
+    finder = None
+    asking: set = set()  # the threads whose find_spec is asking the other finders now
+
+    def find_spec(fullname, path=None, target=None):
+        me = get_ident()
+        if me in asking:
+            return None  # asked again by a finder we asked (torch's own, which asks every other)
+        asking.add(me)
+        try:
+            for other in list_(meta_path):
+                if other is finder:
+                    continue
+                found = getattr(other, "find_spec", None)
+                spec = found(fullname, path, target) if found is not None else None
+                if spec is not None:
+                    break
+            else:
+                return None
+        finally:
+            asking.discard(me)
+        loader, origin = spec.loader, spec.origin
+        if not isinstance_(loader, loaders) or type(origin) is not tstr or not origin.startswith(roots):
+            return spec
+        exec_module = loader.exec_module  # torch's own finder's wrapper, when it made this spec
+
+        def exec_in_window(module):
+            try:
+                return window(exec_module, module)
+            finally:
+                loader.__dict__.pop("exec_module", None)  # this loader's only: its class's again
+
+        loader.exec_module = exec_in_window
         return spec
 
     finder = _Finder(find_spec)
