@@ -143,17 +143,13 @@ def _wrap_dispatcher(audit) -> None:
     meta_path = sys.meta_path
     finder = None
 
+    others_find = _others_find
+
     def find_spec(fullname, path=None, target=None):
         if fullname != "torch":
             return None
-        for other in list(meta_path):
-            if other is finder:
-                continue
-            found = getattr(other, "find_spec", None)
-            spec = found(fullname, path, target) if found is not None else None
-            if spec is not None:
-                break
-        else:
+        spec = others_find(meta_path, finder, fullname, path, target)
+        if spec is None:
             return None
         loader = spec.loader
         exec_module = getattr(loader, "exec_module", None)
@@ -189,7 +185,7 @@ def _import_windows(window) -> None:
     meta_path = sys.meta_path
     loaders = (machinery.SourceFileLoader, machinery.SourcelessFileLoader, machinery.ExtensionFileLoader)
     roots = tuple(sorted({p for p in (sys.prefix, sys.base_prefix, sys.exec_prefix) if p}))
-    tstr, isinstance_, list_, get_ident = str, isinstance, list, _thread.get_ident
+    tstr, isinstance_, get_ident, others_find = str, isinstance, _thread.get_ident, _others_find
     finder = None
     asking: set = set()  # the threads whose find_spec is asking the other finders now
 
@@ -199,17 +195,11 @@ def _import_windows(window) -> None:
             return None  # asked again by a finder we asked (torch's own, which asks every other)
         asking.add(me)
         try:
-            for other in list_(meta_path):
-                if other is finder:
-                    continue
-                found = getattr(other, "find_spec", None)
-                spec = found(fullname, path, target) if found is not None else None
-                if spec is not None:
-                    break
-            else:
-                return None
+            spec = others_find(meta_path, finder, fullname, path, target)
         finally:
             asking.discard(me)
+        if spec is None:
+            return None
         loader, origin = spec.loader, spec.origin
         if not isinstance_(loader, loaders) or type(origin) is not tstr or not origin.startswith(roots):
             return spec
@@ -226,6 +216,18 @@ def _import_windows(window) -> None:
 
     finder = _Finder(find_spec)
     meta_path.insert(0, finder)
+
+
+def _others_find(meta_path: list, finder, fullname: str, path, target):
+    """The spec the finders of ``meta_path`` other than ``finder`` find for ``fullname`` (None: none)."""
+    for other in list(meta_path):
+        if other is finder:
+            continue
+        found = getattr(other, "find_spec", None)
+        spec = found(fullname, path, target) if found is not None else None
+        if spec is not None:
+            return spec
+    return None
 
 
 class _Finder:
