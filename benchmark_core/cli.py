@@ -339,6 +339,10 @@ def print_report(results: dict, out: TextIO) -> None:
             shown = ", ".join(review_flags(s["flags"]))
             outcome = "passed" if s["passed"] else s["category"]
             print(f"  {s['paper']}/{s['snippet']} [sample {s['sample']}] {outcome}: {shown}", file=out)
+            notes = (s.get("extra") or {}).get("flag_notes") or {}
+            for flag in review_flags(s["flags"]):
+                if notes.get(flag):  # what the run or its code did to earn it
+                    print(f"      {flag}: {str(notes[flag])[:160]}", file=out)
     ast_flags: dict[str, int] = {}
     for s in results["snippets"]:
         for flag in s.get("flags") or []:

@@ -394,6 +394,11 @@ def apply_proof(result: RunResult, reference: dict | None) -> None:
         tampering.append("tampering:no-proof")
         why["tampering:no-proof"] = ["the output says OK but the proof of completion is missing"]
     result.extra["flags"] = sorted(set(result.extra.get("flags") or []) | set(tampering) | set(flags))
+    if flags:
+        # what each review flag saw, for the reviewer (a passing run's too): run_task puts it with the
+        # static reading's notes, in the results and at the end of the run's output
+        result.extra["audit_notes"] = {f: "; ".join(why.get(f) or []) or "seen in the run's audit trail"
+                                       for f in flags}
     if tampering:
         result.extra["proof"] = False
         result.extra["proof_category"] = "tampering"
@@ -452,7 +457,7 @@ def run_task(session: SandboxSession, task: Task, *, timeout: float, store: Refe
         run = judge(task, result)
     except Exception as exc:  # noqa: BLE001 - e.g. an answer the host cannot decode
         return invalid_run(task, exc, "judging its run")
-    notes = dict(reading.notes)
+    notes = {**dict(result.extra.get("audit_notes") or {}), **dict(reading.notes)}
     if not reading.parsed and run.passed:
         # the host's parser could not read the file, yet it ran (another interpreter's syntax?):
         # nothing of its code was checked

@@ -266,6 +266,9 @@ def test_a_completion_setting_torchs_default_dtype_is_judged_as_fresh(sandbox_ba
     warm = _warm(tasks, sandbox_backend_name)
     assert _verdicts(warm[:3]) == _verdicts(fresh[:3]), [(r.category, r.flags, r.output_tail[-300:]) for r in warm]
     assert warm[0].flags == ["audit:library-state"] and warm[1].flags == ["audit:library-state"], [r.flags for r in warm]
+    # a passing run kept for review says why, for the reviewer: in the results and in its output
+    assert "torch.Storage" in warm[0].extra["flag_notes"]["audit:library-state"], warm[0].extra
+    assert "[harness] audit:library-state: " in warm[0].output_tail, warm[0].output_tail[-400:]
     assert [r.category for r in warm[3:]] == ["tampering", "tampering"], [(r.category, r.flags) for r in warm]
     assert all("tampering:patch" in r.flags for r in warm[3:]), [r.flags for r in warm]
 
@@ -293,6 +296,9 @@ def test_a_completion_whose_first_use_imports_a_library_is_judged_as_fresh(sandb
     warm = _warm(tasks, sandbox_backend_name)
     assert _verdicts(warm[:3]) == _verdicts(fresh), [(r.category, r.flags, r.output_tail[-300:]) for r in warm]
     assert not any(f.startswith("tampering:") for r in warm[:3] for f in r.flags), [r.flags for r in warm]
+    # the window opens inside torch.func.grad, its functorch layer pushed: torch's thread-local keys
+    # read there are the call's, not a state the completion left (it was audit:framework-global)
+    assert "audit:framework-global" not in warm[0].flags, warm[0].extra.get("flag_notes")
     assert warm[3].category == "tampering" and "tampering:patch" in warm[3].flags, (warm[3].category, warm[3].flags)
 
 
