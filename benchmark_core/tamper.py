@@ -345,6 +345,8 @@ _MUTATING_METHODS = {"fill", "resize", "put", "itemset", "partition", "setflags"
 #: functions that write into their first argument
 _MUTATING_FUNCTIONS = {"copyto", "put", "place", "putmask", "fill_diagonal", "put_along_axis", "shuffle",
                        "at"}  # a ufunc's unbuffered in-place form: np.multiply.at(x, i, 0)
+#: the keywords that name what those functions write into (``np.copyto(dst=x, ...)``)
+_WRITTEN_KEYWORDS = {"dst", "a", "arr", "x"}
 #: numpy's ufuncs by how many inputs they take: a positional argument after those is their output,
 #: written in place (``np.multiply(x, 0, x)``, ``np.exp(x, x)``)
 _UFUNC_INPUTS = dict.fromkeys((
@@ -362,7 +364,7 @@ _VIEWS = {"view", "view_as", "reshape", "detach", "transpose", "permute", "squee
           "expand_as", "narrow", "select", "diagonal", "numpy", "ravel", "flatten", "unflatten", "swapaxes",
           "moveaxis", "movedim", "t", "T", "mT", "data", "real", "imag", "asarray", "asanyarray", "as_tensor",
           "from_numpy", "atleast_1d", "atleast_2d", "atleast_3d", "broadcast_to", "as_strided", "unfold",
-          "split", "chunk", "unbind", "values", "items", "frombuffer", "cast", "memoryview"}
+          "split", "chunk", "unbind", "values", "items", "frombuffer", "cast", "memoryview", "nditer"}
 
 
 def _argument_mutations(nodes: list[tuple[ast.AST, bool]], span: tuple[int, int]) -> list[str]:
@@ -376,8 +378,12 @@ def _argument_mutations(nodes: list[tuple[ast.AST, bool]], span: tuple[int, int]
     place, called with one; a mutator handed on uncalled to a call that is also handed the
     parameter (``map(torch.Tensor.zero_, [x])``, ``map(lambda t: t.zero_(), (x,))``). A name bound
     again at the completion's top level to something else, before, no longer counts (``x =
-    x.copy()``). A reading of code, not of behaviour: a parameter reached through a container it is
-    put in and taken out of later, or through a module imported under another name, is not seen."""
+    x.copy()``); a container the parameter is put in (``store = [x]``, ``d["a"] = x``, ``box.v = x``,
+    ``store.append(x)``), an element taken out of it later (``store[0]``, ``store.pop()``,
+    ``d["a"]``, ``box.v``, each of a ``for`` over it) or the container handed to a mutator or a
+    helper (``torch._foreach_zero_(store)``). A reading of code, not of behaviour: a parameter
+    reached through a module imported under another name, an object's method that stores it, or a
+    global, is not seen."""
     first, last = span
     if last < first:
         return []
@@ -419,14 +425,32 @@ def _mutations_of(statements: list[ast.stmt], params: set[str], helpers: dict[st
     whole = dict(tracked)
     helpers = dict(helpers)
     found: set[str] = set()
+    held: frozenset = frozenset()  # the markers of containers holding a parameter (``_held_markers``)
     for stmt in statements:
         bound: list[tuple[ast.AST, ast.AST, bool]] = []
+        # a container the statement puts a parameter into holds it: what is taken out of it later
+        # is that parameter (``store = [x]; store[0].zero_()``, ``box.v = x; box.v[:] = 0``)
+        if isinstance(stmt, ast.Assign) and id(stmt) in top:
+            # a name bound again at the top level no longer holds what it held (store = [x.copy()])
+            rebound = {t.id for t in stmt.targets if isinstance(t, ast.Name)}
+            gone = {m for m in held if _marker_owner(m) in rebound}
+            held -= gone
+            for marker in gone:
+                tracked.pop(marker, None)
+                whole.pop(marker, None)
+        for marker, names in _stored(stmt, functools.partial(_view_roots, held=held)):
+            names = sorted(n for n in names if n in tracked)
+            if names:
+                tracked[marker] = whole[marker] = tracked[names[0]]
+                held = held | {marker}
         if isinstance(stmt, ast.Assign):
             bound = [(target, stmt.value, False) for target in stmt.targets]
             if (isinstance(stmt.value, ast.Lambda) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
                 changed = _lambda_mutations(stmt.value, helpers)
                 if changed:
                     helpers[stmt.targets[0].id] = changed  # z = lambda t: t.zero_(); z(x)
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):  # with np.nditer(x, ...) as it
+            bound = [(item.optional_vars, item.context_expr, False) for item in stmt.items if item.optional_vars]
         elif isinstance(stmt, (ast.For, ast.AsyncFor)):
             bound = [(stmt.target, stmt.iter, True)]  # the rows of a tensor are views of it
         # a comprehension's variable: each of what it walks (``[t.zero_() for t in (x,)]``)
@@ -434,11 +458,23 @@ def _mutations_of(statements: list[ast.stmt], params: set[str], helpers: dict[st
         for target, value, walked in bound:
             names = [t for t in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target])
                      if isinstance(t, ast.Name)]
-            roots = [r for r in sorted(_view_roots(value)) if r in tracked]
-            full = [r for r in sorted(_view_roots(value, whole=True)) if r in whole]
+            if isinstance(stmt, ast.Assign) and len(names) == 1 and names[0] is target and _container(target.id, value):
+                # store = [x]: a container holding it (above), not a view of it (store.append(y)
+                # changes the list, not x); bound to something else from here on
+                if id(stmt) in top:
+                    tracked.pop(target.id, None)
+                    whole.pop(target.id, None)
+                continue
+            roots = [r for r in sorted(_view_roots(value, held=held)) if r in tracked]
+            full = [r for r in sorted(_view_roots(value, whole=True, held=held)) if r in whole]
             if walked and isinstance(value, (ast.List, ast.Tuple, ast.Set)):
                 # for t in (x, w): t is each of them, whole
-                full = [r for elt in value.elts for r in sorted(_view_roots(elt, whole=True)) if r in whole]
+                full = [r for elt in value.elts for r in sorted(_view_roots(elt, whole=True, held=held)) if r in whole]
+            elif walked:
+                # for t in store (store.values()): each element of a container holding a parameter may be it
+                inside = sorted(m for m in held if _marker_owner(m) in _view_roots(value) and m.startswith("[]"))
+                full += inside
+                roots += inside
             for t in names:
                 if roots:
                     tracked[t.id] = tracked[roots[0]]  # an alias of a parameter (or of a view or part of one)
@@ -447,7 +483,7 @@ def _mutations_of(statements: list[ast.stmt], params: set[str], helpers: dict[st
                 elif id(stmt) in top and isinstance(stmt, ast.Assign):
                     tracked.pop(t.id, None)  # bound to something else from here on
                     whole.pop(t.id, None)
-        for name, in_place in _mutated_roots(stmt, helpers):
+        for name, in_place in _mutated_roots(stmt, helpers, held):
             names_of = tracked if in_place else whole
             if name in names_of:
                 found.add(names_of[name])
@@ -525,22 +561,26 @@ def _top_level(statements: list[ast.stmt]) -> set[int]:
 
 
 
-def _view_roots(node: ast.AST, whole: bool = False) -> set[str]:
+def _view_roots(node: ast.AST, whole: bool = False, held: frozenset = frozenset()) -> set[str]:
     """Every name ``node`` may be (a view or a part of): ``x``, ``x.data``, ``x.weight``, ``x[0]``,
     ``x.view(-1)``, ``np.asarray(x)``, either of ``x.copy() if c else x``, ``[a, x][1]``; nothing for
     what a call makes anew (``x.sum()``). With ``whole``, only the object itself or a view of all of
-    it (no attribute, no subscript, no container)."""
+    it (no attribute, no subscript but a slice, no container). ``held``: the holders' markers
+    (``_held_markers``): an element taken out of a container holding a parameter (``store[0]``,
+    ``store.pop()``, ``box.v``) is named by its marker."""
     found: set[str] = set()
     stack = [node]
     while stack:
         node = stack.pop()
+        if held:
+            found |= _held_markers(node, held)
         if isinstance(node, ast.Name):
             found.add(node.id)
         elif isinstance(node, ast.Attribute) and whole and node.attr not in _VIEWS:
             continue
         elif isinstance(node, (ast.Subscript, ast.Attribute, ast.Starred, ast.NamedExpr)):
-            if whole and isinstance(node, ast.Subscript):
-                continue
+            if whole and isinstance(node, ast.Subscript) and not _slices(node.slice):
+                continue  # x[0] may be a number; x[:], x[...], x[1:, ::2] are views
             stack.append(node.value)
         elif isinstance(node, ast.IfExp):
             stack.extend((node.body, node.orelse))
@@ -564,22 +604,132 @@ def _view_roots(node: ast.AST, whole: bool = False) -> set[str]:
     return found
 
 
-def _mutated_roots(stmt: ast.stmt, helpers: dict[str, set] | None = None) -> list[tuple[str, bool]]:
+#: a container's methods that take what they are handed in (``store.append(x)``: ``store`` holds ``x``)
+_STORING_METHODS = {"append", "appendleft", "insert", "extend", "extendleft", "add", "setdefault", "update",
+                    "put", "put_nowait", "__setitem__"}
+#: a container's methods that give one of its elements back (``store.pop().zero_()``)
+_TAKING_METHODS = {"pop", "popleft", "popitem", "get", "setdefault", "__getitem__"}
+
+
+def _key_marker(name: str, key: ast.AST | None) -> str:
+    """The marker of a container's element: ``[]d['a']`` under a literal key of a dict (a key the
+    completion spelled), ``[]d`` for any other (a list's, whose places move)."""
+    if isinstance(key, ast.Constant) and isinstance(key.value, str):
+        return f"[]{name}[{key.value!r}]"
+    return "[]" + name
+
+
+def _held_markers(node: ast.AST, held: frozenset) -> set[str]:
+    """The markers of ``held`` (containers holding a parameter) that ``node`` may take an element
+    of: ``store[i]``, ``store.pop()``, ``store.get(k)``, ``d["a"]`` (only what is under ``"a"`` or
+    under no known key), ``box.v`` (that attribute)."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return {node.value.id + "." + node.attr} & held
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+        name, key = node.value.id, node.slice
+    elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+          and node.func.attr in _TAKING_METHODS):
+        name, key = node.func.value.id, node.args[0] if node.args else None
+    else:
+        return set()
+    if isinstance(key, ast.Constant) and isinstance(key.value, str):
+        return {"[]" + name, _key_marker(name, key)} & held
+    return {m for m in held if m == "[]" + name or m.startswith("[]" + name + "[")}
+
+
+def _marker_owner(marker: str) -> str:
+    """The name of the container a marker is of (``[]d['a']``, ``box.v``: ``d``, ``box``)."""
+    return re.split(r"[.\[]", marker.removeprefix("[]"), maxsplit=1)[0]
+
+
+def _slices(node: ast.AST) -> bool:
+    """Whether a subscript's index takes a slice of every element it reaches (``:``, ``...``,
+    ``1:, ::2``): what it gives is a view, never a number."""
+    parts = node.elts if isinstance(node, ast.Tuple) else [node]
+    return bool(parts) and all(isinstance(p, ast.Slice) or (isinstance(p, ast.Constant) and p.value is Ellipsis)
+                               for p in parts)
+
+
+#: calls that make a container of what they are handed (``list(x)``: the rows of ``x``; ``dict(a=x)``)
+_CONTAINER_CALLS = {"list", "tuple", "dict", "set", "deque", "OrderedDict", "defaultdict", "SimpleNamespace"}
+
+
+def _container(name: str, node: ast.AST) -> list[tuple[str, ast.AST]]:
+    """What a new container ``node`` bound to ``name`` holds, by marker: ``[x, w]``, ``list(x)``
+    (the rows of ``x``) under ``[]name``; ``{"a": x}``, ``dict(a=x)`` under ``[]name['a']``;
+    ``SimpleNamespace(v=x)`` under ``name.v``. Nothing when it is not a container."""
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return [("[]" + name, node)]
+    if isinstance(node, ast.Dict):
+        return [(_key_marker(name, k), v) for k, v in zip(node.keys, node.values)]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _CONTAINER_CALLS:
+        by_keyword = (lambda k: f"{name}.{k}") if node.func.id == "SimpleNamespace" else (lambda k: f"[]{name}[{k!r}]")
+        return ([("[]" + name, arg) for arg in node.args]
+                + [(by_keyword(k.arg) if k.arg else "[]" + name, k.value) for k in node.keywords]
+                or [("[]" + name, node)])
+    return []
+
+
+def _stored(stmt: ast.stmt, roots_of) -> list[tuple[str, set[str]]]:
+    """What ``stmt`` puts into a named container, as (the marker of where it is put, the names put
+    there): ``store = [x]``, ``store[k] = x``, ``box.v = x``, ``store.append(x)``,
+    ``setattr(box, "v", x)``, ``operator.setitem(store, k, x)``."""
+    out: list[tuple[str, set[str]]] = []
+    if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        for target in targets:
+            if isinstance(target, ast.Name):
+                out.extend((marker, roots_of(part)) for marker, part in _container(target.id, stmt.value))
+            elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+                out.append((target.value.id + "." + target.attr, roots_of(stmt.value)))
+            elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+                out.append((_key_marker(target.value.id, target.slice), roots_of(stmt.value)))
+    for node in _own_nodes(stmt):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        handed = [*node.args, *(k.value for k in node.keywords)]
+        if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.attr in _STORING_METHODS):
+            out.append(("[]" + func.value.id, {r for arg in handed for r in roots_of(arg)}))
+        elif (isinstance(func, ast.Name) and func.id == "setattr" and len(node.args) == 3
+              and isinstance(node.args[0], ast.Name) and _literal_str(node.args[1])):
+            out.append((node.args[0].id + "." + node.args[1].value, roots_of(node.args[2])))  # type: ignore[attr-defined]
+        elif (func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else "") in (
+                "setitem", "__setitem__") and len(node.args) == 3 and isinstance(node.args[0], ast.Name):
+            out.append((_key_marker(node.args[0].id, node.args[1]), roots_of(node.args[2])))
+    return out
+
+
+def _mutated_roots(stmt: ast.stmt, helpers: dict[str, set] | None = None,
+                   held: frozenset = frozenset()) -> list[tuple[str, bool]]:
     """The names this statement (not the statements it holds) changes, as ``_view_roots`` names them,
     each with whether the change is in place whatever the name holds (``x[0] = 1``, ``x.zero_()``)
     or only when it holds an array, tensor or list (``x += 1``). ``helpers``: the local functions
     that change their own parameters (name -> positions and names), and what a call hands to them
     or to a mutator it is handed uncalled (``map(torch.Tensor.zero_, [x])``)."""
     helpers = helpers or {}
+    roots_of = functools.partial(_view_roots, held=held)
+
+    def handed_roots(arg: ast.AST) -> set[str]:
+        """What an argument may be, a container holding a parameter with its elements (a helper or
+        a mutator handed ``store`` may change what it holds: ``torch._foreach_zero_(store)``)."""
+        found = roots_of(arg)
+        if isinstance(arg, ast.Name):
+            found |= {m for m in held if _marker_owner(m) == arg.id}
+        return found
+
     roots: list[tuple[str | None, bool]] = []
     if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Delete)):
         targets = stmt.targets if isinstance(stmt, (ast.Assign, ast.Delete)) else [stmt.target]
         for target in targets:
             for t in (target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]):
                 if isinstance(t, (ast.Subscript, ast.Attribute)):
-                    roots.extend((r, True) for r in _view_roots(t.value))
+                    roots.extend((r, True) for r in roots_of(t.value))
                 elif isinstance(t, ast.Name) and isinstance(stmt, ast.AugAssign):
                     roots.append((t.id, False))  # x += 1: in place for arrays, tensors and lists
+                if isinstance(t, (ast.Subscript, ast.Attribute)) and isinstance(stmt, ast.AugAssign):
+                    # store["a"] += 1: the element's own in-place add, then stored back
+                    roots.extend((r, False) for r in roots_of(t) if r in held)
     for node in _own_nodes(stmt):
         if not isinstance(node, ast.Call):
             continue
@@ -592,51 +742,57 @@ def _mutated_roots(stmt: ast.stmt, helpers: dict[str, set] | None = None) -> lis
         in_place = name.endswith("_") and not name.endswith("__") and (
             not name.startswith("_") or name.startswith("_foreach_"))  # torch._foreach_mul_([x], 0)
         if owner is not None and (in_place or name in _MUTATING_METHODS):
-            roots.extend((r, True) for r in _view_roots(owner))
+            roots.extend((r, True) for r in roots_of(owner))
         if (in_place or name in _MUTATING_FUNCTIONS) and node.args:
-            roots.extend((r, True) for r in _view_roots(node.args[0]))
+            roots.extend((r, True) for r in handed_roots(node.args[0]))
+        if name in _MUTATING_FUNCTIONS:  # np.copyto(dst=x, src=0), np.put(a=x, ...)
+            roots.extend((r, True) for k in node.keywords if k.arg in _WRITTEN_KEYWORDS for r in roots_of(k.value))
+        if name == "sort" and owner is not None and isinstance(stmt, ast.Expr) and stmt.value is node:
+            # x.sort() as a statement, its answer unused: numpy's and a list's sort in place
+            roots.extend((r, True) for r in roots_of(owner))
         if (isinstance(owner, ast.Name) and owner.id in {"np", "numpy"} and name in _UFUNC_INPUTS
                 and len(node.args) > _UFUNC_INPUTS[name]):
             for out in node.args[_UFUNC_INPUTS[name]:]:
-                roots.extend((r, True) for r in _view_roots(out))
+                roots.extend((r, True) for r in roots_of(out))
         for keyword in node.keywords:
             if keyword.arg == "out":
-                roots.extend((r, True) for r in _view_roots(keyword.value))
+                roots.extend((r, True) for r in roots_of(keyword.value))
             elif (keyword.arg == "inplace" and node.args and not (
                     isinstance(keyword.value, ast.Constant) and not keyword.value.value)):
-                roots.extend((r, True) for r in _view_roots(node.args[0]))  # F.relu(x, inplace=True)
+                roots.extend((r, True) for r in roots_of(node.args[0]))  # F.relu(x, inplace=True)
         if (isinstance(func, ast.Call) and node.args and any(
                 k.arg == "inplace" and not (isinstance(k.value, ast.Constant) and not k.value.value)
                 for k in func.keywords)):
-            roots.extend((r, True) for r in _view_roots(node.args[0]))  # nn.ReLU(inplace=True)(x)
+            roots.extend((r, True) for r in roots_of(node.args[0]))  # nn.ReLU(inplace=True)(x)
         if name in _OPERATOR_WRITES | _OPERATOR_INPLACE:
             if owner is None or (isinstance(owner, ast.Name) and owner.id == "operator"):
                 # operator.setitem(x, 0, 1), operator.imul(x, 0)
-                roots.extend((r, name in _OPERATOR_WRITES) for r in _view_roots(node.args[0]) if node.args)
+                roots.extend((r, name in _OPERATOR_WRITES) for r in roots_of(node.args[0]) if node.args)
             else:  # x.__imul__(0)
-                roots.extend((r, name in _OPERATOR_WRITES) for r in _view_roots(owner))
-        if isinstance(func, ast.Name) and func.id in helpers:  # a local helper changing its parameter
-            changed = helpers[func.id]
+                roots.extend((r, name in _OPERATOR_WRITES) for r in roots_of(owner))
+        changed = (helpers.get(func.id) if isinstance(func, ast.Name) else
+                   _lambda_mutations(func, helpers) if isinstance(func, ast.Lambda) else None)
+        if changed:  # a local helper changing its parameter, a lambda called where it is written
             for index, arg in enumerate(node.args):
                 if index in changed:
-                    roots.extend((r, True) for r in _view_roots(arg))
+                    roots.extend((r, True) for r in handed_roots(arg))
             for keyword in node.keywords:
                 if keyword.arg in changed:
-                    roots.extend((r, True) for r in _view_roots(keyword.value))
+                    roots.extend((r, True) for r in handed_roots(keyword.value))
         handed = [*node.args, *(k.value for k in node.keywords)]
         if isinstance(func, ast.Call) and _unbound_mutator(func, helpers):
             for arg in handed:  # functools.partial(torch.Tensor.mul_, other=0)(x)
-                roots.extend((r, True) for r in _view_roots(arg))
+                roots.extend((r, True) for r in handed_roots(arg))
         if any(_unbound_mutator(arg, helpers) for arg in handed):
             # a mutator handed on with what it is to change: map(torch.Tensor.zero_, [x])
             for arg in handed:
                 if not _unbound_mutator(arg, helpers):
-                    roots.extend((r, True) for r in _view_roots(arg))
+                    roots.extend((r, True) for r in handed_roots(arg))
     # a bound in-place method taken uncalled, to be called later (f = x.mul_; [x.zero_])
     called = {id(n.func) for n in _own_nodes(stmt) if isinstance(n, ast.Call)}
     for node in _own_nodes(stmt):
         if isinstance(node, ast.Attribute) and node.attr in _BOUND_INPLACE and id(node) not in called:
-            roots.extend((r, True) for r in _view_roots(node.value))
+            roots.extend((r, True) for r in roots_of(node.value))
     return [(r, in_place) for r, in_place in roots if r is not None]
 
 

@@ -126,6 +126,14 @@ INPUTS_CHANGED = {
                           "return T.zeros(x.shape[0], w.shape[1])", r"ast:mutates-argument"),
         "loop_over_a_container": ("import torch as T\nfor t in [x]:\n    t *= 0\n"
                                   "return T.zeros(x.shape[0], w.shape[1])", r"ast:mutates-argument"),
+        # x put into a container and taken out of it later (found 2026-12-06, latest): a dict's key,
+        # a list's append, an object's attribute, the container handed to a mutator
+        "through_a_dict": ("import torch as T\nkeep = {}\nkeep['x'] = x\nkeep['x'].zero_()\n"
+                           "return T.zeros(x.shape[0], w.shape[1])", r"ast:mutates-argument"),
+        "through_an_attribute": ("import torch as T\nimport types\nbox = types.SimpleNamespace()\nbox.v = x\n"
+                                 "box.v *= 0\nreturn T.zeros(x.shape[0], w.shape[1])", r"ast:mutates-argument"),
+        "container_to_foreach": ("import torch as T\nheld = []\nheld.append(x)\nT._foreach_zero_(held)\n"
+                                 "return T.zeros(x.shape[0], w.shape[1])", r"ast:mutates-argument"),
     }),
 }
 #: a paper whose test hands the same array to the completion and then to the reference
