@@ -18,6 +18,7 @@ Two sources, one vocabulary of flags (``<source>:<reason>`` slugs, kept in every
 from __future__ import annotations
 
 import ast
+import contextvars
 import functools
 import re
 import textwrap
@@ -339,6 +340,9 @@ _SHAPED_NOTES = {
 
 #: names modules are imported under, whose view functions take the object first (np.asarray(x))
 _MODULE_NAMES = {"np", "numpy", "torch", "jnp", "jax", "F", "nn"}
+#: the names that are modules in the code being read (``_MODULE_NAMES`` and what its imports bind:
+#: ``import torch as T``), set by ``_argument_mutations`` for the reading it makes
+_MODULES: contextvars.ContextVar[frozenset] = contextvars.ContextVar("modules", default=frozenset(_MODULE_NAMES))
 #: methods that change their object in place (beyond torch's ``*_`` convention)
 _MUTATING_METHODS = {"fill", "resize", "put", "itemset", "partition", "setflags", "byteswap", "append",
                      "extend", "insert", "pop", "remove", "clear", "reverse", "update", "setdefault", "popitem"}
@@ -364,7 +368,12 @@ _VIEWS = {"view", "view_as", "reshape", "detach", "transpose", "permute", "squee
           "expand_as", "narrow", "select", "diagonal", "numpy", "ravel", "flatten", "unflatten", "swapaxes",
           "moveaxis", "movedim", "t", "T", "mT", "data", "real", "imag", "asarray", "asanyarray", "as_tensor",
           "from_numpy", "atleast_1d", "atleast_2d", "atleast_3d", "broadcast_to", "as_strided", "unfold",
-          "split", "chunk", "unbind", "values", "items", "frombuffer", "cast", "memoryview", "nditer"}
+          "split", "chunk", "unbind", "values", "items", "frombuffer", "cast", "memoryview", "nditer",
+          # the object itself when it already is what is asked for (a contiguous float32 tensor's
+          # .contiguous(), .float(), .to(its dtype)), its memory, or its buffer handed on
+          "contiguous", "to", "float", "double", "half", "bfloat16", "cpu", "type_as", "resolve_conj",
+          "resolve_neg", "storage", "untyped_storage", "_typed_storage", "__array__", "__dlpack__",
+          "from_dlpack", "ascontiguousarray", "asfortranarray", "require", "asarray_chkfinite"}
 
 
 def _argument_mutations(nodes: list[tuple[ast.AST, bool]], span: tuple[int, int]) -> list[str]:
@@ -403,6 +412,18 @@ def _argument_mutations(nodes: list[tuple[ast.AST, bool]], span: tuple[int, int]
         return []
     statements = sorted((node for node, _inside in nodes if isinstance(node, ast.stmt) and first <= node.lineno <= last),
                         key=lambda n: (n.lineno, n.col_offset))
+    imported = {alias.asname or alias.name.partition(".")[0] for node, _inside in nodes
+                if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
+    token = _MODULES.set(frozenset(_MODULE_NAMES | imported))  # T.from_dlpack(x) under import torch as T
+    try:
+        return _read_mutations(statements, local, params)
+    finally:
+        _MODULES.reset(token)
+
+
+def _read_mutations(statements: list[ast.stmt], local: list, params: set[str]) -> list[str]:
+    """``_argument_mutations``' reading of the completion's ``statements``, its ``local`` helpers
+    and the parameters ``params``."""
     # the local helpers that change a parameter of their own in place: name -> its positions and names
     helpers: dict[str, set] = {}
     for helper in local:
@@ -449,6 +470,13 @@ def _mutations_of(statements: list[ast.stmt], params: set[str], helpers: dict[st
                 changed = _lambda_mutations(stmt.value, helpers)
                 if changed:
                     helpers[stmt.targets[0].id] = changed  # z = lambda t: t.zero_(); z(x)
+            elif len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) and _unbound_mutator(stmt.value, helpers):
+                helpers[stmt.targets[0].id] = {0}  # z = torch.Tensor.zero_; z(x): changes its first argument
+        elif isinstance(stmt, ast.ImportFrom):
+            for alias in stmt.names:  # from numpy import copyto as cp; cp(x, 0)
+                if alias.asname and (alias.name in _MUTATING_FUNCTIONS | _OPERATOR_INPLACE | _OPERATOR_WRITES
+                                     or (alias.name.endswith("_") and not alias.name.startswith("_"))):
+                    helpers[alias.asname] = {0}
         elif isinstance(stmt, (ast.With, ast.AsyncWith)):  # with np.nditer(x, ...) as it
             bound = [(item.optional_vars, item.context_expr, False) for item in stmt.items if item.optional_vars]
         elif isinstance(stmt, (ast.For, ast.AsyncFor)):
@@ -533,7 +561,7 @@ def _unbound_mutator(node: ast.AST, helpers: dict[str, set]) -> bool:
     if isinstance(node, ast.Attribute):
         name, owner = node.attr, node.value
         last = owner.attr if isinstance(owner, ast.Attribute) else owner.id if isinstance(owner, ast.Name) else ""
-        if not (last[:1].isupper() or last in _UNBOUND_OWNERS):
+        if not (last[:1].isupper() or last in _UNBOUND_OWNERS or last in _MODULES.get()):
             return False  # an object's own method or attribute (``out.append``, ``model.coef_``)
         return ((name.endswith("_") and not name.endswith("__") and not name.startswith("_"))
                 or name in _MUTATING_METHODS or name in _MUTATING_FUNCTIONS
@@ -542,6 +570,10 @@ def _unbound_mutator(node: ast.AST, helpers: dict[str, set]) -> bool:
             (isinstance(node.func, ast.Attribute) and node.func.attr == "partial")
             or (isinstance(node.func, ast.Name) and node.func.id == "partial")):
         return _unbound_mutator(node.args[0], helpers)  # functools.partial(torch.Tensor.mul_, ...)
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+            and len(node.args) == 2 and _literal_str(node.args[1])):
+        # getattr(torch.Tensor, "zero_"): the attribute by its literal name
+        return _unbound_mutator(ast.Attribute(value=node.args[0], attr=node.args[1].value, ctx=ast.Load()), helpers)  # type: ignore[attr-defined]
     return False
 
 
@@ -592,7 +624,7 @@ def _view_roots(node: ast.AST, whole: bool = False, held: frozenset = frozenset(
             stack.extend(v for v in node.values if v is not None)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _VIEWS:
             owner = node.func.value
-            if isinstance(owner, ast.Name) and owner.id in _MODULE_NAMES:
+            if isinstance(owner, ast.Name) and owner.id in _MODULES.get():
                 stack.extend(node.args[:1])
             else:
                 stack.append(owner)

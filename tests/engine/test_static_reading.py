@@ -226,6 +226,20 @@ def test_objects_that_could_answer_the_check_are_flagged(tmp_path, lines, flags)
     (["    (lambda t: t.fill(0))(x)", "    return x"], True),
     (["    import numpy as np", "    with np.nditer(x, op_flags=['readwrite']) as it:", "        for v in it:",
       "            v[...] = 0", "    return x"], True),
+    # a mutator under another name, the object itself through a conversion it already satisfies,
+    # its memory or buffer handed on
+    (["    from numpy import copyto as cp", "    cp(x, 0)", "    return x"], True),
+    (["    from operator import imul as im", "    im(x, 0)", "    return x"], True),
+    (["    import torch", "    z = torch.Tensor.zero_", "    z(x)", "    return x"], True),
+    (["    import torch", "    f = getattr(torch.Tensor, 'zero_')", "    f(x)", "    return x"], True),
+    (["    x.contiguous().zero_()", "    return x"], True),
+    (["    y = x.float()", "    y *= 0", "    return x"], True),
+    (["    x.to(x.dtype).fill_(0)", "    return x"], True),
+    (["    x.untyped_storage().fill_(0)", "    return x"], True),
+    (["    import numpy as np", "    np.ascontiguousarray(x)[:] = 0", "    return x"], True),
+    (["    import torch", "    torch.from_dlpack(x).zero_()", "    return x"], True),
+    (["    import numpy as np", "    y = x.astype(np.float64)", "    y[:] = 0", "    return y"], False),  # a copy
+    (["    import torch", "    z = torch.zeros_like", "    return z(x)"], False),
     # honest: a container of its own changed (not what it holds), other keys, an element replaced,
     # a container bound again, elements only read
     (["    store = [x]", "    store.append(1)", "    store.pop()", "    return x * 2"], False),

@@ -134,6 +134,13 @@ INPUTS_CHANGED = {
                                  "box.v *= 0\nreturn T.zeros(x.shape[0], w.shape[1])", r"ast:mutates-argument"),
         "container_to_foreach": ("import torch as T\nheld = []\nheld.append(x)\nT._foreach_zero_(held)\n"
                                  "return T.zeros(x.shape[0], w.shape[1])", r"ast:mutates-argument"),
+        # x itself through a conversion it already satisfies, its memory handed on, a mutator renamed
+        "through_contiguous": ("import torch as T\nx.contiguous().float().zero_()\n"
+                               "return T.zeros(x.shape[0], w.shape[1])", r"ast:mutates-argument"),
+        "through_dlpack": ("import torch as T\nT.from_dlpack(x).zero_()\n"
+                           "return T.zeros(x.shape[0], w.shape[1])", r"ast:mutates-argument"),
+        "renamed_mutator": ("import torch as T\nwipe = getattr(T.Tensor, 'zero_')\nwipe(x)\n"
+                            "return T.zeros(x.shape[0], w.shape[1])", r"ast:mutates-argument"),
     }),
 }
 #: a paper whose test hands the same array to the completion and then to the reference
