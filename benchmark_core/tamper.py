@@ -143,6 +143,16 @@ _REEXPORTED = {"sys", "os", "gc", "ctypes", "inspect", "builtins", "importlib", 
 #: object in place, a constant of the test's code, the test's inputs, a library function's code,
 #: with no write the guard or the hook sees (``ast:raw-memory:<name>``)
 _RAW_MEMORY_ATTRS = {"ctypes", "ctypeslib"}
+#: allocators that hand out memory as they find it (``np.empty_like``, ``torch.empty``, ``x.new_empty``,
+#: a storage made or grown without being cleared): what it held before, a temporary the reference or the
+#: test freed, can be the expected answer itself (numpy's ``np.empty`` after a reference that returned
+#: a copy of its result gets that result's old block), so a completion returning it unwritten passes
+#: (``ast:uninitialized:<name>``; ``empty`` only as a module's: ``df.empty`` is a pandas frame's test)
+_UNINITIALIZED = {"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided", "resize_",
+                  "UntypedStorage", "TypedStorage"}
+#: constructors that do the same when given sizes (``np.ndarray((5, 7))``, ``torch.Tensor(5, 7)``, ``x.new(5, 7)``)
+_UNINITIALIZED_CONSTRUCTORS = {"ndarray", "Tensor", "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor",
+                               "new"}
 #: functions that look an attribute up, or call a method, by a name given as a string
 _ATTR_BY_NAME = {"attrgetter", "methodcaller"}
 
@@ -197,8 +207,8 @@ def static_reading(source: str, span: tuple[int, int], *, code: str, reference: 
     flags -= expected
     notes = {}
     for flag in sorted(flags):
-        if flag.startswith(("ast:protocol:", "ast:error-state:", "ast:framework:", "ast:raw-memory:")) or (
-                flag == "ast:dynamic-class"):
+        if flag.startswith(("ast:protocol:", "ast:error-state:", "ast:framework:", "ast:raw-memory:",
+                            "ast:uninitialized:")) or flag == "ast:dynamic-class":
             notes[flag] = _SHAPED_NOTES[flag.split(":")[1]].format(name=flag.split(":")[-1])
     if "ast:mutates-argument" in flags:
         notes["ast:mutates-argument"] = _SHAPED_NOTES["mutates-argument"].format(name=", ".join(mutated))
@@ -334,6 +344,8 @@ _SHAPED_NOTES = {
                   "later call, the reference's and the test's check among them"),
     "raw-memory": ("the completion uses {name}: it gives an array over raw memory (any address, or past an "
                    "array's own), through which any object can be changed in place unseen"),
+    "uninitialized": ("the completion uses {name}: it allocates memory without clearing it, and what that memory "
+                      "held before (a temporary the reference or the test freed) can be the expected answer"),
     "mutates-argument": ("the completion changes in place what its function was given ({name}): the test may "
                          "hand the same objects to the reference afterwards"),
 }
@@ -862,7 +874,8 @@ def _reference_scope(source: str, span: tuple[int, int], code: str) -> tuple[int
             _node_flags(node, own, set(), around)
     if _argument_mutations(reaching, span):  # an optimizer's step updates what it is given
         own.add("ast:mutates-argument")
-    expected = {f for f in own if f.startswith(("ast:protocol:", "ast:error-state:", "ast:framework:", "ast:raw-memory:"))
+    expected = {f for f in own if f.startswith(("ast:protocol:", "ast:error-state:", "ast:framework:", "ast:raw-memory:",
+                                                 "ast:uninitialized:"))
                 or f in {"ast:dynamic-class", "ast:mutates-argument"}}
     return column, frozenset(problems), frozenset(expected)
 
@@ -904,6 +917,8 @@ def _node_flags(node: ast.AST, flags: set[str], refs: set[str], around: _Around 
                     flags.add(f"ast:framework:{alias.name}")
                 if alias.name in _RAW_MEMORY_ATTRS or (alias.name == "as_strided" and "stride_tricks" in node.module):
                     flags.add(f"ast:raw-memory:{alias.name}")
+                if alias.name in _UNINITIALIZED:  # from numpy import empty_like
+                    flags.add(f"ast:uninitialized:{alias.name}")
     elif isinstance(node, ast.Attribute):
         if node.attr in _FRAMEWORK_NAMES or (node.attr in _FRAMEWORK_MODULE_ATTRS
                                               and _module_attribute(node, around.modules)):
@@ -913,6 +928,8 @@ def _node_flags(node: ast.AST, flags: set[str], refs: set[str], around: _Around 
         if node.attr in _RAW_MEMORY_ATTRS or (node.attr == "as_strided" and isinstance(node.value, ast.Attribute)
                                               and node.value.attr == "stride_tricks"):
             flags.add(f"ast:raw-memory:{node.attr}")
+        if node.attr in _UNINITIALIZED and (node.attr != "empty" or _module_attribute(node, around.modules)):
+            flags.add(f"ast:uninitialized:{node.attr}")
         if node.attr in _DUNDERS or (node.attr.startswith("__") and node.attr.endswith("__")
                                      and node.attr not in {"__init__", "__name__", "__doc__"}):
             flags.add(f"ast:dunder:{node.attr}")
@@ -927,6 +944,13 @@ def _node_flags(node: ast.AST, flags: set[str], refs: set[str], around: _Around 
             flags.add(f"ast:sys-{node.attr.replace('_', '-')}")
     elif isinstance(node, ast.Call):
         name = _call_name(node.func)
+        if (isinstance(node.func, ast.Attribute) and node.func.attr in _UNINITIALIZED_CONSTRUCTORS and node.args
+                and (node.func.attr == "new" or _module_attribute(node.func, around.modules))
+                and (node.func.attr == "ndarray" or not (  # ndarray's first argument is its shape
+                    isinstance(node.args[0], (ast.List, ast.Tuple, ast.ListComp)) or (
+                        isinstance(node.args[0], ast.Constant) and not isinstance(node.args[0].value, int))))):
+            # np.ndarray((5, 7)), torch.Tensor(5, 7), x.new(5, 7): sizes, memory as found (a list is data)
+            flags.add(f"ast:uninitialized:{node.func.attr}")
         if name in _DYNAMIC_CALLS:
             target = node.args[1] if name not in {"__import__"} and len(node.args) > 1 else (
                 node.args[0] if node.args else None)

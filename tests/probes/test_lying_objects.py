@@ -215,6 +215,29 @@ def test_inputs_changed_in_place_never_pass_unflagged(where, sandbox_backend_nam
     _passed_flagged(paper, cheats, snippet, sandbox_backend_name)
 
 
+#: a test that takes a copy of the reference's answer before calling the completion: the block the
+#: reference's own result was in is free again, and numpy hands it to the next array of its size
+REFERENCE_FIRST_TEST = SOFTPLUS_TEST.replace(
+    "        got = m.softplus(x)\n        np.testing.assert_allclose(got, r.softplus(x), rtol=1e-12)\n",
+    "        want = r.softplus(x).copy()\n        np.testing.assert_allclose(m.softplus(x), want, rtol=1e-12)\n")
+UNINITIALIZED = {
+    "empty_like": ("y = np.empty_like(x)", r"ast:uninitialized:empty_like"),
+    "ndarray": ("y = np.ndarray(np.shape(x))", r"ast:uninitialized:ndarray"),
+}
+
+
+@pytest.mark.slow
+def test_memory_taken_uninitialized_never_passes_unflagged(sandbox_backend_name, tmp_path):
+    """``np.empty_like(x)`` returned unwritten holds what its block held before: after a test took a
+    copy of the reference's answer, the answer itself. It passes, as in a fresh interpreter, and the
+    static reading names the allocator (``ast:uninitialized:*``), which the reference does not use."""
+    assert REFERENCE_FIRST_TEST != SOFTPLUS_TEST
+    paper = one_snippet_paper(tmp_path, "softplus_00", imports="import numpy as np", func="softplus",
+                              body="    y = np.logaddexp(0.0, x)\n", test=REFERENCE_FIRST_TEST,
+                              requirements="numpy\n", title="Softplus").papers[0]
+    _passed_flagged(paper, UNINITIALIZED, "softplus", sandbox_backend_name)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("snippet", sorted(TORCH_GLOBAL))
 def test_torch_changed_for_every_later_call_never_passes_unflagged(snippet, sandbox_backend_name):
