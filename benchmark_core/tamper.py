@@ -951,6 +951,8 @@ def _node_flags(node: ast.AST, flags: set[str], refs: set[str], around: _Around 
                         isinstance(node.args[0], ast.Constant) and not isinstance(node.args[0].value, int))))):
             # np.ndarray((5, 7)), torch.Tensor(5, 7), x.new(5, 7): sizes, memory as found (a list is data)
             flags.add(f"ast:uninitialized:{node.func.attr}")
+        if isinstance(node.func, ast.Name) and node.func.id in _UNINITIALIZED:
+            flags.add(f"ast:uninitialized:{node.func.id}")  # empty_like(x) after from numpy import *
         if name in _DYNAMIC_CALLS:
             target = node.args[1] if name not in {"__import__"} and len(node.args) > 1 else (
                 node.args[0] if node.args else None)

@@ -320,6 +320,7 @@ def test_what_the_papers_own_code_defines_there_is_not_held_against_a_completion
     (["    import numpy as np", "    return np.empty_like(x)"], "ast:uninitialized:empty_like"),
     (["    import numpy as np", "    return np.empty(np.shape(x))"], "ast:uninitialized:empty"),
     (["    from numpy import empty_like as e", "    return e(x)"], "ast:uninitialized:empty_like"),
+    (["    from numpy import *", "    return empty_like(x)"], "ast:uninitialized:empty_like"),
     (["    import numpy as np", "    return np.ndarray((3, 4))"], "ast:uninitialized:ndarray"),
     (["    import torch", "    return torch.empty(3)"], "ast:uninitialized:empty"),
     (["    import torch", "    return torch.Tensor(3, 4)"], "ast:uninitialized:Tensor"),
