@@ -150,6 +150,23 @@ _RAW_MEMORY_ATTRS = {"ctypes", "ctypeslib"}
 #: (``ast:uninitialized:<name>``; ``empty`` only as a module's: ``df.empty`` is a pandas frame's test)
 _UNINITIALIZED = {"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided", "resize_",
                   "UntypedStorage", "TypedStorage"}
+#: numpy's masked arrays: every ``numpy.testing`` assertion (``assert_allclose``, ``assert_array_equal``,
+#: ``assert_equal`` ...) takes a masked element as equal to anything, so ``np.ma.masked_all(shape)``
+#: passes any such check (``ast:lenient:<name>``): the module by any path (``np.ma``,
+#: ``matplotlib.cbook.np.ma``, ``from numpy import ma``), its constructors, scipy's ``mstats`` (which
+#: answer with them) and ``usemask=True`` (``np.genfromtxt``)
+_LENIENT_NAMES = {"ma", "MaskedArray", "MaskedConstant", "mstats", "mvoid", "masked", "masked_all", "masked_all_like",
+                  "masked_array", "masked_equal", "masked_greater", "masked_greater_equal", "masked_inside",
+                  "masked_invalid", "masked_less", "masked_less_equal", "masked_not_equal", "masked_object",
+                  "masked_outside", "masked_values", "masked_where", "masked_singleton"}
+
+
+def _lenient(name: str) -> bool:
+    """Whether ``name`` reaches numpy's masked arrays (``_LENIENT_NAMES``; not torch's ``masked_fill``,
+    ``masked_select``, nor a helper of the code's own such as ``masked_softmax``)."""
+    return name in _LENIENT_NAMES
+
+
 #: constructors that do the same when given sizes (``np.ndarray((5, 7))``, ``torch.Tensor(5, 7)``, ``x.new(5, 7)``)
 _UNINITIALIZED_CONSTRUCTORS = {"ndarray", "Tensor", "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor",
                                "new"}
@@ -208,7 +225,7 @@ def static_reading(source: str, span: tuple[int, int], *, code: str, reference: 
     notes = {}
     for flag in sorted(flags):
         if flag.startswith(("ast:protocol:", "ast:error-state:", "ast:framework:", "ast:raw-memory:",
-                            "ast:uninitialized:")) or flag == "ast:dynamic-class":
+                            "ast:uninitialized:", "ast:lenient:")) or flag == "ast:dynamic-class":
             notes[flag] = _SHAPED_NOTES[flag.split(":")[1]].format(name=flag.split(":")[-1])
     if "ast:mutates-argument" in flags:
         notes["ast:mutates-argument"] = _SHAPED_NOTES["mutates-argument"].format(name=", ".join(mutated))
@@ -344,6 +361,8 @@ _SHAPED_NOTES = {
                   "later call, the reference's and the test's check among them"),
     "raw-memory": ("the completion uses {name}: it gives an array over raw memory (any address, or past an "
                    "array's own), through which any object can be changed in place unseen"),
+    "lenient": ("the completion uses {name}: numpy's masked arrays, whose masked elements every numpy.testing "
+                "assertion takes as equal to anything"),
     "uninitialized": ("the completion uses {name}: it allocates memory without clearing it, and what that memory "
                       "held before (a temporary the reference or the test freed) can be the expected answer"),
     "mutates-argument": ("the completion changes in place what its function was given ({name}): the test may "
@@ -875,7 +894,7 @@ def _reference_scope(source: str, span: tuple[int, int], code: str) -> tuple[int
     if _argument_mutations(reaching, span):  # an optimizer's step updates what it is given
         own.add("ast:mutates-argument")
     expected = {f for f in own if f.startswith(("ast:protocol:", "ast:error-state:", "ast:framework:", "ast:raw-memory:",
-                                                 "ast:uninitialized:"))
+                                                 "ast:uninitialized:", "ast:lenient:"))
                 or f in {"ast:dynamic-class", "ast:mutates-argument"}}
     return column, frozenset(problems), frozenset(expected)
 
@@ -909,9 +928,15 @@ def _node_flags(node: ast.AST, flags: set[str], refs: set[str], around: _Around 
     if isinstance(node, ast.Import):
         for alias in node.names:
             _import_flag(flags, alias.name)
+            for part in alias.name.split("."):
+                if _lenient(part):  # import numpy.ma
+                    flags.add(f"ast:lenient:{part}")
     elif isinstance(node, ast.ImportFrom):
         if node.module and node.level == 0:
             _import_flag(flags, node.module)
+            for part in [*node.module.split("."), *(a.name for a in node.names)]:
+                if _lenient(part):  # from numpy import ma, from numpy.ma import masked_all
+                    flags.add(f"ast:lenient:{part}")
             for alias in node.names:
                 if alias.name in _FRAMEWORK_NAMES or alias.name in _FRAMEWORK_MODULE_ATTRS:
                     flags.add(f"ast:framework:{alias.name}")
@@ -928,6 +953,8 @@ def _node_flags(node: ast.AST, flags: set[str], refs: set[str], around: _Around 
         if node.attr in _RAW_MEMORY_ATTRS or (node.attr == "as_strided" and isinstance(node.value, ast.Attribute)
                                               and node.value.attr == "stride_tricks"):
             flags.add(f"ast:raw-memory:{node.attr}")
+        if _lenient(node.attr):
+            flags.add(f"ast:lenient:{node.attr}")
         if node.attr in _UNINITIALIZED and (node.attr != "empty" or _module_attribute(node, around.modules)):
             flags.add(f"ast:uninitialized:{node.attr}")
         if node.attr in _DUNDERS or (node.attr.startswith("__") and node.attr.endswith("__")
@@ -953,6 +980,11 @@ def _node_flags(node: ast.AST, flags: set[str], refs: set[str], around: _Around 
             flags.add(f"ast:uninitialized:{node.func.attr}")
         if isinstance(node.func, ast.Name) and node.func.id in _UNINITIALIZED:
             flags.add(f"ast:uninitialized:{node.func.id}")  # empty_like(x) after from numpy import *
+        if isinstance(node.func, ast.Name) and _lenient(node.func.id):
+            flags.add(f"ast:lenient:{node.func.id}")  # masked_all(shape) after from numpy.ma import *
+        if any(k.arg == "usemask" and not (isinstance(k.value, ast.Constant) and not k.value.value)
+               for k in node.keywords):
+            flags.add("ast:lenient:usemask")  # np.genfromtxt(..., usemask=True) answers with a masked array
         if name in _DYNAMIC_CALLS:
             target = node.args[1] if name not in {"__import__"} and len(node.args) > 1 else (
                 node.args[0] if node.args else None)

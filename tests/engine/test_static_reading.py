@@ -336,11 +336,33 @@ def test_memory_taken_as_found_is_flagged(tmp_path, lines, flag):
     """An allocator that does not clear what it hands out: returned unwritten, its block can hold a
     temporary the reference or the test freed, the expected answer itself (numpy's small blocks are
     handed out again last-freed first). Flagged with why, unless the paper's own code uses it there."""
+    _flag_of_family(tmp_path, lines, flag, "ast:uninitialized:", "without clearing it")
+
+
+@pytest.mark.parametrize("lines, flag", [
+    (["    import numpy as np", "    return np.ma.masked_all(np.shape(x))"], "ast:lenient:masked_all"),
+    (["    from numpy import ma", "    return ma.array(x, mask=True)"], "ast:lenient:ma"),
+    (["    import matplotlib.cbook as c", "    return c.np.ma.array(x, mask=True)"], "ast:lenient:ma"),
+    (["    import numpy as np, io", "    return np.genfromtxt(io.StringIO('1'), usemask=True)"], "ast:lenient:usemask"),
+    # honest: torch's masked_fill, a helper and a name of the code's own
+    (["    import torch", "    t = torch.as_tensor(x)", "    return t.masked_fill(t > 0, 0).numpy()"], None),
+    (["    def masked_mean(a):", "        return a.mean()", "    masked_x = x * 2", "    return masked_mean(masked_x)"], None),
+])
+def test_library_objects_that_equal_anything_are_flagged(tmp_path, lines, flag):
+    """numpy's masked arrays: a masked element is equal to anything for every numpy.testing assertion."""
+    _flag_of_family(tmp_path, lines, flag, "ast:lenient:", "equal to anything")
+
+
+def _flag_of_family(tmp_path, lines, flag, family, why):
+    """``lines`` on the probe paper earn ``flag`` (with ``why`` in its note) and no other flag of
+    ``family``, or none of it; the paper's own code using the allocator there asks for it."""
     paper = _paper_with(tmp_path, (PROBE_PSET / "probe" / "solution.py").read_text())
     reading = _reading(paper, "solve", lines)
-    assert [f for f in reading.flags if f.startswith("ast:uninitialized:")] == ([flag] if flag else []), reading
     if flag:
-        assert "without clearing it" in reading.notes[flag], reading.notes
+        assert flag in reading.flags and why in reading.notes[flag], reading
+    else:
+        assert not [f for f in reading.flags if f.startswith(family)], reading
+    if flag == "ast:uninitialized:empty_like":
         own = _paper_with(tmp_path / "own", 'import numpy as np\n\n\ndef solve(x):\n    # <paper2code name="solve">\n'
                                            '    y = np.empty_like(x)\n    y[...] = x\n    return y\n'
                                            '    # </paper2code name="solve">\n')
