@@ -60,6 +60,7 @@ AUDIT_FLAGS = (
     "audit:paper-write",  # a file the paper ships, or code in the paper's folder, written by the run
     "audit:unshipped-code",  # code read that neither the paper nor the environment ships (a copy of *_ref)
     "audit:framework-global",  # a kernel registered in torch's dispatcher; its modes or global hooks left changed
+    "audit:vacuous-check",  # a check compared something empty with something that is not (it passes whatever the values)
 )
 
 
@@ -1173,6 +1174,8 @@ def _event_flag(event: Mapping) -> str | None:
         return "audit:signal-handler"
     if name == "rcb.framework":
         return "audit:framework-global"
+    if name == "rcb.vacuous":
+        return "audit:vacuous-check"
     return "audit:other"
 
 

@@ -388,3 +388,45 @@ def test_a_librarys_import_the_paper_asks_for_is_the_librarys(case, tmp_path):
     assert out.returncode == 0, out.stderr
     attrs = {line for line in out.stdout.splitlines() if line.startswith("rcb.attr")}
     assert attrs == expected, out.stdout
+
+
+_CHECKS_SCRIPT = """
+import sys
+sys.path.insert(0, {folder!r})
+{before}
+import importlib
+launch = importlib.import_module("warm.launch")
+seen = []
+launch._wrap_checks(lambda event, detail: seen.append(detail))
+import numpy as np
+import numpy.testing as npt
+npt.assert_allclose(np.array([]), 2.5)            # an empty answer to a scalar: vacuous
+npt.assert_array_almost_equal([], np.float64(1))  # a list, a numpy scalar
+npt.assert_allclose(np.ones(3), 1.0)              # honest broadcasting
+npt.assert_allclose(np.zeros((0, 2)), np.zeros((0, 2)))  # empty against empty: what was asked
+try:
+    npt.assert_allclose(np.ones(2), np.ones(3))   # a failing check still fails
+except AssertionError:
+    seen.append("failed")
+print(seen, npt.assert_allclose.__name__)
+"""
+
+
+@pytest.mark.parametrize("preloaded", [True, False])
+def test_a_check_that_compares_something_empty_says_so(preloaded):
+    """``launch._wrap_checks``: every numpy.testing assertion on arrays goes through
+    ``assert_array_compare``; compared with something empty while the other side is not (an empty
+    answer to a scalar, which broadcasting passes), it raises ``rcb.vacuous``. Wrapped whether
+    numpy.testing was imported before the run (a warm server's) or by the test (a finder); its
+    answers are unchanged."""
+    import subprocess
+    import sys
+
+    from benchmark_core.sandbox.warm_client import WARM_SCRIPT
+
+    # numpy.testing imported before the wrappers go in (a warm server's preload), or after (the test's)
+    code = _CHECKS_SCRIPT.format(folder=str(WARM_SCRIPT.parent), before="import numpy.testing" if preloaded else "")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    label = "numpy.testing._private.utils.assert_array_compare"
+    assert out.stdout.strip() == f"[{label!r}, {label!r}, 'failed'] assert_allclose", out.stdout

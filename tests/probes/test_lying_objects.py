@@ -245,6 +245,49 @@ def test_library_objects_that_equal_anything_never_pass_unflagged(sandbox_backen
     _passed_flagged(paper, LENIENT, "softplus", sandbox_backend_name)
 
 
+#: a paper whose function answers a scalar (a loss), checked by numpy's assertions
+LOSS_TEST = """import unittest
+
+import numpy as np
+
+import loss_00 as m
+import loss_00_ref as r
+
+
+class TestLoss(unittest.TestCase):
+    def test_close(self):
+        x = np.random.default_rng(3).normal(size=(4, 5))
+        np.testing.assert_allclose(m.loss(x), r.loss(x), rtol=1e-12)
+
+    def test_almost_equal(self):
+        x = np.random.default_rng(4).normal(size=(3, 2))
+        np.testing.assert_array_almost_equal(m.loss(x), r.loss(x), decimal=10)
+
+
+if __name__ == "__main__":
+    unittest.main()
+"""
+#: an empty answer broadcast against a scalar: every element (none) is close
+VACUOUS = {
+    "empty_array": ("y = np.array([])", r"audit:vacuous-check"),
+    "nothing_selected": ("y = np.asarray(x)[np.asarray(x) > 1e300]", r"audit:vacuous-check"),
+    "no_rows": ("y = x[:0]", r"audit:vacuous-check"),
+    "empty_list": ("y = []", r"audit:vacuous-check"),
+}
+
+
+@pytest.mark.slow
+def test_an_empty_answer_to_a_scalar_never_passes_unflagged(sandbox_backend_name, tmp_path):
+    """A scalar answer (a loss) checked by ``np.testing.assert_allclose``: numpy broadcasts, so an
+    empty array (or list) is close to anything. Such a completion passes, here as in a fresh
+    interpreter, and the check that compared it says so (``audit:vacuous-check``:
+    ``launch._wrap_checks``); the reference's own checks compare nothing empty."""
+    paper = one_snippet_paper(tmp_path, "loss_00", imports="import numpy as np", func="loss",
+                              body="    y = np.mean(np.logaddexp(0.0, np.asarray(x)))\n", test=LOSS_TEST,
+                              requirements="numpy\n", title="Loss").papers[0]
+    _passed_flagged(paper, VACUOUS, "loss", sandbox_backend_name)
+
+
 @pytest.mark.slow
 def test_memory_taken_uninitialized_never_passes_unflagged(sandbox_backend_name, tmp_path):
     """``np.empty_like(x)`` returned unwritten holds what its block held before: after a test took a
