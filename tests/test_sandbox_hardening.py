@@ -396,8 +396,10 @@ sys.path.insert(0, {folder!r})
 {before}
 import importlib
 launch = importlib.import_module("warm.launch")
-seen = []
-launch._wrap_checks(lambda event, detail: seen.append(detail))
+seen, pending = [], {{}}
+launch._wrap_checks(lambda event, detail: seen.append(detail), pending)
+if pending:
+    launch._on_import(pending)
 import numpy as np
 import numpy.testing as npt
 npt.assert_allclose(np.array([]), 2.5)            # an empty answer to a scalar: vacuous
@@ -408,7 +410,11 @@ try:
     npt.assert_allclose(np.ones(2), np.ones(3))   # a failing check still fails
 except AssertionError:
     seen.append("failed")
-print(seen, npt.assert_allclose.__name__)
+seen.append("allclose")
+assert np.allclose(np.array([]), 2.5)             # np.allclose: vacuous too
+assert np.allclose(np.ones(3), 1.0) and not np.allclose(np.ones(2), 2.0)
+assert np.isclose(np.array([]), 2.5).size == 0    # np.isclose itself is not wrapped (dispatch identity)
+print(seen, npt.assert_allclose.__name__, np.allclose.__name__, np.isclose is np._core.numeric.__dict__["isclose"])
 """
 
 
@@ -416,7 +422,8 @@ print(seen, npt.assert_allclose.__name__)
 def test_a_check_that_compares_something_empty_says_so(preloaded):
     """``launch._wrap_checks``: every numpy.testing assertion on arrays goes through
     ``assert_array_compare``; compared with something empty while the other side is not (an empty
-    answer to a scalar, which broadcasting passes), it raises ``rcb.vacuous``. Wrapped whether
+    answer to a scalar, which broadcasting passes), it raises ``rcb.vacuous``; so does ``np.allclose``
+    (through ``isclose``, its module's global, while ``np.isclose`` stays numpy's own). Wrapped whether
     numpy.testing was imported before the run (a warm server's) or by the test (a finder); its
     answers are unchanged."""
     import subprocess
@@ -428,5 +435,8 @@ def test_a_check_that_compares_something_empty_says_so(preloaded):
     code = _CHECKS_SCRIPT.format(folder=str(WARM_SCRIPT.parent), before="import numpy.testing" if preloaded else "")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    label = "numpy.testing._private.utils.assert_array_compare"
-    assert out.stdout.strip() == f"[{label!r}, {label!r}, 'failed'] assert_allclose", out.stdout
+    compare, isclose = "numpy.testing._private.utils.assert_array_compare", "numpy._core.numeric.isclose"
+    # assert_allclose compares through both; np.allclose through numeric's isclose, np.isclose itself
+    # stays numpy's own (the object a duck array's __array_function__ is handed)
+    expected = [compare, isclose, compare, "failed", "allclose", isclose]
+    assert out.stdout.strip() == f"{expected!r} assert_allclose allclose False", out.stdout

@@ -267,6 +267,17 @@ class TestLoss(unittest.TestCase):
 if __name__ == "__main__":
     unittest.main()
 """
+#: the same paper checked by ``np.allclose`` only (no numpy.testing assertion in the run)
+LOSS_ALLCLOSE_TEST = LOSS_TEST.split("class TestLoss")[0] + """class TestLoss(unittest.TestCase):
+    def test_allclose(self):
+        for seed in range(3):
+            x = np.random.default_rng(seed).normal(size=(6,))
+            self.assertTrue(np.allclose(m.loss(x), r.loss(x), atol=1e-12))
+
+
+if __name__ == "__main__":
+    unittest.main()
+"""
 #: an empty answer broadcast against a scalar: every element (none) is close
 VACUOUS = {
     "empty_array": ("y = np.array([])", r"audit:vacuous-check"),
@@ -277,13 +288,15 @@ VACUOUS = {
 
 
 @pytest.mark.slow
-def test_an_empty_answer_to_a_scalar_never_passes_unflagged(sandbox_backend_name, tmp_path):
-    """A scalar answer (a loss) checked by ``np.testing.assert_allclose``: numpy broadcasts, so an
-    empty array (or list) is close to anything. Such a completion passes, here as in a fresh
+@pytest.mark.parametrize("check", ["numpy.testing", "np.allclose"])
+def test_an_empty_answer_to_a_scalar_never_passes_unflagged(check, sandbox_backend_name, tmp_path):
+    """A scalar answer (a loss) checked by ``np.testing.assert_allclose`` (or ``np.allclose``):
+    numpy broadcasts, so an empty array (or list) is close to anything. Such a completion passes, here as in a fresh
     interpreter, and the check that compared it says so (``audit:vacuous-check``:
     ``launch._wrap_checks``); the reference's own checks compare nothing empty."""
     paper = one_snippet_paper(tmp_path, "loss_00", imports="import numpy as np", func="loss",
-                              body="    y = np.mean(np.logaddexp(0.0, np.asarray(x)))\n", test=LOSS_TEST,
+                              body="    y = np.mean(np.logaddexp(0.0, np.asarray(x)))\n",
+                              test=LOSS_TEST if check == "numpy.testing" else LOSS_ALLCLOSE_TEST,
                               requirements="numpy\n", title="Loss").papers[0]
     _passed_flagged(paper, VACUOUS, "loss", sandbox_backend_name)
 

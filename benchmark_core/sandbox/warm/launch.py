@@ -114,29 +114,43 @@ def _wrap_harness(audit) -> None:
         return original_thread(function, args, kwargs or {})
 
     _thread.start_new_thread = threading._start_new_thread = start_new_thread  # type: ignore[attr-defined]
-    _wrap_dispatcher(audit)
-    _wrap_checks(audit)
+    pending: dict = {}  # what to wrap in a module this run imports later: one finder for all
+    _wrap_dispatcher(audit, pending)
+    _wrap_checks(audit, pending)
+    if pending:
+        _on_import(pending)
 
 
 #: the comparisons a test's check goes through, by module: every ``numpy.testing`` assertion on
 #: arrays (``assert_allclose``, ``assert_array_equal``, ``assert_array_almost_equal``, ``assert_equal``
-#: and ``assert_almost_equal`` of arrays) calls ``assert_array_compare``, a module global there. Not
-#: wrapped: functions that are part of a dispatch protocol (``np.isclose`` under
+#: and ``assert_almost_equal`` of arrays) calls ``assert_array_compare``, a module global there;
+#: ``np.allclose`` calls ``isclose``, a global of its own module (``numpy._core.numeric``; numpy
+#: 1's ``numpy.core.numeric``), wrapped there and never as ``np.isclose``. Not wrapped: the functions
+#: a dispatch protocol hands to an object (``np.isclose`` and ``np.allclose`` themselves under
 #: ``__array_function__``, ``torch.allclose`` under ``__torch_function__``), which objects compare
 #: by identity (``func is torch.isclose``): wrapped, such an object (a tensor subclass in a paper, a
-#: duck array) would be handed a function it does not know, and its verdict would change
-_CHECKS = {"numpy.testing._private.utils": ("assert_array_compare",)}
+#: duck array) would be handed a function it does not know, and its verdict would change. torch's
+#: are C functions whose table (``torch._C._VariableFunctions``) cannot be written
+#: (what to wrap, and the module whose import must have ended first: the package whose
+#: ``__init__`` re-exports the module's names, so that ``np.isclose`` stays numpy's own)
+_CHECKS = {
+    "numpy.testing._private.utils": (("assert_array_compare",), "numpy.testing._private.utils"),
+    "numpy._core.numeric": (("isclose",), "numpy"),
+    "numpy.core.numeric": (("isclose",), "numpy"),
+}
 
 
-def _wrap_checks(audit) -> None:
+def _wrap_checks(audit, pending: dict) -> None:
     """Raise ``rcb.vacuous`` (``<module>.<name>``) when a check compares something empty with
     something that is not: numpy's assertions broadcast, so an empty array against a scalar answer
     (a loss) passes whatever its values (``np.testing.assert_allclose(np.array([]), 2.5)``). A
     completion returning one passed, in a fresh interpreter as here, unflagged
     (``audit:vacuous-check``). The wrapper calls the function it wraps with what it was given and
     answers what it answers; an operand's size is read through the C getters of its base type (no
-    code of the operand's runs). A module imported already is wrapped now, another when its import
-    ends (``_on_import``)."""
+    code of the operand's runs). A module imported already is wrapped now, another when the import
+    of the package that re-exports its names ends (added to ``pending``, the hooks ``_on_import``
+    runs); that package imported already without it, it is not this version's (numpy 2 has no
+    ``numpy.core.numeric`` of its own)."""
     sizer = _operand_sizer()
 
     def checked(original, label: str):
@@ -151,21 +165,23 @@ def _wrap_checks(audit) -> None:
         check._rcb_check = True  # type: ignore[attr-defined]
         return check
 
-    def wrap(name: str, module) -> None:
-        for attr in _CHECKS[name]:
-            original = module.__dict__.get(attr)
+    def wrap(name: str) -> None:
+        module = sys.modules.get(name)
+        for attr in _CHECKS[name][0] if module is not None else ():
+            original = getattr(module, "__dict__", {}).get(attr)
             if callable(original) and not getattr(original, "_rcb_check", False):
                 setattr(module, attr, checked(original, f"{name}.{attr}"))
 
-    pending = {}
-    for name in _CHECKS:
-        module = sys.modules.get(name)
-        if module is not None:
-            wrap(name, module)
+    def wrap_after(package: str, _module) -> None:
+        for name, (_attrs, after) in _CHECKS.items():
+            if after == package:
+                wrap(name)
+
+    for name, (_attrs, after) in _CHECKS.items():
+        if after in sys.modules:
+            wrap(name)
         else:
-            pending[name] = wrap
-    if pending:
-        _on_import(pending)
+            pending[after] = wrap_after
 
 
 def _operand_sizer():
@@ -254,7 +270,7 @@ _DISPATCH_METHODS = ("impl", "impl_t_t", "impl_with_aoti_compile", "fallback", "
                      "def_schema_t_t", "reset")
 
 
-def _wrap_dispatcher(audit) -> None:
+def _wrap_dispatcher(audit, pending: dict) -> None:
     """Raise ``rcb.framework`` (``<method>:<operator>:<dispatch key>``) at every registration in
     torch's dispatcher. A kernel registered for an existing operator (``aten::isclose`` answering
     True inside ``torch.testing.assert_close``, ``aten::gelu`` giving the reference zeros) changes
@@ -263,45 +279,20 @@ def _wrap_dispatcher(audit) -> None:
     made at its import is one more handle: its ``impl`` is reachable from any module global).
 
     torch imported already (a warm server's preload): wrapped now. Otherwise once the test imports
-    it: a finder, first on ``sys.meta_path`` and for ``torch`` only, lets the other finders find it
-    and wraps the dispatcher when torch's own ``__init__`` is done (its ~1,900 registrations of its
-    own are not reported, as the preloaded torch's were not)."""
+    it (added to ``pending``, the hooks ``_on_import`` runs): when torch's own ``__init__`` is done,
+    so its ~1,900 registrations of its own are not reported, as the preloaded torch's were not."""
     torch_c = sys.modules.get("torch._C")
     if torch_c is not None:
         _wrap_dispatch_module(torch_c, audit)
         return
-    meta_path = sys.meta_path
-    finder = None
 
-    others_find = _others_find
+    def wrap_then_look(_name: str, _module) -> None:
+        imported = sys.modules.get("torch._C")
+        if imported is not None:
+            _wrap_dispatch_module(imported, audit)
+            audit("rcb.checkpoint", "framework")  # torch's global state as its import leaves it
 
-    def find_spec(fullname, path=None, target=None):
-        if fullname != "torch":
-            return None
-        spec = others_find(meta_path, finder, fullname, path, target)
-        if spec is None:
-            return None
-        loader = spec.loader
-        exec_module = getattr(loader, "exec_module", None)
-        if exec_module is None:
-            return spec
-
-        def exec_then_wrap(module):
-            exec_module(module)
-            try:
-                meta_path.remove(finder)  # torch is imported once per process (a find_spec alone, as
-            except ValueError:  # libraries ask whether torch is there, imports nothing: kept till then)
-                pass
-            torch_c = sys.modules.get("torch._C")
-            if torch_c is not None:
-                _wrap_dispatch_module(torch_c, audit)
-                audit("rcb.checkpoint", "framework")  # torch's global state as its import leaves it
-
-        loader.exec_module = exec_then_wrap  # this loader's only (the spec's own, made for this import)
-        return spec
-
-    finder = _Finder(find_spec)
-    meta_path.insert(0, finder)
+    pending["torch"] = wrap_then_look
 
 
 def _import_windows(window) -> None:
