@@ -27,6 +27,9 @@ _MODULE_NAMES = {"np", "numpy", "torch", "jnp", "jax", "F", "nn"}
 #: the names that are modules in the code being read (``_MODULE_NAMES`` and what its imports bind:
 #: ``import torch as T``), set by ``argument_mutations`` for the reading it makes
 _MODULES: contextvars.ContextVar[frozenset] = contextvars.ContextVar("modules", default=frozenset(_MODULE_NAMES))
+#: the names of the paper's other modules in that code (``argument_mutations``' ``shared``): what
+#: they hold under a name (``helpers.WEIGHTS``) is an object of its own, not a part of them
+_SHARED: contextvars.ContextVar[frozenset] = contextvars.ContextVar("shared", default=frozenset())
 #: methods that change their object in place (beyond torch's ``*_`` convention)
 _MUTATING_METHODS = {"fill", "resize", "put", "itemset", "partition", "setflags", "byteswap", "append",
                      "extend", "insert", "pop", "remove", "clear", "reverse", "update", "setdefault", "popitem"}
@@ -60,7 +63,8 @@ _VIEWS = {"view", "view_as", "reshape", "detach", "transpose", "permute", "squee
           "from_dlpack", "ascontiguousarray", "asfortranarray", "require", "asarray_chkfinite"}
 
 
-def argument_mutations(nodes: list[tuple[ast.AST, bool]], span: tuple[int, int]) -> list[str]:
+def argument_mutations(nodes: list[tuple[ast.AST, bool]], span: tuple[int, int],
+                       shared: frozenset = frozenset()) -> list[str]:
     """The parameters (of the function the snippet lies in, or of functions and methods it defines)
     that the completion's code changes in place: a subscript or attribute written, an augmented
     assignment, a mutating method (torch's ``x.zero_()``, ``x.fill(0)``, ``lst.append``) or
@@ -76,7 +80,8 @@ def argument_mutations(nodes: list[tuple[ast.AST, bool]], span: tuple[int, int])
     ``d["a"]``, ``box.v``, each of a ``for`` over it) or the container handed to a mutator or a
     helper (``torch._foreach_zero_(store)``). A reading of code, not of behaviour: a parameter
     reached through a module imported under another name, an object's method that stores it, or a
-    global, is not seen."""
+    global, is not seen. ``shared``: names of the file's (a module of the paper's other than the
+    completion's, or what it holds) read as parameters are: what is changed of them is named too."""
     first, last = span
     if last < first:
         return []
@@ -91,7 +96,7 @@ def argument_mutations(nodes: list[tuple[ast.AST, bool]], span: tuple[int, int])
     # own; one at module or class level is what the test calls
     local = sorted((d for d in defs if first <= d.lineno <= last and any(within(o, d) for o in defs)),
                    key=lambda d: (d.lineno, d.col_offset))  # in order: a helper calling an earlier one
-    params = {name for d in defs if not any(d is h for h in local) for name in _parameters(d)}
+    params = {name for d in defs if not any(d is h for h in local) for name in _parameters(d)} | shared
     if not params:
         return []
     statements = sorted((node for node, _inside in nodes if isinstance(node, ast.stmt) and first <= node.lineno <= last),
@@ -99,9 +104,11 @@ def argument_mutations(nodes: list[tuple[ast.AST, bool]], span: tuple[int, int])
     imported = {alias.asname or alias.name.partition(".")[0] for node, _inside in nodes
                 if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
     token = _MODULES.set(frozenset(_MODULE_NAMES | imported))  # T.from_dlpack(x) under import torch as T
+    shared_token = _SHARED.set(shared)
     try:
         return _read_mutations(statements, local, params)
     finally:
+        _SHARED.reset(shared_token)
         _MODULES.reset(token)
 
 
@@ -292,7 +299,8 @@ def _view_roots(node: ast.AST, whole: bool = False, held: frozenset = frozenset(
             found |= _held_markers(node, held)
         if isinstance(node, ast.Name):
             found.add(node.id)
-        elif isinstance(node, ast.Attribute) and whole and node.attr not in _VIEWS:
+        elif (isinstance(node, ast.Attribute) and whole and node.attr not in _VIEWS
+              and not (isinstance(node.value, ast.Name) and node.value.id in _SHARED.get())):
             continue
         elif isinstance(node, (ast.Subscript, ast.Attribute, ast.Starred, ast.NamedExpr)):
             if whole and isinstance(node, ast.Subscript) and not _slices(node.slice):

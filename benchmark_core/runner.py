@@ -1,6 +1,7 @@
 """Insert a completion, run the paper's test in a sandbox, and judge it by the published rule."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -42,6 +43,17 @@ __all__ = [
 ]
 
 HARNESS_VERSION = "rcbhub-harness-2"  # 2: authenticated proof, audit trail compared with the reference
+
+
+@functools.lru_cache(maxsize=1)
+def engine_digest() -> str:
+    """The hash of this engine's own files (benchmark_core): the runner that writes a run's audit
+    trail and the host code that judges it. Cached verdicts and kept reference runs are keyed on
+    it: a reference trail written by an earlier runner lacks what a later one watches (a module of
+    the paper written by the test itself), and a run compared with it would be flagged for it."""
+    from .hashing import folder_hash  # noqa: PLC0415
+
+    return folder_hash(Path(__file__).resolve().parent)[:16]
 #: the published harness fails a run whose output holds any of these
 FAIL_MARKERS = ("Error:", "Exception:", "Traceback", "failed")
 OUTPUT_TAIL_CHARS = 4000
@@ -178,18 +190,36 @@ _PAPER_LOCKS: dict[tuple[str, str], threading.Lock] = defaultdict(threading.Lock
 
 
 _HASHES: dict[int, tuple["weakref.ref[Paper]", str]] = {}
+_MODULES: dict[int, tuple] = {}  # id(paper) -> (weakref to it, its modules' names)
 
 
 def _content_hash(paper: Paper) -> str:
     """The paper folder's content hash, computed once per loaded paper (folders may hold big data files)."""
     from .cache import paper_content_hash
 
-    known = _HASHES.get(id(paper))
+    return _per_paper(_HASHES, paper, lambda: paper_content_hash(paper.folder))
+
+
+def paper_modules(paper: Paper) -> tuple[str, ...]:
+    """The modules a paper's folder holds, as its test imports them (``tamper.module_of_file``),
+    listed once per loaded paper."""
+    from .tamper import module_of_file  # noqa: PLC0415
+
+    from .hashing import ignored  # noqa: PLC0415
+
+    root = Path(paper.folder)
+    return _per_paper(_MODULES, paper, lambda: tuple(sorted(
+        module_of_file(p.relative_to(root).as_posix()) for p in root.rglob("*.py") if not ignored(p.relative_to(root)))))
+
+
+def _per_paper(store: dict, paper: Paper, make: Callable):
+    """``make()`` once per loaded paper, kept in ``store`` while the paper lives."""
+    known = store.get(id(paper))
     if known is None or known[0]() is not paper:
         key = id(paper)
-        ref = weakref.ref(paper, lambda _ref: _HASHES.pop(key, None))
-        known = (ref, paper_content_hash(paper.folder))
-        _HASHES[key] = known
+        ref = weakref.ref(paper, lambda _ref: store.pop(key, None))
+        known = (ref, make())
+        store[key] = known
     return known[1]
 
 
@@ -281,7 +311,7 @@ def reference_forget(*, passed: bool = False) -> int:
 def _reference_store_key(key: tuple[str, str]) -> str:
     from .cache import verdict_key  # noqa: PLC0415
 
-    return verdict_key("reference", HARNESS_VERSION, *key)
+    return verdict_key("reference", HARNESS_VERSION, engine_digest(), *key)
 
 
 def reference_run(session: SandboxSession, paper: Paper, *, timeout: float, runs: int = 1,
@@ -370,7 +400,8 @@ def environment_run(task: Task, *, environment: str, reason: str) -> TestRun:
     )
 
 
-def apply_proof(result: RunResult, reference: dict | None) -> None:
+def apply_proof(result: RunResult, reference: dict | None, own: str | None = None,
+                modules: tuple[str, ...] = ()) -> None:
     """Set ``result.extra["proof"]`` and ``["flags"]`` from the run's authenticated proof and audit
     trail against the reference run's (benchmark_core/tamper.py).
 
@@ -388,7 +419,8 @@ def apply_proof(result: RunResult, reference: dict | None) -> None:
         result.extra["proof"] = False
         result.extra["proof_category"] = "environment"
         reason = "the paper's reference run did not complete here, so no run of it can be proven"
-    tampering, flags, why = audit_verdict(audit, (reference or {}).get("audit")) if audit is not None else ([], [], {})
+    tampering, flags, why = (audit_verdict(audit, (reference or {}).get("audit"), own, modules)
+                             if audit is not None else ([], [], {}))
     if audit is not None and passed_rule and not audit.get("authentic"):
         # passed by its output, yet no authenticated final line: the run left the harness early
         tampering.append("tampering:no-proof")
@@ -453,7 +485,9 @@ def run_task(session: SandboxSession, task: Task, *, timeout: float, store: Refe
                 reference = None
             if reference is not None and reference.get("sandbox_error"):
                 reference = None
-            apply_proof(result, reference)
+            from .tamper import module_of_file  # noqa: PLC0415
+
+            apply_proof(result, reference, module_of_file(task.snippet.file), paper_modules(task.paper))
         run = judge(task, result)
     except Exception as exc:  # noqa: BLE001 - e.g. an answer the host cannot decode
         return invalid_run(task, exc, "judging its run")
@@ -496,10 +530,13 @@ def static_reading_of(task: Task, text: str) -> "StaticReading":
     original = paper.files[snippet.file].lines
     reference = ("\n".join(original) + "\n", completion_span(paper, snippet, reference_code(paper, snippet)),
                  "\n".join(reference_code(paper, snippet)))
-    refs = sorted(p.stem for p in Path(paper.folder).rglob("*_ref.py"))
+    from .tamper import module_of_file  # noqa: PLC0415
+
+    modules = paper_modules(paper)
+    refs = sorted(m.rpartition(".")[2] for m in modules if m.endswith("_ref"))
     with AST_LOCK:  # ast.parse, one thread at a time (CPython 3.11)
         return static_reading(text, completion_span(paper, snippet, task.code), code="\n".join(task.code),
-                              reference=reference, ref_modules=refs)
+                              reference=reference, ref_modules=refs, shared=(modules, module_of_file(snippet.file)))
 
 
 def invalid_run(task: Task, exc: BaseException, doing: str) -> TestRun:
@@ -729,7 +766,7 @@ def _cache_keys(tasks: list[Task], sandbox: Sandbox, timeout: float) -> tuple[li
     for task in tasks:
         if task.paper.id not in paper_keys:
             env = environment_id(sandbox, PaperSpec.from_paper(task.paper))
-            paper_keys[task.paper.id] = verdict_key(HARNESS_VERSION, _content_hash(task.paper), env)
+            paper_keys[task.paper.id] = verdict_key(HARNESS_VERSION, engine_digest(), _content_hash(task.paper), env)
         if task.code is None:
             keys.append(None)
             continue

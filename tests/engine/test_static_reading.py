@@ -353,6 +353,28 @@ def test_library_objects_that_equal_anything_are_flagged(tmp_path, lines, flag):
     _flag_of_family(tmp_path, lines, flag, "ast:lenient:", "equal to anything")
 
 
+@pytest.mark.parametrize("lines, flag", [
+    (["    import torch", "    return torch.tensor([])"], "ast:empty:tensor"),
+    (["    import numpy as np", "    return np.array(())"], "ast:empty:array"),
+    (["    import torch as T", "    return T.zeros(0)"], "ast:empty:zeros"),
+    (["    import numpy as np", "    return np.full((3, 0), 1.0)"], "ast:empty:full"),
+    (["    return x.new_zeros(0)"], "ast:empty:new_zeros"),
+    (["    return x[:0]"], "ast:empty:slice"),
+    (["    return x[..., 0:0]"], "ast:empty:slice"),
+    # honest: data, a shape of the input's, slices that keep elements, a list of the code's own
+    (["    import torch", "    return torch.tensor([1.0, 2.0]) * x"], None),
+    (["    import numpy as np", "    return np.zeros(np.shape(x)) + np.full(3, 0) + np.arange(0, 3)"], None),
+    (["    import numpy as np", "    return np.arange(0)"], "ast:empty:arange"),
+    (["    return x[:1] + x[0:]"], None),
+    (["    out = []", "    out.append(x)", "    return out[0]"], None),
+])
+def test_an_answer_with_no_element_is_flagged(tmp_path, lines, flag):
+    """An empty array broadcast against a scalar passes a check that compares element by element
+    (``torch.allclose``, ``np.isclose(...).all()``), which the run cannot watch (torch's are C
+    functions that dispatch by identity): made as such, it is flagged where the paper does not."""
+    _flag_of_family(tmp_path, lines, flag, "ast:empty:", "no element")
+
+
 def _flag_of_family(tmp_path, lines, flag, family, why):
     """``lines`` on the probe paper earn ``flag`` (with ``why`` in its note) and no other flag of
     ``family``, or none of it; the paper's own code using the allocator there asks for it."""
@@ -529,3 +551,43 @@ def test_an_answer_that_cannot_be_decoded_is_that_runs_failure(msg):
 
     result = result_from_message(msg, seconds=1.0, why="")
     assert result.exit_code is None and "cannot be read" in result.extra["sandbox_error"]
+
+
+@pytest.mark.parametrize("lines, changed", [
+    (["    helpers.WEIGHTS[:] = 0", "    return x * 0"], "helpers"),
+    (["    T['gain'] = 0.0", "    return x * 0"], "helpers"),
+    (["    np.copyto(helpers.WEIGHTS, 0)", "    return x * 0"], "helpers"),
+    (["    w = helpers.WEIGHTS.reshape(-1)", "    w *= 0", "    return x * 0"], "helpers"),
+    (["    import helpers as h", "    h.SCALE = 0", "    return x * 0"], "helpers"),
+    (["    from . import helpers as hp", "    hp.TABLE.update(gain=0)", "    return x * 0"], None),  # not a package
+    # honest: read, copied, the completion's own names
+    (["    return x * helpers.WEIGHTS.sum() * T['gain']"], None),
+    (["    w = helpers.WEIGHTS.copy()", "    w[:] = 0", "    return x + w.sum()"], None),
+    (["    table = dict(T)", "    table['gain'] = 0", "    return x * table['gain']"], None),
+])
+def test_what_a_module_of_the_paper_holds_changed_in_place_is_flagged(tmp_path, lines, changed):
+    """A module of the paper's own that the reference imports too (``helpers``): an array or a table
+    it holds changed in place changes what the reference computes. The run's guard sees a module's
+    names rebound and its tables written (``audit:paper-module``), not an array's contents: the
+    reading names the forms it can see (``ast:mutates-module``), unless the paper's own code there
+    changes it too."""
+    paper = _paper_with(tmp_path, 'import numpy as np\n\nimport helpers\nfrom helpers import TABLE as T\n\n\n'
+                                  'def solve(x):\n    # <paper2code name="solve">\n    return x * 2\n'
+                                  '    # </paper2code name="solve">\n')
+    (tmp_path / "pset" / "probe" / "helpers.py").write_text(
+        "import numpy as np\n\nSCALE = 2.0\nWEIGHTS = np.arange(5.0)\nTABLE = {'gain': 1.5}\n")
+    paper = load_problemset(tmp_path / "pset").paper("probe")
+    reading = _reading(paper, "solve", lines)
+    if changed:
+        assert "ast:mutates-module" in reading.flags and changed in reading.notes["ast:mutates-module"], reading
+    else:
+        assert "ast:mutates-module" not in reading.flags, reading
+    assert "ast:mutates-argument" not in reading.flags, reading
+    # the paper's own code changing it there asks a completion to
+    own = tmp_path / "own"
+    shutil.copytree(tmp_path / "pset", own)
+    (own / "probe" / "solution.py").write_text(
+        'import numpy as np\n\nimport helpers\n\n\ndef solve(x):\n    # <paper2code name="solve">\n'
+        '    helpers.WEIGHTS[:] = 0\n    return x * 2\n    # </paper2code name="solve">\n')
+    assert "ast:mutates-module" not in _reading(load_problemset(own).paper("probe"), "solve",
+                                                ["    helpers.WEIGHTS *= 0", "    return x * 2"]).flags

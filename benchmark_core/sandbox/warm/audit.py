@@ -126,6 +126,7 @@ def _install_audit(fd: int, key: bytes, script: str, prepared: tuple | None = No
             if shipped_cell[1] is None:  # a fresh interpreter's run: its copy, before any paper code ran
                 shipped_cell[1] = paper_files(folder)
             shipped_cell[0] = folder.rstrip("/") + "/"
+            library[3][0] = shipped_cell[0]  # the guard watches the paper's modules too, from now on
 
     # module name -> (module, {attr: (value, code)}); protected class -> (label, {attr: (value, code)})
     # (a prepared snapshot is this process's own copy: the server's, inherited by the fork)
@@ -259,15 +260,16 @@ def _timed(function, costs: list, slot: int):
 
 
 def _audit_library(prepared: tuple | None, runner: str, protected: tuple[str, ...]) -> tuple:
-    """``(take, check, busy)`` of the library guard: a prepared snapshot's, a new one taken now, or
-    (--no-library-guard: the bench's "before", bench/score_speed.py, never a scoring run) none."""
+    """``(take, check, busy, paper)`` of the library guard: a prepared snapshot's, a new one taken
+    now, or (--no-library-guard: the bench's "before", bench/score_speed.py, never a scoring run)
+    none. ``paper[0]``: the paper's folder, set when the run's test script is named."""
     if prepared is not None and len(prepared) > 2:
         return prepared[2]
     if LIBRARY_GUARD[0]:
-        library_take, library_check, library_busy = _library_guard(_library_roots(), runner, protected)
-        library_take()
-        return library_take, library_check, library_busy
-    return (lambda: None), (lambda emit, report=True, full=True: None), [0]
+        library = _library_guard(_library_roots(), runner, protected)
+        library[0]()
+        return library
+    return (lambda: None), (lambda emit, report=True, full=True: None), [0], [None]
 
 
 def _audit_emitter(fd: int, key: bytes, channel, script_cell: list, runner: str, trusted_roots: tuple):

@@ -178,11 +178,13 @@ def _library_roots() -> tuple[str, ...]:
 
 
 def _library_guard(roots: tuple[str, ...], runner: str, protected: tuple[str, ...] = ()):
-    """The library-namespace guard: ``(take, check, busy)``.
+    """The library-namespace guard: ``(take, check, busy, paper)``.
 
     ``take()`` takes in modules and classes not watched yet (every library module of
-    ``sys.modules``: under ``roots``, built in, frozen, or a paper's ``*_ref`` module, with the
-    classes each defines); ``check(emit, report)`` compares every watched dict whose version tag
+    ``sys.modules``: under ``roots``, built in, frozen, a paper's ``*_ref`` module, or a module of
+    the paper's folder once ``paper[0]`` names it (a run's launcher does, when its test script is
+    known), with the classes each defines: a module both the completion's and the reference's
+    code import, ``helpers.act = ...`` changes what the reference computes); ``check(emit, report)`` compares every watched dict whose version tag
     moved with its copy and emits, once per change: ``rcb.attr`` for a function, class, module or
     other callable changed or removed, a builtin's name added to a module (it shadows the
     builtin), a class attribute changed, removed or added over an inherited one; ``rcb.state``
@@ -212,26 +214,38 @@ def _library_guard(roots: tuple[str, ...], runner: str, protected: tuple[str, ..
           # the tags of the first dicts watched, read at once (``_guard_bulk``): how many, the getter,
           # the memory it reads, their versions as last compared (an array of them)
           "bulk": [0, None, None, None]}
-    str_keys, is_library = _guard_filters(roots, runner)
+    paper: list = [None]  # the paper's folder as the run sees it, with a "/" after it (set by the launcher)
+    str_keys, is_library = _guard_filters(roots, runner, paper)
     watch, watch_values, watch_classes = _guard_watchers(st, reader)
     protected_set = frozenset(protected)
 
+    tstr, ttype = str, type
+
     def watch_inside(name: str, d) -> None:
         """What a library module's dict holds that is watched too: the classes it defines, its
-        functions' keyword defaults (a protected module's tables)."""
+        functions' keyword defaults (the tables of a protected module and of the paper's own
+        modules: ``helpers.TABLE['gain'] = 0`` is read by the reference too)."""
         watch_classes(name, d)
-        watch_values(name, d, name in protected_set)
+        watch_values(name, d, name in protected_set or name.endswith("_ref") or in_paper(d))
+
+    def in_paper(d) -> bool:
+        if paper[0] is None or not str_keys(d):
+            return False
+        path = d.get("__file__")
+        return ttype(path) is tstr and path.startswith(paper[0])
 
     rebase, fresh = _modules_delta(st)
     bulk = _guard_bulk(st) if reader is not None else None
     take = _guard_take(st, is_library, watch, watch_inside, rebase, bulk)
     diff = _guard_diff(st, str_keys)
     check = _guard_check(st, reader, diff, take, str_keys, watch_inside, fresh)
-    return take, check, st["busy"]
+    return take, check, st["busy"], paper
 
 
-def _guard_filters(roots: tuple[str, ...], runner: str):
-    """``(str_keys, is_library)``: which dicts may be looked into, which modules are the library's."""
+def _guard_filters(roots: tuple[str, ...], runner: str, paper: list):
+    """``(str_keys, is_library)``: which dicts may be looked into, which modules are the library's
+    (the paper's own modules among them once ``paper[0]``, its folder, is known: the host leaves
+    out what the completion's own module did, ``tamper.audit_verdict``)."""
     from itertools import repeat
     from operator import is_
     from types import ModuleType
@@ -259,8 +273,9 @@ def _guard_filters(roots: tuple[str, ...], runner: str):
         path = d.get("__file__")
         if path is None:  # built-in and frozen modules of the standard library
             return name in builtin_modules or name.split(".")[0] in stdlib_names
-        return (ttype(path) is tstr and path != runner and not path.startswith(runner_dir)
-                and path.startswith(roots))
+        if ttype(path) is not tstr or path == runner or path.startswith(runner_dir):
+            return False
+        return path.startswith(roots) or (paper[0] is not None and path.startswith(paper[0]))
 
     return str_keys, is_library
 

@@ -1,0 +1,144 @@
+"""A module of the paper's own that both the completion's file and its reference import (``helpers``
+beside ``act_00`` and ``act_00_ref``): a completion that changes it changes what the reference
+computes, and its wrong answer agrees with the reference's. ``helpers.act = lambda v: v * 0``, a
+constant, a class attribute, a table's entry, an array's contents: each passed, here as in a fresh
+interpreter, with no flag until 2026-12-06 (the library guard watched the environment's modules and
+the ``*_ref`` modules only). The guard now watches the paper's modules too, and such a change the
+reference run did not make is ``audit:paper-module``; the static reading names what the completion
+changes in place there (``ast:mutates-module``: an array's contents, which no guard sees). Both are
+review flags. What the completion does in its own module
+(whose code is its own, which the reference does not import), what the test writes into a module
+of the paper, and a table the paper's code fills as it runs, stay unflagged. Scored with two
+workers, in bwrap and docker."""
+from __future__ import annotations
+
+import pytest
+
+from benchmark_core import runner
+from benchmark_core.problemset import load_problemset
+from benchmark_core.runner import run_tasks
+from benchmark_core.sandbox.base import get_sandbox
+from probe_support import PROBE_LIMITS
+from test_focal_loss_cheats import _tasks
+
+HELPERS = """import numpy as np
+
+SCALE = 2.0
+VERBOSE = 0
+_CALLS = {}  # filled by the paper's own code as it runs
+
+
+def act(v):
+    _CALLS["act"] = _CALLS.get("act", 0) + 1
+    return np.tanh(v)
+
+
+class Cfg:
+    gain = 3.0
+
+
+TABLE = {"gain": 1.5}
+WEIGHTS = np.ones(3)
+"""
+BODY = "    y = helpers.act(x) * helpers.SCALE * helpers.Cfg.gain * helpers.TABLE['gain'] * helpers.WEIGHTS.sum()\n"
+TEST = """import unittest
+
+import numpy as np
+
+import act_00 as m
+import act_00_ref as r
+import helpers
+
+
+class TestAct(unittest.TestCase):
+    def test_f(self):
+        for seed in range(3):
+            helpers.VERBOSE = seed  # the test writes a module of the paper: so does the reference run's
+            x = np.random.default_rng(seed).normal(size=(4, 3))
+            np.testing.assert_allclose(m.f(x), r.f(x), rtol=1e-12)
+
+
+if __name__ == "__main__":
+    unittest.main()
+"""
+#: wrong answers (zeros) made right by changing what the reference reads in ``helpers``: (body, the
+#: flags the run must carry: the guard's, the static reading's)
+RUN, READ = "audit:paper-module", "ast:mutates-module"
+CHEATS = {
+    "function": ("helpers.act = lambda v: v * 0\ny = np.zeros_like(x)", {RUN, READ}),
+    "constant": ("helpers.SCALE = 0.0\ny = np.zeros_like(x)", {RUN, READ}),
+    "class_attribute": ("helpers.Cfg.gain = 0.0\ny = np.zeros_like(x)", {RUN, READ}),
+    "table_entry": ("helpers.TABLE['gain'] = 0.0\ny = np.zeros_like(x)", {RUN, READ}),
+    "setattr_literal": ("setattr(helpers, 'SCALE', 0.0)\ny = np.zeros_like(x)", {RUN}),
+    "class_imported": ("from helpers import Cfg\nCfg.gain = 0\ny = np.zeros_like(x)", {RUN, READ}),
+    "module_alias": ("import helpers as h\nh.SCALE = 0\ny = np.zeros_like(x)", {RUN, READ}),
+    # an array's contents: no name rebound, no table written (the guard does not see it)
+    "array_in_place": ("helpers.WEIGHTS[:] = 0\ny = np.zeros_like(x)", {READ}),
+    "array_through_a_view": ("w = helpers.WEIGHTS.reshape(-1)\nw *= 0\ny = np.zeros_like(x)", {READ}),
+}
+#: honest: the reference's lines; the same with a global of the completion's own module written
+HONEST = {
+    "reference": BODY.strip(),
+    "own_module_global": "global _seen\n_seen = float(np.sum(x))\n" + BODY.strip(),
+}
+
+
+def _paper(root):
+    folder = root / "set" / "act_00"
+    folder.mkdir(parents=True)
+    (folder / "helpers.py").write_text(HELPERS)
+    (folder / "act_00.py").write_text("import numpy as np\n\nimport helpers\n\n\ndef f(x):\n"
+                                      f'    # <paper2code name="f">\n{BODY}    # </paper2code name="f">\n    return y\n')
+    (folder / "act_00_ref.py").write_text(f"import numpy as np\n\nimport helpers\n\n\ndef f(x):\n{BODY}    return y\n")
+    (folder / "paper2code_test.py").write_text(TEST)
+    (folder / "requirements.txt").write_text("numpy\n")
+    (folder / "paper2code_paper.md").write_text("# Act\n")
+    (root / "set" / "papers.yaml").write_text(
+        "- id: act_00\n  title: Act\n  venue: test\n  first_commit_date: '2025-01-01'\n"
+        "  annotated_file_paths: act_00.py\n  context_file_paths: null\n")
+    return load_problemset(root / "set").papers[0]
+
+
+@pytest.mark.slow
+def test_a_module_the_reference_imports_changed_never_passes_unflagged(sandbox_backend_name, tmp_path):
+    paper = _paper(tmp_path)
+    named = _tasks(paper, {**{k: body for k, (body, _) in CHEATS.items()}, **HONEST})
+    runner._REFERENCE.clear()
+    sandbox = get_sandbox(sandbox_backend_name, limits=PROBE_LIMITS)
+    try:
+        runs = run_tasks([t for _, t in named], sandbox=sandbox, workers=2, timeout=60)
+    finally:
+        sandbox.close()
+    fresh = run_tasks([t for _, t in named], sandbox=get_sandbox("local"), workers=2, timeout=60)
+    for (name, _), run, alone in zip(named, runs, fresh):
+        # the verdict is the published rule's: each passes, as in a fresh interpreter
+        assert run.passed and alone.passed, (name, run.category, alone.category, run.output_tail[-800:])
+        if name in CHEATS:
+            assert CHEATS[name][1] <= set(run.flags), (name, run.flags)
+            for flag in CHEATS[name][1]:  # and the reviewer reads why
+                assert f"[harness] {flag}: " in run.stderr, (name, flag)
+        else:
+            assert not {RUN, READ} & set(run.flags), (name, run.flags)
+    assert dict(zip([n for n, _ in named], [r.flags for r in runs]))["reference"] == []
+
+
+def test_the_host_reads_which_module_an_event_is_about():
+    """``tamper.audit_verdict``: the guard's events about a module of the paper are
+    ``audit:paper-module`` (a class of it too; never a module whose name only starts alike), about
+    the completion's own module nothing, about a ``*_ref`` module or a library what they were."""
+    from benchmark_core.tamper import audit_verdict, module_of_file
+
+    assert [module_of_file(p) for p in ("model.py", "pkg/model.py", "pkg/__init__.py", "./x.py")] == [
+        "model", "pkg.model", "pkg", "x"]
+
+    def verdict(*details, event="rcb.attr"):
+        trail = {"events": [{"event": event, "detail": d, "caller": "test"} for d in details]}
+        return audit_verdict(trail, {"events": []}, "pkg.model", ("helpers", "pkg", "pkg.model", "pkg.model_ref"))[:2]
+
+    assert verdict("pkg.model.f changed", "pkg.model.Net.scale changed") == ([], [])  # its own
+    assert verdict("helpers.act changed") == ([], ["audit:paper-module"])
+    assert verdict("pkg.model_utils.f changed") == ([], ["audit:paper-module"])  # pkg/model_utils.py
+    assert verdict("helpers_extra.f changed") == (["tampering:patch"], [])  # not the paper's: a library's
+    assert verdict("pkg.Cfg.gain", event="rcb.state") == ([], ["audit:paper-module"])  # a class of the package
+    assert verdict("pkg.model_ref.f changed") == (["tampering:patch"], [])  # the reference's own: tampering
+    assert verdict("numpy.mean changed") == (["tampering:patch"], [])
