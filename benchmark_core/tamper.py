@@ -853,7 +853,10 @@ def audit_verdict(run: Mapping | None, reference: Mapping | None, own: str | Non
             if module is not None and not module.endswith("_ref"):
                 flag = "audit:paper-module"
         if flag:
-            add(flag, f"{event.get('event')} {event.get('detail') or ''} from {event.get('caller')}".strip())
+            # the guard's comparisons find a change after it was made: no caller is known then
+            where = (f"from {event.get('caller')}" if event.get("caller") not in (None, "", "?")
+                     else "found at a checkpoint")
+            add(flag, f"{event.get('event')} {event.get('detail') or ''} {where}")
     tampering = sorted(f for f in found if f.startswith("tampering:"))
     flags = sorted(f for f in found if not f.startswith("tampering:"))
     return tampering, flags, found
