@@ -43,6 +43,9 @@ __all__ = [
 ]
 
 HARNESS_VERSION = "rcbhub-harness-2"  # 2: authenticated proof, audit trail compared with the reference
+#: the published harness fails a run whose output holds any of these
+FAIL_MARKERS = ("Error:", "Exception:", "Traceback", "failed")
+OUTPUT_TAIL_CHARS = 4000
 
 
 @functools.lru_cache(maxsize=1)
@@ -54,9 +57,6 @@ def engine_digest() -> str:
     from .hashing import folder_hash  # noqa: PLC0415
 
     return folder_hash(Path(__file__).resolve().parent)[:16]
-#: the published harness fails a run whose output holds any of these
-FAIL_MARKERS = ("Error:", "Exception:", "Traceback", "failed")
-OUTPUT_TAIL_CHARS = 4000
 
 
 @dataclass(frozen=True)
@@ -203,13 +203,13 @@ def _content_hash(paper: Paper) -> str:
 def paper_modules(paper: Paper) -> tuple[str, ...]:
     """The modules a paper's folder holds, as its test imports them (``tamper.module_of_file``),
     listed once per loaded paper."""
-    from .tamper import module_of_file  # noqa: PLC0415
-
     from .hashing import ignored  # noqa: PLC0415
+    from .tamper import module_of_file  # noqa: PLC0415
 
     root = Path(paper.folder)
     return _per_paper(_MODULES, paper, lambda: tuple(sorted(
-        module_of_file(p.relative_to(root).as_posix()) for p in root.rglob("*.py") if not ignored(p.relative_to(root)))))
+        module_of_file(p.relative_to(root).as_posix()) for p in root.rglob("*.py")
+        if not ignored(p.relative_to(root)))))
 
 
 def _per_paper(store: dict, paper: Paper, make: Callable):

@@ -62,7 +62,7 @@ AUDIT_FLAGS = (
     "audit:unshipped-code",  # code read that neither the paper nor the environment ships (a copy of *_ref)
     "audit:framework-global",  # a kernel registered in torch's dispatcher; its modes or global hooks left changed
     "audit:vacuous-check",  # a check compared something empty with something that is not (it passes whatever the values)
-    "audit:paper-module",  # a module of the paper's own (not the completion's), which the reference imports too, changed
+    "audit:paper-module",  # a module of the paper's own (not the completion's) that the reference imports, changed
 )
 
 

@@ -183,15 +183,16 @@ def _library_guard(roots: tuple[str, ...], runner: str, protected: tuple[str, ..
     ``take()`` takes in modules and classes not watched yet (every library module of
     ``sys.modules``: under ``roots``, built in, frozen, a paper's ``*_ref`` module, or a module of
     the paper's folder once ``paper[0]`` names it (a run's launcher does, when its test script is
-    known), with the classes each defines: a module both the completion's and the reference's
-    code import, ``helpers.act = ...`` changes what the reference computes); ``check(emit, report)`` compares every watched dict whose version tag
-    moved with its copy and emits, once per change: ``rcb.attr`` for a function, class, module or
-    other callable changed or removed, a builtin's name added to a module (it shadows the
-    builtin), a class attribute changed, removed or added over an inherited one; ``rcb.state``
-    for a plain value (number, string, bytes, None) changed; ``rcb.rewrite`` for a dict written
-    and put back as it was. The keyword defaults of every library module's functions (a dict that
-    ``f.__kwdefaults__[name] = x`` changes in place: ``torch.testing.assert_close``'s ``atol``) are
-    watched too (any change: ``rcb.attr``), and so are the dicts held by the ``protected`` modules
+    known: in a module both the completion's and the reference's code import, ``helpers.act = ...``
+    changes what the reference computes), with the classes each defines); ``check(emit, report)``
+    compares every watched dict whose version tag moved with its copy and emits, once per change:
+    ``rcb.attr`` for a function, class, module or other callable changed or removed, a builtin's
+    name added to a module (it shadows the builtin), a class attribute changed, removed or added
+    over an inherited one; ``rcb.state`` for a plain value (number, string, bytes, None) changed;
+    ``rcb.rewrite`` for a dict written and put back as it was. The keyword defaults of every
+    library module's functions (a dict that ``f.__kwdefaults__[name] = x`` changes in place:
+    ``torch.testing.assert_close``'s ``atol``) are watched too (any change: ``rcb.attr``), and so
+    are the dicts held by the ``protected`` modules, the ``*_ref`` modules and the paper's own
     (tolerance tables such as torch.testing's dtype precisions; any change: ``rcb.state``).
     Everything it uses is bound here: later rebinding of this module's globals or of builtins does
     not reach it (the parts share one plain dict of parallel lists, reachable from their closures only)."""
