@@ -400,8 +400,7 @@ def environment_run(task: Task, *, environment: str, reason: str) -> TestRun:
     )
 
 
-def apply_proof(result: RunResult, reference: dict | None, own: str | None = None,
-                modules: tuple[str, ...] = ()) -> None:
+def apply_proof(result: RunResult, reference: dict | None, own: str | None = None) -> None:
     """Set ``result.extra["proof"]`` and ``["flags"]`` from the run's authenticated proof and audit
     trail against the reference run's (benchmark_core/tamper.py).
 
@@ -419,7 +418,7 @@ def apply_proof(result: RunResult, reference: dict | None, own: str | None = Non
         result.extra["proof"] = False
         result.extra["proof_category"] = "environment"
         reason = "the paper's reference run did not complete here, so no run of it can be proven"
-    tampering, flags, why = (audit_verdict(audit, (reference or {}).get("audit"), own, modules)
+    tampering, flags, why = (audit_verdict(audit, (reference or {}).get("audit"), own)
                              if audit is not None else ([], [], {}))
     if audit is not None and passed_rule and not audit.get("authentic"):
         # passed by its output, yet no authenticated final line: the run left the harness early
@@ -485,9 +484,7 @@ def run_task(session: SandboxSession, task: Task, *, timeout: float, store: Refe
                 reference = None
             if reference is not None and reference.get("sandbox_error"):
                 reference = None
-            from .tamper import module_of_file  # noqa: PLC0415
-
-            apply_proof(result, reference, module_of_file(task.snippet.file), paper_modules(task.paper))
+            apply_proof(result, reference, task.snippet.file)  # the completion's own file
         run = judge(task, result)
     except Exception as exc:  # noqa: BLE001 - e.g. an answer the host cannot decode
         return invalid_run(task, exc, "judging its run")

@@ -452,7 +452,7 @@ def _shared_names(nodes: list[tuple[ast.AST, bool]], modules: Iterable[str], own
     """The names the file binds (anywhere in it) to a module of the paper's ``modules`` other than
     ``own`` (the completion's), or to what such a module holds: name -> that module. ``import
     helpers as h``, ``from helpers import TABLE``, ``from . import helpers`` beside ``pkg/model.py``."""
-    paper = set(modules) - {own}
+    paper = {n for m in modules for n in import_names(m)} - set(import_names(own))
     if not nodes or not paper:
         return {}
     package = own.rpartition(".")[0]
@@ -794,26 +794,32 @@ _NAMESPACE_EVENTS = frozenset(("rcb.attr", "rcb.state", "rcb.rewrite"))
 
 def module_of_file(path: str) -> str:
     """The module a paper's file is imported as from its folder (``pkg/model.py``: ``pkg.model``)."""
-    import posixpath  # noqa: PLC0415
-
-    parts = posixpath.normpath(path.replace("\\", "/")).strip("/").split("/")
+    parts = _paper_file(path).split("/")
     parts[-1] = parts[-1].rsplit(".", 1)[0]
     if parts[-1] == "__init__" and len(parts) > 1:
         parts.pop()
     return ".".join(parts)
 
 
+def import_names(module: str) -> list[str]:
+    """The names a paper's module can be imported as: its own and each dotted tail of it (a test
+    that puts ``src/`` on ``sys.path`` imports ``src/model.py`` as ``model``)."""
+    parts = module.split(".")
+    return [".".join(parts[i:]) for i in range(len(parts))] if module else []
+
+
 def audit_verdict(run: Mapping | None, reference: Mapping | None, own: str | None = None,
-                  paper_modules: Iterable[str] = ()) -> tuple[list[str], list[str], dict[str, list[str]]]:
+                  ) -> tuple[list[str], list[str], dict[str, list[str]]]:
     """(tampering flags, other flags, what each saw) of a run's audit trail against its reference run.
 
-    The library guard watches the paper's own modules too (``paper_modules``, ``module_of_file``):
-    a module the reference imports as well (``helpers.act = ...``, ``helpers.SCALE = 0``, a table of
-    it changed in place) changes what the reference computes. Such a change the reference run did
-    not make is ``audit:paper-module``, a review flag and not ``tampering:patch``: research code
-    may rebind its own globals (a lazily chosen implementation) where honest code never rebinds a
-    library's. ``own``: the module that holds the completion; what changed there is the
-    completion's own business (the reference does not import it)."""
+    The library guard watches the paper's own modules too, each reported under ``paper:<its file>``
+    (``guard._guard_filters``): a module the reference imports as well (``helpers.act = ...``,
+    ``helpers.SCALE = 0``, a table of it changed in place) changes what the reference computes.
+    Such a change the reference run did not make is ``audit:paper-module``, a review flag and not
+    ``tampering:patch``: research code may rebind its own globals (a lazily chosen implementation)
+    where honest code never rebinds a library's. ``own``: the file that holds the completion (its
+    path in the paper); what changed in it is the completion's own business (the reference does
+    not import it)."""
     if not run:
         return [], [], {}
     ref = reference or {}
@@ -832,9 +838,7 @@ def audit_verdict(run: Mapping | None, reference: Mapping | None, own: str | Non
         add("tampering:skip", f"{run['skipped']} skipped case(s), the reference skips {ref.get('skipped') or 0}")
     if run.get("overflow"):
         add("audit:overflow", "the audit trail was cut")
-    # the paper's modules, longest first (a class label "pkg.mod.Cls.x" names "pkg.mod", not "pkg");
-    # its *_ref modules stay the library's (any change of theirs is tampering)
-    paper = sorted({*paper_modules, *([own] if own else [])}, key=len, reverse=True)
+    mine = _paper_file(own) if own else None
     ref_snap, run_snap = ref.get("snapshots") or {}, run.get("snapshots") or {}
     for module in sorted(set(ref_snap) & set(run_snap)):
         if ref_snap[module] != run_snap[module]:
@@ -846,12 +850,11 @@ def audit_verdict(run: Mapping | None, reference: Mapping | None, own: str | Non
         if key in known or (event.get("caller") != "paper" and key[:3] in loose):
             continue
         flag = _event_flag(event)
-        if key[0] in _NAMESPACE_EVENTS and (own or paper):
-            module = next((m for m in paper if _about_module(str(key[1] or ""), m)), None)
-            if module is not None and module == own:
+        written = _PAPER_LABEL.match(str(key[1] or "")) if key[0] in _NAMESPACE_EVENTS else None
+        if written is not None:  # a module of the paper's (its *_ref modules are the library's)
+            if _paper_file(written.group(1)) == mine:
                 continue
-            if module is not None and not module.endswith("_ref"):
-                flag = "audit:paper-module"
+            flag = "audit:paper-module"
         if flag:
             # the guard's comparisons find a change after it was made: no caller is known then
             where = (f"from {event.get('caller')}" if event.get("caller") not in (None, "", "?")
@@ -862,9 +865,16 @@ def audit_verdict(run: Mapping | None, reference: Mapping | None, own: str | Non
     return tampering, flags, found
 
 
-def _about_module(detail: str, module: str) -> bool:
-    """Whether a library guard's event detail is about ``module``'s namespace or a class of it."""
-    return detail == module or detail.startswith((module + ".", module + " "))
+#: a guard event's detail about a module of the paper's: ``paper:<its file>`` then ``.<name>``, a
+#: space, or nothing (``paper:src/helpers.py.Cfg.gain``, ``paper:helpers.py.TABLE changed``)
+_PAPER_LABEL = re.compile(r"paper:(.+?\.py)(?=[. ]|$)")
+
+
+def _paper_file(path: str) -> str:
+    """A file's path in the paper, one spelling (``./a//b.py`` is ``a/b.py``)."""
+    import posixpath  # noqa: PLC0415
+
+    return posixpath.normpath(path.replace("\\", "/")).lstrip("/")
 
 
 def _events(audit: Mapping) -> Iterable[Mapping]:

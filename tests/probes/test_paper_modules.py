@@ -123,9 +123,11 @@ def test_a_module_the_reference_imports_changed_never_passes_unflagged(sandbox_b
 
 
 def test_the_host_reads_which_module_an_event_is_about():
-    """``tamper.audit_verdict``: the guard's events about a module of the paper are
-    ``audit:paper-module`` (a class of it too; never a module whose name only starts alike), about
-    the completion's own module nothing, about a ``*_ref`` module or a library what they were."""
+    """``tamper.audit_verdict``: the guard reports a module of the paper's under ``paper:<its file>``
+    (whatever name the test imported it under); such an event is ``audit:paper-module`` (a class of
+    it too), about the completion's own file nothing, about a library or a ``*_ref`` module what it
+    was (``tampering:patch``), and a library module put in ``sys.modules`` under a ``paper:`` name
+    is reported as ``?paper:...``, a library's."""
     from benchmark_core.tamper import audit_verdict, module_of_file
 
     assert [module_of_file(p) for p in ("model.py", "pkg/model.py", "pkg/__init__.py", "./x.py")] == [
@@ -133,12 +135,68 @@ def test_the_host_reads_which_module_an_event_is_about():
 
     def verdict(*details, event="rcb.attr"):
         trail = {"events": [{"event": event, "detail": d, "caller": "test"} for d in details]}
-        return audit_verdict(trail, {"events": []}, "pkg.model", ("helpers", "pkg", "pkg.model", "pkg.model_ref"))[:2]
+        return audit_verdict(trail, {"events": []}, "pkg/model.py")[:2]
 
-    assert verdict("pkg.model.f changed", "pkg.model.Net.scale changed") == ([], [])  # its own
-    assert verdict("helpers.act changed") == ([], ["audit:paper-module"])
-    assert verdict("pkg.model_utils.f changed") == ([], ["audit:paper-module"])  # pkg/model_utils.py
-    assert verdict("helpers_extra.f changed") == (["tampering:patch"], [])  # not the paper's: a library's
-    assert verdict("pkg.Cfg.gain", event="rcb.state") == ([], ["audit:paper-module"])  # a class of the package
-    assert verdict("pkg.model_ref.f changed") == (["tampering:patch"], [])  # the reference's own: tampering
-    assert verdict("numpy.mean changed") == (["tampering:patch"], [])
+    assert verdict("paper:pkg/model.py.f changed", "paper:pkg/model.py.Net.scale changed") == ([], [])  # its own
+    assert verdict("paper:./pkg/model.py.f changed") == ([], [])  # one spelling of the path
+    assert verdict("paper:helpers.py.act changed") == ([], ["audit:paper-module"])
+    assert verdict("paper:pkg/model_utils.py.f changed") == ([], ["audit:paper-module"])
+    assert verdict("paper:helpers.py.Cfg.gain", event="rcb.state") == ([], ["audit:paper-module"])
+    assert verdict("paper:helpers.py", event="rcb.rewrite") == ([], ["audit:paper-module"])
+    assert verdict("model_ref.f changed") == (["tampering:patch"], [])  # the reference's own: tampering
+    assert verdict("numpy.mean changed", "?paper:numpy.mean changed") == (["tampering:patch"], [])
+
+
+SRC_TEST = """import os
+import sys
+import unittest
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "src"))
+import model as m  # noqa: E402  (src/model.py, imported as "model")
+import model_ref as r  # noqa: E402
+
+
+class TestScale(unittest.TestCase):
+    def test_scale(self):
+        for seed in range(3):
+            x = np.random.default_rng(seed).normal(size=(4,))
+            np.testing.assert_allclose(m.scale(x), r.scale(x))
+
+
+if __name__ == "__main__":
+    unittest.main()
+"""
+
+
+@pytest.mark.slow
+def test_the_completions_own_module_is_its_own_under_any_name(sandbox_backend_name, tmp_path):
+    """The completion's file ``src/model.py``, imported by a test that put ``src/`` on ``sys.path``
+    as ``model``: a function of its own module rebound by the completion (a lazily chosen
+    implementation) is its own business, whatever name the module has in ``sys.modules``."""
+    folder = tmp_path / "set" / "scale_00"
+    (folder / "src").mkdir(parents=True)
+    for name in ("model", "model_ref"):
+        snippet = ('    # <paper2code name="scale">\n    y = x * 2\n    # </paper2code name="scale">\n'
+                   if name == "model" else "    y = x * 2\n")
+        (folder / "src" / f"{name}.py").write_text(
+            "import numpy as np\n\n\ndef helper(v):\n    return v\n\n\n"
+            f"def scale(x):\n{snippet}    return helper(y)\n")
+    (folder / "paper2code_test.py").write_text(SRC_TEST)
+    (folder / "requirements.txt").write_text("numpy\n")
+    (folder / "paper2code_paper.md").write_text("# Scale\n")
+    (tmp_path / "set" / "papers.yaml").write_text(
+        "- id: scale_00\n  title: Scale\n  venue: test\n  first_commit_date: '2025-01-01'\n"
+        "  annotated_file_paths: src/model.py\n  context_file_paths: null\n")
+    paper = load_problemset(tmp_path / "set").papers[0]
+    body = "global helper\nhelper = lambda v: np.asarray(v)\ny = x * 2"
+    named = _tasks(paper, {"own_function_rebound": body})
+    runner._REFERENCE.clear()
+    sandbox = get_sandbox(sandbox_backend_name, limits=PROBE_LIMITS)
+    try:
+        run, = run_tasks([t for _, t in named], sandbox=sandbox, workers=1, timeout=60)
+    finally:
+        sandbox.close()
+    assert run.passed, (run.category, run.flags, run.output_tail[-600:])
+    assert not [f for f in run.flags if f.startswith(("tampering:", "audit:"))], run.flags

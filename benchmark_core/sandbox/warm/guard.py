@@ -216,37 +216,35 @@ def _library_guard(roots: tuple[str, ...], runner: str, protected: tuple[str, ..
           # the memory it reads, their versions as last compared (an array of them)
           "bulk": [0, None, None, None]}
     paper: list = [None]  # the paper's folder as the run sees it, with a "/" after it (set by the launcher)
-    str_keys, is_library = _guard_filters(roots, runner, paper)
+    str_keys, is_library, label_of = _guard_filters(roots, runner, paper)
     watch, watch_values, watch_classes = _guard_watchers(st, reader)
     protected_set = frozenset(protected)
-
     tstr, ttype = str, type
 
-    def watch_inside(name: str, d) -> None:
+    def watch_inside(label: str, d) -> None:
         """What a library module's dict holds that is watched too: the classes it defines, its
-        functions' keyword defaults (the tables of a protected module and of the paper's own
-        modules: ``helpers.TABLE['gain'] = 0`` is read by the reference too)."""
-        watch_classes(name, d)
-        watch_values(name, d, name in protected_set or name.endswith("_ref") or in_paper(d))
-
-    def in_paper(d) -> bool:
-        if paper[0] is None or not str_keys(d):
-            return False
-        path = d.get("__file__")
-        return ttype(path) is tstr and path.startswith(paper[0])
+        functions' keyword defaults (the tables of a protected module, a ``*_ref`` module and the
+        paper's own modules: ``helpers.TABLE['gain'] = 0`` is read by the reference too)."""
+        own = label.startswith("paper:")
+        name = d.get("__name__") if own and str_keys(d) else label  # (its classes' __module__)
+        watch_classes(name if ttype(name) is tstr else label, d, label)
+        watch_values(label, d, label in protected_set or label.endswith("_ref") or own)
 
     rebase, fresh = _modules_delta(st)
     bulk = _guard_bulk(st) if reader is not None else None
-    take = _guard_take(st, is_library, watch, watch_inside, rebase, bulk)
+    take = _guard_take(st, is_library, label_of, watch, watch_inside, rebase, bulk)
     diff = _guard_diff(st, str_keys)
     check = _guard_check(st, reader, diff, take, str_keys, watch_inside, fresh)
     return take, check, st["busy"], paper
 
 
 def _guard_filters(roots: tuple[str, ...], runner: str, paper: list):
-    """``(str_keys, is_library)``: which dicts may be looked into, which modules are the library's
-    (the paper's own modules among them once ``paper[0]``, its folder, is known: the host leaves
-    out what the completion's own module did, ``tamper.audit_verdict``)."""
+    """``(str_keys, is_library, label_of)``: which dicts may be looked into, which modules are the
+    library's (the paper's own modules among them once ``paper[0]``, its folder, is known), and
+    what a module's changes are reported under: its name, or for a module of the paper's
+    ``paper:<its file in the paper>`` (the host leaves out the completion's own file, whatever name
+    the test imported it under, ``tamper.audit_verdict``; a module named ``paper:...`` in
+    ``sys.modules`` that is not the paper's is reported as ``?paper:...``)."""
     from itertools import repeat
     from operator import is_
     from types import ModuleType
@@ -278,7 +276,14 @@ def _guard_filters(roots: tuple[str, ...], runner: str, paper: list):
             return False
         return path.startswith(roots) or (paper[0] is not None and path.startswith(paper[0]))
 
-    return str_keys, is_library
+    def label_of(name: str, d) -> str:
+        path = d.get("__file__") if str_keys(d) else None
+        if (paper[0] is not None and ttype(path) is tstr and path.startswith(paper[0])
+                and not name.endswith("_ref")):
+            return "paper:" + path[len(paper[0]):]
+        return "?" + name if name.startswith("paper:") else name
+
+    return str_keys, is_library, label_of
 
 
 def _guard_watchers(st: dict, reader):
@@ -331,7 +336,9 @@ def _guard_watchers(st: dict, reader):
                     if issub(ttype(inner), dict):
                         watch(label + "." + key + "[" + tstr(inner_key)[:40] + "]", inner, "h")
 
-    def watch_classes(name: str, d) -> None:
+    def watch_classes(name: str, d, label: str | None = None) -> None:
+        """The classes ``d`` holds that its module ``name`` defines, each reported under
+        ``<label>.<qualname>`` (``label``: the module's, its name by default)."""
         for value in list_(d.values()):
             if not issub(ttype(value), type) or value in classes_seen:
                 continue
@@ -343,7 +350,7 @@ def _guard_watchers(st: dict, reader):
                 continue
             classes_seen.add(value)
             if tlen(inner) == 1 and ttype(inner[0]) is dict:
-                watch(name + "." + tstr(type_qual(value)), inner[0], "c", value)
+                watch((label or name) + "." + tstr(type_qual(value)), inner[0], "c", value)
 
     return watch, watch_values, watch_classes
 
@@ -475,7 +482,7 @@ def _guard_bulk(st: dict):
     return build
 
 
-def _guard_take(st: dict, is_library, watch, watch_inside, rebase, bulk=None):
+def _guard_take(st: dict, is_library, label_of, watch, watch_inside, rebase, bulk=None):
     """``take()``: watch every library module (and the classes it defines) not watched yet."""
     import gc
     import threading as _threading
@@ -505,8 +512,9 @@ def _guard_take(st: dict, is_library, watch, watch_inside, rebase, bulk=None):
                 seen_modules[name] = module
                 watched_keys.add(tid(name))
                 d = module_dict(module)
-                watch(name, d, "m")
-                watch_inside(name, d)
+                label = label_of(name, d)
+                watch(label, d, "m")
+                watch_inside(label, d)
             if sys_tag[0] is not None:
                 sys_tag[1] = sys_tag[0].value
             rebase()
