@@ -90,13 +90,18 @@ def _paper(root):
     (folder / "act_00.py").write_text("import numpy as np\n\nimport helpers\n\n\ndef f(x):\n"
                                       f'    # <paper2code name="f">\n{BODY}    # </paper2code name="f">\n    return y\n')
     (folder / "act_00_ref.py").write_text(f"import numpy as np\n\nimport helpers\n\n\ndef f(x):\n{BODY}    return y\n")
-    (folder / "paper2code_test.py").write_text(TEST)
+    return _finish(folder, TEST, "act_00.py")
+
+
+def _finish(folder, test: str, annotated: str):
+    """The paper in ``folder`` (its code written) with ``test``, numpy, its set's papers.yaml."""
+    (folder / "paper2code_test.py").write_text(test)
     (folder / "requirements.txt").write_text("numpy\n")
-    (folder / "paper2code_paper.md").write_text("# Act\n")
-    (root / "set" / "papers.yaml").write_text(
-        "- id: act_00\n  title: Act\n  venue: test\n  first_commit_date: '2025-01-01'\n"
-        "  annotated_file_paths: act_00.py\n  context_file_paths: null\n")
-    return load_problemset(root / "set").papers[0]
+    (folder / "paper2code_paper.md").write_text(f"# {folder.name}\n")
+    (folder.parent / "papers.yaml").write_text(
+        f"- id: {folder.name}\n  title: {folder.name}\n  venue: test\n  first_commit_date: '2025-01-01'\n"
+        f"  annotated_file_paths: {annotated}\n  context_file_paths: null\n")
+    return load_problemset(folder.parent).papers[0]
 
 
 @pytest.mark.slow
@@ -183,13 +188,7 @@ def test_the_completions_own_module_is_its_own_under_any_name(sandbox_backend_na
         (folder / "src" / f"{name}.py").write_text(
             "import numpy as np\n\n\ndef helper(v):\n    return v\n\n\n"
             f"def scale(x):\n{snippet}    return helper(y)\n")
-    (folder / "paper2code_test.py").write_text(SRC_TEST)
-    (folder / "requirements.txt").write_text("numpy\n")
-    (folder / "paper2code_paper.md").write_text("# Scale\n")
-    (tmp_path / "set" / "papers.yaml").write_text(
-        "- id: scale_00\n  title: Scale\n  venue: test\n  first_commit_date: '2025-01-01'\n"
-        "  annotated_file_paths: src/model.py\n  context_file_paths: null\n")
-    paper = load_problemset(tmp_path / "set").papers[0]
+    paper = _finish(folder, SRC_TEST, "src/model.py")
     body = "global helper\nhelper = lambda v: np.asarray(v)\ny = x * 2"
     named = _tasks(paper, {"own_function_rebound": body})
     runner._REFERENCE.clear()
