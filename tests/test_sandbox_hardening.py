@@ -390,6 +390,24 @@ def test_a_librarys_import_the_paper_asks_for_is_the_librarys(case, tmp_path):
     assert attrs == expected, out.stdout
 
 
+
+def test_a_window_step_of_ours_that_fails_is_reported_not_raised_into_the_import():
+    """The window's own steps (a checkpoint, a take-in) run inside the paper's import: an exception of
+    ours there, raised into the import, failed an honest run as the model's ``TypeError`` (a name
+    clash while ``take_new`` was written). Such an error is an ``rcb.harness`` event (a review flag)."""
+    from benchmark_core.sandbox.warm.audit import _never_raises
+
+    seen = []
+
+    def broken(*_args):
+        raise TypeError("ours")
+
+    assert _never_raises(broken, lambda *fields: seen.append(fields), "take-new")("x") is None
+    assert seen == [("E", "rcb.harness", "take-new failed: TypeError")]
+    assert _never_raises(lambda v: v * 2, lambda *f: seen.append(f), "checkpoint")(21) == 42
+    assert len(seen) == 1
+
+
 _CHECKS_SCRIPT = """
 import sys
 sys.path.insert(0, {folder!r})

@@ -104,16 +104,21 @@ def _finish(folder, test: str, annotated: str):
     return load_problemset(folder.parent).papers[0]
 
 
+
+def _score(named: list, backend: str) -> list:
+    """The runs of ``named`` tasks beside the paper's reference run (made anew), two workers."""
+    runner._REFERENCE.clear()
+    sandbox = get_sandbox(backend, limits=PROBE_LIMITS)
+    try:
+        return run_tasks([t for _, t in named], sandbox=sandbox, workers=2, timeout=60)
+    finally:
+        sandbox.close()
+
 @pytest.mark.slow
 def test_a_module_the_reference_imports_changed_never_passes_unflagged(sandbox_backend_name, tmp_path):
     paper = _paper(tmp_path)
     named = _tasks(paper, {**{k: body for k, (body, _) in CHEATS.items()}, **HONEST})
-    runner._REFERENCE.clear()
-    sandbox = get_sandbox(sandbox_backend_name, limits=PROBE_LIMITS)
-    try:
-        runs = run_tasks([t for _, t in named], sandbox=sandbox, workers=2, timeout=60)
-    finally:
-        sandbox.close()
+    runs = _score(named, sandbox_backend_name)
     fresh = run_tasks([t for _, t in named], sandbox=get_sandbox("local"), workers=2, timeout=60)
     for (name, _), run, alone in zip(named, runs, fresh):
         # the verdict is the published rule's: each passes, as in a fresh interpreter
@@ -191,11 +196,69 @@ def test_the_completions_own_module_is_its_own_under_any_name(sandbox_backend_na
     paper = _finish(folder, SRC_TEST, "src/model.py")
     body = "global helper\nhelper = lambda v: np.asarray(v)\ny = x * 2"
     named = _tasks(paper, {"own_function_rebound": body})
-    runner._REFERENCE.clear()
-    sandbox = get_sandbox(sandbox_backend_name, limits=PROBE_LIMITS)
-    try:
-        run, = run_tasks([t for _, t in named], sandbox=sandbox, workers=1, timeout=60)
-    finally:
-        sandbox.close()
+    run, = _score(named, sandbox_backend_name)
     assert run.passed, (run.category, run.flags, run.output_tail[-600:])
     assert not [f for f in run.flags if f.startswith(("tampering:", "audit:"))], run.flags
+
+
+CLASS_TEST = """import unittest
+
+import this  # noqa: F401  (a library the test imports itself; its import prints, so no server preloads it)
+
+import numpy as np
+
+import {first}
+import {second}
+
+
+class TestAct(unittest.TestCase):
+    def test_f(self):
+        for seed in range(3):
+            x = np.random.default_rng(seed).normal(size=(4, 3))
+            np.testing.assert_allclose(act_00.Act().f(x), act_00_ref.Act().f(x), rtol=1e-12)
+
+
+if __name__ == "__main__":
+    unittest.main()
+"""
+METHOD = "def f(self, x):\n    return helpers.act(x) * helpers.SCALE\n"
+#: a snippet that is a class's body runs where the test imports the completion's file: what it
+#: changes there, before any test starts (the names are literal: the static reading names none)
+AT_IMPORT = {
+    "paper_constant": ("setattr(helpers, 'SCALE', 0.0)\ndef f(self, x):\n    return np.zeros_like(x)",
+                       "audit:paper-module"),
+    "paper_function": ("setattr(helpers, 'act', np.zeros_like)\ndef f(self, x):\n    return np.zeros_like(x)",
+                       "audit:paper-module"),
+    # a library the test imported itself, before the completion's file (no preloaded copy)
+    "test_library": ("setattr(this, 's', '')\n" + METHOD.strip(), "audit:library-state"),
+    # a library the completion's own line imports first (its import is a window: seen from its end)
+    "own_library": ("import wave as w\nsetattr(w, 'open', None)\n" + METHOD.strip(), "tampering:patch"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("order", ["reference_first", "completion_first"])
+def test_what_a_completion_changes_while_the_test_imports_it_is_seen(sandbox_backend_name, tmp_path, order):
+    """A module is watched from the end of its own import, not from the first test's start: a class
+    body of the completion's that changed ``helpers`` (which the reference imports too) or a library
+    the test had imported passed unflagged until 2026-12-06, whichever of the two files the test
+    imported first (the paper's modules and the test's own imports were first seen at the first
+    test's start, as the completion had left them)."""
+    folder = tmp_path / "set" / "act_00"
+    folder.mkdir(parents=True)
+    (folder / "helpers.py").write_text(HELPERS)
+    body = "".join("    " + line + "\n" for line in METHOD.splitlines())
+    head = "import numpy as np\n\nimport helpers\nimport this  # noqa: F401\n\n\nclass Act:\n"
+    (folder / "act_00.py").write_text(f'{head}    # <paper2code name="act">\n{body}    # </paper2code name="act">\n')
+    (folder / "act_00_ref.py").write_text(head + body)
+    names = ("act_00_ref", "act_00") if order == "reference_first" else ("act_00", "act_00_ref")
+    paper = _finish(folder, CLASS_TEST.format(first=names[0], second=names[1]), "act_00.py")
+    named = _tasks(paper, {**{k: body for k, (body, _) in AT_IMPORT.items()}, "reference": METHOD.strip()})
+    runs = _score(named, sandbox_backend_name)
+    for (name, _), run in zip(named, runs):
+        if name == "reference":
+            assert run.passed and run.flags == [], (run.category, run.flags, run.output_tail[-600:])
+            continue
+        flag = AT_IMPORT[name][1]
+        assert flag in run.flags, (name, run.category, run.flags, run.output_tail[-600:])
+        assert run.passed == (not flag.startswith("tampering:")), (name, run.category, run.flags)

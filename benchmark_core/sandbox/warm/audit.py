@@ -149,20 +149,50 @@ def _install_audit(fd: int, key: bytes, script: str, prepared: tuple | None = No
     if prepare:
         return _audit_snapshot(protected, base, classes, first_sight, library, check_classes, unmoved,
                                watched_names, listed)
-    checkpoint, take_in = _audit_checkpoint(state, base, prepared is not None, emit, library[1], check_process,
-                                            check_signals, (absorb, check_classes, first_sight, watched_names,
-                                                            snapshot_value), unmoved)
+    checkpoint, take_in, take_new = _audit_checkpoint(state, base, prepared is not None, emit, library[1],
+                                                    check_process, check_signals,
+                                                    (absorb, check_classes, first_sight, watched_names,
+                                                     snapshot_value), unmoved)
     if costs is not None:
-        checkpoint, take_in = _timed(checkpoint, costs, 2), _timed(take_in, costs, 2)
+        checkpoint, take_in, take_new = (_timed(checkpoint, costs, 2), _timed(take_in, costs, 2),
+                                         _timed(take_new, costs, 2))
     describe_event = _audit_events(state, runner, trusted_roots, emit, stack_origin, checkpoint, text, safe_mod,
                                    shipped_cell)
     sys.addaudithook(_audit_hook(describe_event, emit, library[2], costs))
-    return checkpoint, name_script, _audit_import_window(state, checkpoint, take_in, stack_origin, trusted_roots,
-                                                         library[2])
+    # the window's own steps run inside the paper's import: an error of ours there is reported, never
+    # raised into the import (it failed an honest run as the model's TypeError while being written)
+    steps = [_never_raises(step, emit, name) for step, name in
+             ((checkpoint, "checkpoint"), (take_in, "take-in"), (take_new, "take-new"))]
+    return checkpoint, name_script, _audit_import_window(state, steps[0], steps[1], stack_origin, trusted_roots,
+                                                         library[2], steps[2], library[3])
 
 
-def _audit_import_window(state: dict, checkpoint, take_in, stack_origin, trusted_roots: tuple, busy: list):
-    """``window(exec_module, module)``: a library module imported because the paper's code asked for
+def _never_raises(step, emit, name: str):
+    """``step`` reporting an exception of its own (``rcb.harness``: a review flag, ``audit:other``)
+    instead of raising it into the code that called it."""
+    def run(*args):
+        try:
+            return step(*args)
+        except Exception as error:  # noqa: BLE001 - ours, not the paper's: reported, not raised
+            emit("E", "rcb.harness", name + " failed: " + type(error).__name__)
+        return None
+
+    return run
+
+
+def _audit_import_window(state: dict, checkpoint, take_in, stack_origin, trusted_roots: tuple, busy: list,
+                         take_new=None, paper: list | None = None):
+    """``window(exec_module, module, library=True, origin="")``: how one import the launcher's finder
+    saw (a module of a file: ``library`` when under the environment's prefix) is judged.
+
+    Every other import is taken in where it ends (``take_new``: the modules it added, watched as they
+    are then), before any code of the paper's runs after it: a module of the paper's own
+    (``paper[0]``, its folder), and the outermost import of a library that the test or a library
+    asked for. A class body or a module-level line of the completion that changes ``helpers`` right
+    after importing it (``setattr(helpers, "SCALE", 0)``) was otherwise first seen at the first
+    test's start, changed, and passed unflagged until 2026-12-06.
+
+    A library module imported because the paper's code asked for
     it (``torch.func.grad`` or ``torch.utils.checkpoint`` importing ``torch._dynamo`` on first use),
     run as its own import-time code. What a library's import does to other libraries is the
     library's, as it is in a fresh interpreter: ``torch._dynamo`` wraps ``torch.manual_seed`` and
@@ -185,13 +215,16 @@ def _audit_import_window(state: dict, checkpoint, take_in, stack_origin, trusted
     gc_enabled, gc_disable, gc_enable = gc.isenabled, gc.disable, gc.enable
     roots, tstr, ttype = tuple(trusted_roots), str, type
     depth = [0]
+    taken_at_end, papers = _audit_taken_at_end(take_new, paper if paper is not None else [None])
 
-    def window(exec_module, module):
+    def window(exec_module, module, library: bool = True, origin: str = ""):
         if depth[0] or not state["started"] or state["returned"]:
             return exec_module(module)
-        _caller, origin = stack_origin()
-        if "P" not in origin:
-            return exec_module(module)  # the test's or a library's own import: judged as before
+        if not library:
+            return papers(exec_module, module, origin)
+        _caller, stack = stack_origin()
+        if "P" not in stack:
+            return taken_at_end(exec_module, module)  # the test's or a library's own import
         checkpoint("import")  # what the paper's code changed before this import is its own
         tainted: list = []
         me = get_ident()
@@ -235,6 +268,39 @@ def _audit_import_window(state: dict, checkpoint, take_in, stack_origin, trusted
                 take_in()
 
     return window
+
+
+def _audit_taken_at_end(take_new, paper: list):
+    """``(taken_at_end, papers)`` for ``_audit_import_window``: an import no window judges, its
+    modules taken in (``take_new``) where the outermost such import ends; an import of a module that
+    is not a library's, taken in at its own end when it is a module of the paper's (``paper[0]``,
+    the run's copy of it), plain otherwise."""
+    tstr, ttype = str, type
+    plain = [0]  # imports in progress that no window judges, in this process
+
+    def taken_at_end(exec_module, module):
+        plain[0] += 1
+        try:
+            loaded = exec_module(module)
+        finally:
+            plain[0] -= 1
+        if not plain[0] and take_new is not None:
+            take_new()
+        return loaded
+
+    def papers(exec_module, module, origin):
+        folder = paper[0]
+        if folder is None or ttype(origin) is not tstr or not origin.startswith(folder):
+            return exec_module(module)
+        # a module of the paper's own: its import-time code is the paper's (the reference run's
+        # too), judged at the next checkpoint; what it holds is watched from its import's end
+        plain[0], outer = 0, plain[0]  # (a library it imports is a window of its own)
+        try:
+            return taken_at_end(exec_module, module)
+        finally:
+            plain[0] = outer
+
+    return taken_at_end, papers
 
 
 #: what ``costs`` holds, in order: seconds in the hook for audited events (checkpoints included),
@@ -862,7 +928,13 @@ def _audit_checkpoint(state: dict, base: dict, prepared: bool, emit, library_che
             if name not in base and name != "__main__" and issub(ttype(module), ModuleType):
                 first_sight(name, module)
 
-    return checkpoint, take_in
+    def take_new() -> None:
+        """An import no window judged ended (``_audit_import_window``): the modules it added are
+        watched from now on, as they are (a write made since an earlier comparison stays in its
+        dict's tag until the next). Reached from the import finder only, never from an event."""
+        library_check(emit, report=True, full=False)
+
+    return checkpoint, take_in, take_new
 
 
 def _audit_hook(describe_event, emit, library_busy: list, costs: list | None = None):

@@ -296,10 +296,11 @@ def _wrap_dispatcher(audit, pending: dict) -> None:
 
 
 def _import_windows(window) -> None:
-    """A finder, first on ``sys.meta_path``, that lets the others find each module and runs a
-    library's (a source, bytecode or extension file under the environment's prefix) in
-    ``window`` (``audit._audit_import_window``): its import-time writes to other libraries are
-    judged as the library's when the paper's code asked for it and ran nowhere within."""
+    """A finder, first on ``sys.meta_path``, that lets the others find each module and runs the
+    import of each module of a file (a source, bytecode or extension file) in ``window``
+    (``audit._audit_import_window``): a library's (under the environment's prefix) import-time
+    writes to other libraries are judged as the library's when the paper's code asked for it and
+    ran nowhere within; any other import's modules are watched from where it ends."""
     import _thread
     import importlib.machinery as machinery
 
@@ -322,13 +323,14 @@ def _import_windows(window) -> None:
         if spec is None:
             return None
         loader, origin = spec.loader, spec.origin
-        if not isinstance_(loader, loaders) or type(origin) is not tstr or not origin.startswith(roots):
+        if not isinstance_(loader, loaders) or type(origin) is not tstr:
             return spec
+        library = origin.startswith(roots)
         exec_module = loader.exec_module  # torch's own finder's wrapper, when it made this spec
 
         def exec_in_window(module):
             try:
-                return window(exec_module, module)
+                return window(exec_module, module, library, origin)
             finally:
                 loader.__dict__.pop("exec_module", None)  # this loader's only: its class's again
 
