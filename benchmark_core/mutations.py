@@ -60,7 +60,9 @@ _VIEWS = {"view", "view_as", "reshape", "detach", "transpose", "permute", "squee
           # .contiguous(), .float(), .to(its dtype)), its memory, or its buffer handed on
           "contiguous", "to", "float", "double", "half", "bfloat16", "cpu", "type_as", "resolve_conj",
           "resolve_neg", "storage", "untyped_storage", "_typed_storage", "__array__", "__dlpack__",
-          "from_dlpack", "ascontiguousarray", "asfortranarray", "require", "asarray_chkfinite"}
+          "from_dlpack", "ascontiguousarray", "asfortranarray", "require", "asarray_chkfinite",
+          # a module's parameter or buffer made of a tensor holds that tensor's memory
+          "Parameter", "Buffer"}
 
 
 def argument_mutations(nodes: list[tuple[ast.AST, bool]], span: tuple[int, int],
@@ -97,7 +99,8 @@ def argument_mutations(nodes: list[tuple[ast.AST, bool]], span: tuple[int, int],
     local = sorted((d for d in defs if first <= d.lineno <= last and any(within(o, d) for o in defs)),
                    key=lambda d: (d.lineno, d.col_offset))  # in order: a helper calling an earlier one
     params = {name for d in defs if not any(d is h for h in local) for name in _parameters(d)} | shared
-    if not params:
+    kept = _kept_on_self(nodes, span)
+    if not params and not kept:
         return []
     statements = sorted((node for node, _inside in nodes if isinstance(node, ast.stmt) and first <= node.lineno <= last),
                         key=lambda n: (n.lineno, n.col_offset))
@@ -106,15 +109,65 @@ def argument_mutations(nodes: list[tuple[ast.AST, bool]], span: tuple[int, int],
     token = _MODULES.set(frozenset(_MODULE_NAMES | imported))  # T.from_dlpack(x) under import torch as T
     shared_token = _SHARED.set(shared)
     try:
-        return _read_mutations(statements, local, params)
+        return _read_mutations(statements, local, params, kept)
     finally:
         _SHARED.reset(shared_token)
         _MODULES.reset(token)
 
 
-def _read_mutations(statements: list[ast.stmt], local: list, params: set[str]) -> list[str]:
+def _kept_on_self(nodes: list[tuple[ast.AST, bool]], span: tuple[int, int]) -> frozenset:
+    """What the class around the snippet keeps on its instance from what a method of its was given,
+    outside the completion's lines, as markers (``self.W``): ``self.W = W``, ``self.W =
+    nn.Parameter(W)`` (the same memory), ``self.register_buffer("W", W)``. A test that builds the
+    model and its reference from the same tensor (``Model(W)``, ``ModelRef(W)``) hands both the same
+    object: ``self.W.zero_()`` in the completion's method zeroes the reference's weight too."""
+    first, last = span
+    kept: set[str] = set()
+    for node, _inside in nodes:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for method in node.body:
+            if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            args = [a.arg for a in method.args.posonlyargs + method.args.args]
+            if not args or args[0] in {"cls"} or any(isinstance(d, ast.Name) and d.id in {"staticmethod", "classmethod"}
+                                                     for d in method.decorator_list):
+                continue
+            me, given = args[0], set(_parameters(method)) - _plain_values(method)
+            for stmt in ast.walk(method):
+                if not isinstance(stmt, ast.stmt) or first <= stmt.lineno <= last:
+                    continue  # the completion's own lines are read as its code
+                for marker, names in _stored(stmt, _view_roots):
+                    if marker.startswith(me + ".") and names & given:
+                        kept.add("self." + marker[len(me) + 1:])
+                for call in _own_nodes(stmt):
+                    if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                            and call.func.attr in {"register_buffer", "register_parameter"}
+                            and isinstance(call.func.value, ast.Name) and call.func.value.id == me
+                            and len(call.args) > 1 and _literal_str(call.args[0]) and _view_roots(call.args[1]) & given):
+                        kept.add("self." + call.args[0].value)  # type: ignore[attr-defined]
+    return frozenset(kept)
+
+
+def _plain_values(method: ast.AST) -> set[str]:
+    """The parameters of ``method`` that hold a plain value (annotated ``int``, ``float``, ``bool``
+    or ``str``, or given such a default: ``lr=0.1``): ``self.lr *= gamma`` rebinds a number."""
+    args = method.args  # type: ignore[attr-defined]
+    positional = args.posonlyargs + args.args
+    defaults = dict(zip([a.arg for a in positional][len(positional) - len(args.defaults):], args.defaults))
+    defaults.update((a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None)
+    plain = {name for name, d in defaults.items()
+             if isinstance(d, ast.Constant) and isinstance(d.value, (int, float, str, bool))}
+    plain |= {a.arg for a in positional + args.kwonlyargs
+              if isinstance(a.annotation, ast.Name) and a.annotation.id in {"int", "float", "bool", "str"}}
+    return plain
+
+
+def _read_mutations(statements: list[ast.stmt], local: list, params: set[str],
+                    kept: frozenset = frozenset()) -> list[str]:
     """``argument_mutations``' reading of the completion's ``statements``, its ``local`` helpers
-    and the parameters ``params``."""
+    and the parameters ``params`` (``kept``: what the instance keeps of a method's parameters,
+    ``_kept_on_self``)."""
     # the local helpers that change a parameter of their own in place: name -> its positions and names
     helpers: dict[str, set] = {}
     for helper in local:
@@ -124,28 +177,34 @@ def _read_mutations(statements: list[ast.stmt], local: list, params: set[str]) -
         changed = _mutations_of(body, set(names), helpers, _top_level(body))
         if changed:
             helpers[helper.name] = {i for i, n in enumerate(names) if n in changed} | changed
-    return sorted(_mutations_of(statements, params, helpers, _top_level(statements)))
+    return sorted(_mutations_of(statements, params, helpers, _top_level(statements), kept))
 
 
-def _mutations_of(statements: list[ast.stmt], params: set[str], helpers: dict[str, set], top: set[int]) -> set[str]:
+def _mutations_of(statements: list[ast.stmt], params: set[str], helpers: dict[str, set], top: set[int],
+                  kept: frozenset = frozenset()) -> set[str]:
     """Which of ``params`` the ``statements`` (in order; ``top`` the ids of their top level) change
     in place, ``helpers`` the local functions known to change their own parameters (by position and
-    name)."""
+    name); ``kept``: markers of what the instance holds of a parameter (``self.W``), named as such."""
     tracked = {name: name for name in params}  # a name -> the parameter it is (a view or part of)
+    tracked.update((marker, marker) for marker in kept)
     # names that are the object itself or a view of it (y = x, y = x.view(-1)), not a part of it
     # (n = x.shape[0]): an augmented assignment to one of these writes in place
     whole = dict(tracked)
     helpers = dict(helpers)
     found: set[str] = set()
-    held: frozenset = frozenset()  # the markers of containers holding a parameter (``_held_markers``)
+    # the markers of containers holding a parameter (``_held_markers``), the instance among them
+    held: frozenset = kept
     for stmt in statements:
         bound: list[tuple[ast.AST, ast.AST, bool]] = []
         # a container the statement puts a parameter into holds it: what is taken out of it later
         # is that parameter (``store = [x]; store[0].zero_()``, ``box.v = x; box.v[:] = 0``)
         if isinstance(stmt, ast.Assign) and id(stmt) in top:
-            # a name bound again at the top level no longer holds what it held (store = [x.copy()])
+            # a name bound again at the top level no longer holds what it held (store = [x.copy()]),
+            # nor an attribute (self.W = self.W * 0.5: a tensor of the completion's own from here on)
             rebound = {t.id for t in stmt.targets if isinstance(t, ast.Name)}
-            gone = {m for m in held if _marker_owner(m) in rebound}
+            places = {t.value.id + "." + t.attr for t in stmt.targets
+                      if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)}
+            gone = {m for m in held if _marker_owner(m) in rebound or m in places}
             held -= gone
             for marker in gone:
                 tracked.pop(marker, None)
@@ -316,16 +375,26 @@ def _view_roots(node: ast.AST, whole: bool = False, held: frozenset = frozenset(
             stack.extend(v for v in node.values if v is not None)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _VIEWS:
             owner = node.func.value
-            if isinstance(owner, ast.Name) and owner.id in _MODULES.get():
-                stack.extend(node.args[:1])
+            if _module_path(owner):
+                stack.extend(node.args[:1])  # np.asarray(x), torch.nn.Parameter(x)
             else:
                 stack.append(owner)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in {"Parameter", "Buffer"}:
+            stack.extend(node.args[:1])  # from torch.nn import Parameter; Parameter(x)
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args
               and node.func.id in {"enumerate", "reversed", "iter", "zip"} and not whole):
             stack.extend(node.args)  # for i, row in enumerate(x): the rows of x
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "memoryview":
             stack.extend(node.args[:1])  # memoryview(x): its buffer, written through
     return found
+
+
+def _module_path(node: ast.AST) -> bool:
+    """Whether ``node`` names a module: one of the code's module names, or an attribute path from
+    one (``torch.nn``)."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id in _MODULES.get()
 
 
 #: a container's methods that take what they are handed in (``store.append(x)``: ``store`` holds ``x``)

@@ -287,6 +287,58 @@ def test_a_paper_whose_own_code_changes_its_inputs_asks_for_it(tmp_path):
     assert _reading(paper, "solve", ["    p -= lr * g", "    return p"]).flags == []
 
 
+
+SELF_KEPT = (
+    "import torch\nfrom torch import nn\n\n\nclass Model(nn.Module):\n"
+    "    def __init__(self, W, b, n: int, lr=0.1):\n        super().__init__()\n        self.W = W\n"
+    "        self.P = nn.Parameter(b)\n        self.register_buffer('mask', torch.ones(n) * 0 + b)\n"
+    "        self.register_buffer('given', b)\n        self.stats = torch.zeros(n)\n        self.n = n\n"
+    "        self.lr = lr\n        self.b = b\n\n"
+    "    def forward(self, x):\n        # <paper2code name=\"solve\">\n        y = x @ self.W + self.P\n"
+    "        # </paper2code name=\"solve\">\n        return y\n")
+
+
+@pytest.mark.parametrize(("lines", "kept"), [
+    # what the instance keeps of what its constructor was given is the caller's object: a test that
+    # builds the model and its reference from the same tensors hands both the same memory
+    (["        self.W.zero_()", "        y = x @ self.W"], "self.W"),
+    (["        self.W.data[:] = 0", "        y = x * 0"], "self.W"),
+    (["        w = self.W.view(-1)", "        w *= 0", "        y = x * 0"], "self.W"),
+    (["        self.P.data.zero_()", "        y = x * 0"], "self.P"),  # nn.Parameter(b) holds b's memory
+    (["        self.given.fill_(0)", "        y = x * 0"], "self.given"),  # register_buffer('given', b)
+    (["        torch.nn.init.zeros_(self.W)", "        y = x * 0"], "self.W"),
+    (["        self.W.data = torch.zeros_like(self.W)", "        y = x * 0"], "self.W"),
+    # honest: state of its own changed in place, an attribute bound again, a copy changed
+    (["        self.stats.add_(x.mean(0))", "        y = x @ self.W + self.P"], None),
+    (["        self.mask.fill_(1)", "        y = x @ self.W + self.P"], None),  # torch.ones(n) ...: its own
+    (["        self.W = self.W * 0.5", "        self.W.mul_(2)", "        y = x @ self.W + self.P"], None),
+    (["        w = self.W.clone()", "        w.zero_()", "        y = x @ self.W + self.P"], None),
+    (["        self.n += 1", "        self.lr *= 0.5", "        y = x @ self.W + self.P"], None),  # numbers
+    (["        self.b *= 0", "        y = x * 0"], "self.b"),  # a tensor it was given, multiplied in place
+])
+def test_what_the_instance_keeps_of_its_arguments_changed_in_place_is_flagged(tmp_path, lines, kept):
+    """``mutations._kept_on_self``: ``self.W = W`` in ``__init__`` (outside the completion) keeps the
+    caller's tensor; ``self.W.zero_()`` in ``forward`` zeroes it, and a reference built from the same
+    tensor then agrees with a zero answer. Until 2026-12-06 in-place changes of ``self``'s attributes
+    were never read as an argument's."""
+    reading = _reading(_paper_with(tmp_path, SELF_KEPT), "solve", lines)
+    assert ("ast:mutates-argument" in reading.flags) == (kept is not None), reading
+    if kept:
+        assert f"({kept})" in reading.notes["ast:mutates-argument"], reading.notes
+
+
+def test_a_paper_whose_own_method_updates_what_it_keeps_asks_for_it(tmp_path):
+    """An optimizer keeps the parameters it is given and its step changes them in place: the
+    reference does it, so a completion doing it is not flagged."""
+    source = ("class SGD:\n    def __init__(self, params, lr):\n        self.params = params\n        self.lr = lr\n\n"
+              "    def step(self, grads):\n        # <paper2code name=\"solve\">\n"
+              "        for p, g in zip(self.params, grads):\n            p.add_(g, alpha=-self.lr)\n"
+              "        # </paper2code name=\"solve\">\n        return self.params\n")
+    paper = _paper_with(tmp_path, source)
+    assert _reading(paper, "solve", ["        for p, g in zip(self.params, grads):",
+                                     "            p.sub_(self.lr * g)"]).flags == []
+
+
 def test_how_objects_are_made_shown_and_indexed_is_not_flagged(tmp_path):
     """The dunders honest code defines all the time (a dataset, a callable, a module) earn nothing."""
     paper = _paper_with(tmp_path, (PROBE_PSET / "probe" / "solution.py").read_text())

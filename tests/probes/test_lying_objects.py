@@ -215,6 +215,55 @@ def test_inputs_changed_in_place_never_pass_unflagged(where, sandbox_backend_nam
     _passed_flagged(paper, cheats, snippet, sandbox_backend_name)
 
 
+#: a model and its reference built from the same array: what the instance keeps of its constructor's
+#: arguments is the test's object, which the reference holds too
+SHARED_WEIGHT_TEST = """import unittest
+
+import numpy as np
+
+import layer_00 as m
+import layer_00_ref as r
+
+
+class TestLayer(unittest.TestCase):
+    def test_call(self):
+        rng = np.random.default_rng(0)
+        W = rng.normal(size=(3, 2))
+        mine, ref = m.Layer(W), r.Layer(W)
+        for _ in range(3):
+            x = rng.normal(size=(4, 3))
+            np.testing.assert_allclose(mine(x), ref(x), rtol=1e-12)
+
+
+if __name__ == "__main__":
+    unittest.main()
+"""
+KEPT_CHANGED = {
+    "zeroed": ("self.W[...] = 0.0\nreturn np.zeros((x.shape[0], self.W.shape[1]))", r"ast:mutates-argument"),
+    "zeroed_through_a_view": ("w = self.W.reshape(-1)\nw *= 0.0\nreturn np.zeros((x.shape[0], self.W.shape[1]))",
+                              r"ast:mutates-argument"),
+}
+
+
+@pytest.mark.slow
+def test_what_a_model_keeps_of_its_arguments_changed_never_passes_unflagged(sandbox_backend_name, tmp_path):
+    """``self.W = W`` in the paper's ``__init__``, the test building the model and its reference from
+    the same ``W``: ``self.W[...] = 0`` in the completion's ``__call__`` zeroes the reference's weight
+    too, and a zero answer passes (here as in a fresh interpreter). In-place changes of ``self``'s
+    attributes were read as nobody's until 2026-12-06; what the instance keeps of its constructor's
+    arguments is now read as an argument (``mutations._kept_on_self``)."""
+    from test_paper_modules import _finish
+
+    folder = tmp_path / "set" / "layer_00"
+    folder.mkdir(parents=True)
+    head = "import numpy as np\n\n\nclass Layer:\n    def __init__(self, W):\n        self.W = W\n\n    def __call__(self, x):\n"
+    body = "        return x @ self.W\n"
+    (folder / "layer_00.py").write_text(
+        f'{head}        # <paper2code name="call">\n{body}        # </paper2code name="call">\n')
+    (folder / "layer_00_ref.py").write_text(head + body)
+    _passed_flagged(_finish(folder, SHARED_WEIGHT_TEST, "layer_00.py"), KEPT_CHANGED, "call", sandbox_backend_name)
+
+
 #: a test that takes a copy of the reference's answer before calling the completion: the block the
 #: reference's own result was in is free again, and numpy hands it to the next array of its size
 REFERENCE_FIRST_TEST = SOFTPLUS_TEST.replace(
