@@ -250,6 +250,39 @@ def test_the_guard_reads_what_was_added_to_sys_modules_from_its_memory(tmp_path)
         "watched replaced None", "not a str None"], out.stdout
 
 
+_NAMED_SCRIPT = """
+import sys
+sys.path.insert(0, {folder!r})
+from warm import guard
+assert "colorsys" not in sys.modules and "wave" not in sys.modules
+take, check, _busy, _paper = guard._library_guard(guard._library_roots(), "/nowhere/runner")
+seen = []
+emit = lambda *fields: seen.append(" ".join(fields[1:]))
+import colorsys, wave
+take(["wave"], False)  # a module of the paper's at its import's end: that one only
+wave.open = None                     # written after it was taken: reported
+check(emit)                          # colorsys, added before the named take, is taken in now
+colorsys.rgb_to_hsv = None           # written after that: reported at the next check
+check(emit)
+print(sorted(seen))
+"""
+
+
+def test_a_module_taken_by_name_leaves_the_others_to_the_next_check(tmp_path):
+    """``guard`` ``take(names, settle=False)`` (a module of the paper's taken at its import's end):
+    only that module is watched from then on, ``sys.modules`` is not taken as read, so a module added
+    before it (not watched yet) is still found and taken in at the next check, and what is written to
+    either afterwards is reported."""
+    import subprocess
+    import sys
+
+    from benchmark_core.sandbox.warm_client import WARM_SCRIPT
+
+    out = subprocess.run([sys.executable, "-c", _NAMED_SCRIPT.format(folder=str(WARM_SCRIPT.parent))],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['rcb.attr colorsys.rgb_to_hsv changed', 'rcb.attr wave.open changed']", out.stdout
+
 @pytest.mark.parametrize("prefix", ["as installed", "through a symlink"])
 def test_the_library_guard_sees_writes_by_every_path(prefix, tmp_path):
     import subprocess

@@ -161,10 +161,17 @@ def _install_audit(fd: int, key: bytes, script: str, prepared: tuple | None = No
     sys.addaudithook(_audit_hook(describe_event, emit, library[2], costs))
     # the window's own steps run inside the paper's import: an error of ours there is reported, never
     # raised into the import (it failed an honest run as the model's TypeError while being written)
+    take = library[0]
+
+    def take_named(name: str) -> None:  # one module, sys.modules not taken as read (guard ``take``)
+        take([name], False)
+
+    if costs is not None:
+        take_named = _timed(take_named, costs, 2)
     steps = [_never_raises(step, emit, name) for step, name in
-             ((checkpoint, "checkpoint"), (take_in, "take-in"), (take_new, "take-new"))]
+             ((checkpoint, "checkpoint"), (take_in, "take-in"), (take_new, "take-new"), (take_named, "take-named"))]
     return checkpoint, name_script, _audit_import_window(state, steps[0], steps[1], stack_origin, trusted_roots,
-                                                         library[2], steps[2], library[3])
+                                                         library[2], steps[2], library[3], steps[3])
 
 
 def _never_raises(step, emit, name: str):
@@ -181,7 +188,7 @@ def _never_raises(step, emit, name: str):
 
 
 def _audit_import_window(state: dict, checkpoint, take_in, stack_origin, trusted_roots: tuple, busy: list,
-                         take_new=None, paper: list | None = None):
+                         take_new=None, paper: list | None = None, take_named=None):
     """``window(exec_module, module, library=True, origin="")``: how one import the launcher's finder
     saw (a module of a file: ``library`` when under the environment's prefix) is judged.
 
@@ -215,7 +222,7 @@ def _audit_import_window(state: dict, checkpoint, take_in, stack_origin, trusted
     gc_enabled, gc_disable, gc_enable = gc.isenabled, gc.disable, gc.enable
     roots, tstr, ttype = tuple(trusted_roots), str, type
     depth = [0]
-    taken_at_end, papers = _audit_taken_at_end(take_new, paper if paper is not None else [None])
+    taken_at_end, papers = _audit_taken_at_end(take_new, take_named, paper if paper is not None else [None])
 
     def window(exec_module, module, library: bool = True, origin: str = ""):
         if depth[0] or not state["started"] or state["returned"]:
@@ -270,12 +277,16 @@ def _audit_import_window(state: dict, checkpoint, take_in, stack_origin, trusted
     return window
 
 
-def _audit_taken_at_end(take_new, paper: list):
+def _audit_taken_at_end(take_new, take_named, paper: list):
     """``(taken_at_end, papers)`` for ``_audit_import_window``: an import no window judges, its
     modules taken in (``take_new``) where the outermost such import ends; an import of a module that
-    is not a library's, taken in at its own end when it is a module of the paper's (``paper[0]``,
-    the run's copy of it), plain otherwise."""
+    is not a library's, taken in by its name at its own end when it is a module of the paper's
+    (``paper[0]``, the run's copy of it; ``take_named``: that module only, nothing else read, which
+    costs a run that imports three of them no comparison of ``sys.modules``), plain otherwise."""
+    from types import ModuleType
+
     tstr, ttype = str, type
+    module_dict = ModuleType.__dict__["__dict__"].__get__
     plain = [0]  # imports in progress that no window judges, in this process
 
     def taken_at_end(exec_module, module):
@@ -294,11 +305,15 @@ def _audit_taken_at_end(take_new, paper: list):
             return exec_module(module)
         # a module of the paper's own: its import-time code is the paper's (the reference run's
         # too), judged at the next checkpoint; what it holds is watched from its import's end
+        name = module_dict(module).get("__name__")  # as the import system set it, before its code runs
         plain[0], outer = 0, plain[0]  # (a library it imports is a window of its own)
         try:
-            return taken_at_end(exec_module, module)
+            loaded = exec_module(module)
         finally:
             plain[0] = outer
+        if ttype(name) is tstr and take_named is not None:
+            take_named(name)
+        return loaded
 
     return taken_at_end, papers
 
@@ -335,7 +350,7 @@ def _audit_library(prepared: tuple | None, runner: str, protected: tuple[str, ..
         library = _library_guard(_library_roots(), runner, protected)
         library[0]()
         return library
-    return (lambda: None), (lambda emit, report=True, full=True: None), [0], [None]
+    return (lambda fresh=None, settle=True: None), (lambda emit, report=True, full=True: None), [0], [None]
 
 
 def _audit_emitter(fd: int, key: bytes, channel, script_cell: list, runner: str, trusted_roots: tuple):

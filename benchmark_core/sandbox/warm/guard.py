@@ -491,14 +491,17 @@ def _guard_take(st: dict, is_library, label_of, watch, watch_inside, rebase, bul
     tstr, ttype, list_ = str, type, list
     modules, seen_modules, busy, sys_tag = sys.modules, st["seen_modules"], st["busy"], st["sys_tag"]
     watched_keys, tid, tlen = st["watched_keys"], id, len
+    named: set = set()  # names taken without settling (``settle`` False), their keys not read yet
     get_ident = _threading.get_ident
     gc_enabled, gc_disable, gc_enable = gc.isenabled, gc.disable, gc.enable
     module_dict = ModuleType.__dict__["__dict__"].__get__
 
-    def take(fresh=None) -> None:
+    def take(fresh=None, settle: bool = True) -> None:
         """Watch every library module (and the classes it defines) not watched yet, as it is now.
         ``fresh``: the names that may be such modules (``check`` finds them in C, where every key
-        of ``sys.modules`` is an exact str and none of those watched was replaced); else all."""
+        of ``sys.modules`` is an exact str and none of those watched was replaced); else all.
+        ``settle`` False: only those, ``sys.modules`` not taken as read (a module of the paper's
+        at its import's end: the names added before it are still found at the next check)."""
         busy[0] = get_ident()
         # thousands of dict copies would start collections over every object of torch (half a
         # second); nothing here makes cycles
@@ -507,14 +510,26 @@ def _guard_take(st: dict, is_library, label_of, watch, watch_inside, rebase, bul
         try:
             items = list_(modules.items()) if fresh is None else [(n, modules.get(n)) for n in fresh]
             for name, module in items:
-                if ttype(name) is not tstr or seen_modules.get(name) is module or not is_library(name, module):
+                if ttype(name) is not tstr:
+                    continue
+                if seen_modules.get(name) is module:
+                    if named and name in named:  # taken by name before: its key itself, now found
+                        watched_keys.add(tid(name))
+                    continue
+                if not is_library(name, module):
                     continue
                 seen_modules[name] = module
-                watched_keys.add(tid(name))
+                if settle:
+                    watched_keys.add(tid(name))
+                else:
+                    named.add(name)
                 d = module_dict(module)
                 label = label_of(name, d)
                 watch(label, d, "m")
                 watch_inside(label, d)
+            if not settle:
+                return
+            named.clear()
             if sys_tag[0] is not None:
                 sys_tag[1] = sys_tag[0].value
             rebase()
