@@ -5,8 +5,9 @@ reference afterwards, and zeroed inputs make the reference agree with a constant
 What is read: a subscript or attribute written, an augmented assignment, a mutating method or
 function applied to a parameter or to a view, alias, conversion or element of it; local helpers
 and lambdas that change their own parameters; mutators handed on or renamed; containers the
-parameter is put into and taken out of later (``argument_mutations``). A reading of code, not of
-behaviour: docs/sandboxes.md says what it does not see.
+parameter is put into and taken out of later, and what the instance keeps of a method's arguments
+(``self.W = W`` in ``__init__``: ``_kept_on_self``; ``argument_mutations``). A reading of code, not
+of behaviour: docs/sandboxes.md says what it does not see.
 """
 from __future__ import annotations
 

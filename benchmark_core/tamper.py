@@ -379,8 +379,8 @@ _SHAPED_NOTES = {
                 "assertion takes as equal to anything"),
     "uninitialized": ("the completion uses {name}: it allocates memory without clearing it, and what that memory "
                       "held before (a temporary the reference or the test freed) can be the expected answer"),
-    "mutates-argument": ("the completion changes in place what its function was given ({name}): the test may "
-                         "hand the same objects to the reference afterwards"),
+    "mutates-argument": ("the completion changes in place what its function, or its object's constructor, was "
+                         "given ({name}): the test may hand the same objects to the reference afterwards"),
     "mutates-module": ("the completion changes in place what a module of the paper's own holds ({name}), which "
                        "the reference imports too: what the reference computes changes with it"),
     "empty": ("the completion makes an array with no element ({name}): a check that broadcasts it against a "
