@@ -354,7 +354,7 @@ def _view_roots(node: ast.AST, whole: bool = False, held: frozenset = frozenset(
     found: set[str] = set()
     stack = [node]
     while stack:
-        node = stack.pop()
+        node = _literal_getattr(stack.pop())
         if held:
             found |= _held_markers(node, held)
         if isinstance(node, ast.Name):
@@ -388,6 +388,14 @@ def _view_roots(node: ast.AST, whole: bool = False, held: frozenset = frozenset(
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "memoryview":
             stack.extend(node.args[:1])  # memoryview(x): its buffer, written through
     return found
+
+
+def _literal_getattr(node: ast.AST) -> ast.AST:
+    """``getattr(o, "name")`` (a literal name, with a default or not) read as ``o.name``."""
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+            and len(node.args) in (2, 3) and not node.keywords and _literal_str(node.args[1])):
+        return ast.Attribute(value=node.args[0], attr=node.args[1].value, ctx=ast.Load())  # type: ignore[attr-defined]
+    return node
 
 
 def _module_path(node: ast.AST) -> bool:

@@ -188,6 +188,7 @@ def test_objects_that_could_answer_the_check_are_flagged(tmp_path, lines, flags)
     (["    import numpy as np", "    v = np.frombuffer(x, dtype=np.float64)", "    v[:] = 0", "    return x"], True),
     (["    import numpy as np", "    np.multiply.at(x, slice(None), 0)", "    return x"], True),  # a ufunc in place
     (["    getattr(x, 'fill')(0)", "    return x"], True),  # a mutator looked up by its literal name
+    (["    getattr(x, 'T')[...] = 0", "    return x"], True),  # a view looked up by its literal name
     (["    import numpy as np", "    np.multiply(x, 0, x)", "    return x"], True),  # a ufunc's positional output
     (["    import numpy as np", "    np.exp(x, x)", "    return x"], True),
     # through a local helper, a lambda, a mutator handed on, the operator module, a loop over a container
@@ -612,6 +613,9 @@ def test_an_answer_that_cannot_be_decoded_is_that_runs_failure(msg):
     (["    w = helpers.WEIGHTS.reshape(-1)", "    w *= 0", "    return x * 0"], "helpers"),
     (["    import helpers as h", "    h.SCALE = 0", "    return x * 0"], "helpers"),
     (["    from . import helpers as hp", "    hp.TABLE.update(gain=0)", "    return x * 0"], None),  # not a package
+    # looked up by a literal name (getattr: no dynamic lookup flagged)
+    (["    w = getattr(helpers, 'WEIGHTS')", "    w[:] = 0", "    return x * 0"], "helpers"),
+    (["    getattr(helpers, 'WEIGHTS', None).fill(0)", "    return x * 0"], "helpers"),
     # honest: read, copied, the completion's own names
     (["    return x * helpers.WEIGHTS.sum() * T['gain']"], None),
     (["    w = helpers.WEIGHTS.copy()", "    w[:] = 0", "    return x + w.sum()"], None),
