@@ -32,7 +32,7 @@ _MODULES: contextvars.ContextVar[frozenset] = contextvars.ContextVar("modules", 
 #: they hold under a name (``helpers.WEIGHTS``) is an object of its own, not a part of them
 _SHARED: contextvars.ContextVar[frozenset] = contextvars.ContextVar("shared", default=frozenset())
 #: methods that change their object in place (beyond torch's ``*_`` convention)
-_MUTATING_METHODS = {"fill", "resize", "put", "itemset", "partition", "setflags", "byteswap", "append",
+_MUTATING_METHODS = {"fill", "resize", "put", "itemset", "partition", "setflags", "byteswap", "setfield", "append",
                      "extend", "insert", "pop", "remove", "clear", "reverse", "update", "setdefault", "popitem"}
 #: functions that write into their first argument
 _MUTATING_FUNCTIONS = {"copyto", "put", "place", "putmask", "fill_diagonal", "put_along_axis", "shuffle",
@@ -51,6 +51,7 @@ _UFUNC_INPUTS.update(dict.fromkeys((
     "square", "cbrt", "reciprocal", "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh",
     "arcsinh", "arccosh", "arctanh", "sign", "floor", "ceil", "trunc", "rint", "logical_not", "invert", "isnan",
     "isinf", "isfinite", "deg2rad", "rad2deg"), 1))
+_UFUNC_INPUTS.update(clip=3, around=2, round=2)  # np.clip(x, lo, hi, x), np.around(x, 0, x): their ``out``
 #: calls that hand back (a view of) the object they are given: a write to the result writes to it
 _VIEWS = {"view", "view_as", "reshape", "detach", "transpose", "permute", "squeeze", "unsqueeze", "expand",
           "expand_as", "narrow", "select", "diagonal", "numpy", "ravel", "flatten", "unflatten", "swapaxes",
@@ -62,6 +63,7 @@ _VIEWS = {"view", "view_as", "reshape", "detach", "transpose", "permute", "squee
           "contiguous", "to", "float", "double", "half", "bfloat16", "cpu", "type_as", "resolve_conj",
           "resolve_neg", "storage", "untyped_storage", "_typed_storage", "__array__", "__dlpack__",
           "from_dlpack", "ascontiguousarray", "asfortranarray", "require", "asarray_chkfinite",
+          "sliding_window_view",
           # a module's parameter or buffer made of a tensor holds that tensor's memory
           "Parameter", "Buffer"}
 
@@ -398,6 +400,13 @@ def _literal_getattr(node: ast.AST) -> ast.AST:
     return node
 
 
+def _a_type(node: ast.AST) -> bool:
+    """Whether ``node`` names a type whose methods change their object (``np.ndarray``, ``torch.Tensor``,
+    ``list``, a class of the code's own: a capitalised name), not a module (``np``, ``torch``)."""
+    last = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    return last[:1].isupper() or last in {"list", "dict", "set", "bytearray", "ndarray", "deque"}
+
+
 def _module_path(node: ast.AST) -> bool:
     """Whether ``node`` names a module: one of the code's module names, or an attribute path from
     one (``torch.nn``)."""
@@ -545,6 +554,11 @@ def _mutated_roots(stmt: ast.stmt, helpers: dict[str, set] | None = None,
             not name.startswith("_") or name.startswith("_foreach_"))  # torch._foreach_mul_([x], 0)
         if owner is not None and (in_place or name in _MUTATING_METHODS):
             roots.extend((r, True) for r in roots_of(owner))
+        if (owner is not None and node.args and (name in _MUTATING_METHODS or name == "sort")
+                and _a_type(owner)):
+            # a type's method called unbound: np.ndarray.fill(x, 0), list.sort(x) (not np.sort(x),
+            # np.resize(x, s) or np.append(x, v), a module's functions that make a new array)
+            roots.extend((r, True) for r in handed_roots(node.args[0]))
         if (in_place or name in _MUTATING_FUNCTIONS) and node.args:
             roots.extend((r, True) for r in handed_roots(node.args[0]))
         if name in _MUTATING_FUNCTIONS:  # np.copyto(dst=x, src=0), np.put(a=x, ...)

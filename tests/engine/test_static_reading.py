@@ -189,6 +189,16 @@ def test_objects_that_could_answer_the_check_are_flagged(tmp_path, lines, flags)
     (["    import numpy as np", "    np.multiply.at(x, slice(None), 0)", "    return x"], True),  # a ufunc in place
     (["    getattr(x, 'fill')(0)", "    return x"], True),  # a mutator looked up by its literal name
     (["    getattr(x, 'T')[...] = 0", "    return x"], True),  # a view looked up by its literal name
+    # a type's method called unbound, a positional out, a writeable window, a field set (2026-12-06)
+    (["    import numpy as np", "    np.ndarray.fill(x, 0)", "    return x"], True),
+    (["    import numpy as np", "    np.ndarray.sort(x)", "    return x"], True),
+    (["    import numpy as np", "    np.clip(x, 0, 0, x)", "    return x"], True),
+    (["    import numpy as np", "    np.lib.stride_tricks.sliding_window_view(x, 1, writeable=True)[...] = 0",
+      "    return x"], True),
+    (["    x.setfield(0, x.dtype)", "    return x"], True),
+    # honest: a module's functions of the same names make a new array
+    (["    import numpy as np", "    y = np.resize(x, (2, 2))", "    z = np.append(x, 1)", "    w = np.sort(x)",
+      "    return y.sum() + z.sum() + w.sum() + np.partition(x, 0).sum() + np.clip(x, 0, 1).sum()"], False),
     (["    import numpy as np", "    np.multiply(x, 0, x)", "    return x"], True),  # a ufunc's positional output
     (["    import numpy as np", "    np.exp(x, x)", "    return x"], True),
     # through a local helper, a lambda, a mutator handed on, the operator module, a loop over a container
