@@ -63,7 +63,9 @@ _VIEWS = {"view", "view_as", "reshape", "detach", "transpose", "permute", "squee
           "contiguous", "to", "float", "double", "half", "bfloat16", "cpu", "type_as", "resolve_conj",
           "resolve_neg", "storage", "untyped_storage", "_typed_storage", "__array__", "__dlpack__",
           "from_dlpack", "ascontiguousarray", "asfortranarray", "require", "asarray_chkfinite",
-          "sliding_window_view",
+          "sliding_window_view", "swapdims", "expand_dims", "getfield", "flip", "fliplr", "flipud", "rot90",
+          "tensor_split", "array_split", "hsplit", "vsplit", "dsplit", "split_with_sizes", "view_as_real",
+          "view_as_complex", "H", "mH", "adjoint", "conj",
           # a module's parameter or buffer made of a tensor holds that tensor's memory
           "Parameter", "Buffer"}
 

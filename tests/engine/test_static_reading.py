@@ -196,6 +196,9 @@ def test_objects_that_could_answer_the_check_are_flagged(tmp_path, lines, flags)
     (["    import numpy as np", "    np.lib.stride_tricks.sliding_window_view(x, 1, writeable=True)[...] = 0",
       "    return x"], True),
     (["    x.setfield(0, x.dtype)", "    return x"], True),
+    (["    import numpy as np", "    np.flip(x)[...] = 0", "    return x"], True),  # numpy's flip is a view
+    (["    import numpy as np", "    np.expand_dims(x, 0)[0][:] = 0", "    return x"], True),
+    (["    for part in x.swapdims(0, 0).tensor_split(2):", "        part.zero_()", "    return x"], True),
     # honest: a module's functions of the same names make a new array
     (["    import numpy as np", "    y = np.resize(x, (2, 2))", "    z = np.append(x, 1)", "    w = np.sort(x)",
       "    return y.sum() + z.sum() + w.sum() + np.partition(x, 0).sum() + np.clip(x, 0, 1).sum()"], False),
