@@ -556,10 +556,11 @@ def _mutated_roots(stmt: ast.stmt, helpers: dict[str, set] | None = None,
             not name.startswith("_") or name.startswith("_foreach_"))  # torch._foreach_mul_([x], 0)
         if owner is not None and (in_place or name in _MUTATING_METHODS):
             roots.extend((r, True) for r in roots_of(owner))
-        if (owner is not None and node.args and (name in _MUTATING_METHODS or name == "sort")
-                and _a_type(owner)):
-            # a type's method called unbound: np.ndarray.fill(x, 0), list.sort(x) (not np.sort(x),
-            # np.resize(x, s) or np.append(x, v), a module's functions that make a new array)
+        if (owner is not None and node.args and _a_type(owner) and (name in _MUTATING_METHODS or (
+                name == "sort" and isinstance(stmt, ast.Expr) and stmt.value is node))):
+            # a type's method called unbound: np.ndarray.fill(x, 0), list.sort(x) as a statement
+            # (not np.sort(x), np.resize(x, s) or np.append(x, v), a module's functions that make a
+            # new array, nor torch.Tensor.sort(x)'s answer used)
             roots.extend((r, True) for r in handed_roots(node.args[0]))
         if (in_place or name in _MUTATING_FUNCTIONS) and node.args:
             roots.extend((r, True) for r in handed_roots(node.args[0]))

@@ -159,8 +159,6 @@ def _install_audit(fd: int, key: bytes, script: str, prepared: tuple | None = No
     describe_event = _audit_events(state, runner, trusted_roots, emit, stack_origin, checkpoint, text, safe_mod,
                                    shipped_cell)
     sys.addaudithook(_audit_hook(describe_event, emit, library[2], costs))
-    # the window's own steps run inside the paper's import: an error of ours there is reported, never
-    # raised into the import (it failed an honest run as the model's TypeError while being written)
     take = library[0]
 
     def take_named(name: str) -> None:  # one module, sys.modules not taken as read (guard ``take``)
@@ -168,6 +166,8 @@ def _install_audit(fd: int, key: bytes, script: str, prepared: tuple | None = No
 
     if costs is not None:
         take_named = _timed(take_named, costs, 2)
+    # the window's own steps run inside the paper's import: an error of ours there is reported, never
+    # raised into the import (it failed an honest run as the model's TypeError while being written)
     steps = [_never_raises(step, emit, name) for step, name in
              ((checkpoint, "checkpoint"), (take_in, "take-in"), (take_new, "take-new"), (take_named, "take-named"))]
     return checkpoint, name_script, _audit_import_window(state, steps[0], steps[1], stack_origin, trusted_roots,
@@ -192,10 +192,10 @@ def _audit_import_window(state: dict, checkpoint, take_in, stack_origin, trusted
     """``window(exec_module, module, library=True, origin="")``: how one import the launcher's finder
     saw (a module of a file: ``library`` when under the environment's prefix) is judged.
 
-    Every other import is taken in where it ends (``take_new``: the modules it added, watched as they
-    are then), before any code of the paper's runs after it: a module of the paper's own
-    (``paper[0]``, its folder), and the outermost import of a library that the test or a library
-    asked for. A class body or a module-level line of the completion that changes ``helpers`` right
+    Every other import is taken in where it ends, before any code of the paper's runs after it: a
+    module of the paper's own (``paper[0]``, its folder) by its name (``take_named``: that module,
+    watched as it is then), the outermost import of a library that the test or a library asked for
+    with the modules it added (``take_new``). A class body or a module-level line of the completion that changes ``helpers`` right
     after importing it (``setattr(helpers, "SCALE", 0)``) was otherwise first seen at the first
     test's start, changed, and passed unflagged until 2026-12-06.
 
