@@ -37,6 +37,18 @@ _MUTATING_METHODS = {"fill", "resize", "put", "itemset", "partition", "setflags"
 #: functions that write into their first argument
 _MUTATING_FUNCTIONS = {"copyto", "put", "place", "putmask", "fill_diagonal", "put_along_axis", "shuffle",
                        "at"}  # a ufunc's unbuffered in-place form: np.multiply.at(x, i, 0)
+#: functions that write into another of their arguments, by its place (``vector_to_parameters(v, [x])``)
+_WRITES_ARGUMENT = {"vector_to_parameters": 1}
+#: torch's functions that take ``inplace`` by its place among their positional arguments
+#: (``F.dropout(x, 1.0, True, True)`` zeroes ``x``), and its modules that take it in their constructor's
+#: (``nn.Hardtanh(0.0, 0.0, True)(x)``)
+_INPLACE_AT = {"relu": 1, "relu6": 1, "selu": 1, "silu": 1, "mish": 1, "hardswish": 1, "hardsigmoid": 1, "elu": 2,
+               "celu": 2, "leaky_relu": 2, "hardtanh": 3, "threshold": 3, "dropout": 3, "alpha_dropout": 3,
+               "feature_alpha_dropout": 3, "dropout1d": 3, "dropout2d": 3, "dropout3d": 3, "rrelu": 4}
+_INPLACE_MODULE_AT = {"ReLU": 0, "ReLU6": 0, "SELU": 0, "SiLU": 0, "Mish": 0, "Hardswish": 0, "Hardsigmoid": 0,
+                      "ELU": 1, "CELU": 1, "LeakyReLU": 1, "Dropout": 1, "Dropout1d": 1, "Dropout2d": 1,
+                      "Dropout3d": 1, "AlphaDropout": 1, "FeatureAlphaDropout": 1, "Hardtanh": 2, "Threshold": 2,
+                      "RReLU": 2}
 #: the keywords that name what those functions write into (``np.copyto(dst=x, ...)``)
 _WRITTEN_KEYWORDS = {"dst", "a", "arr", "x"}
 #: numpy's ufuncs by how many inputs they take: a positional argument after those is their output,
@@ -65,7 +77,7 @@ _VIEWS = {"view", "view_as", "reshape", "detach", "transpose", "permute", "squee
           "from_dlpack", "ascontiguousarray", "asfortranarray", "require", "asarray_chkfinite",
           "sliding_window_view", "swapdims", "expand_dims", "getfield", "flip", "fliplr", "flipud", "rot90",
           "tensor_split", "array_split", "hsplit", "vsplit", "dsplit", "split_with_sizes", "view_as_real",
-          "view_as_complex", "H", "mH", "adjoint", "conj",
+          "view_as_complex", "H", "mH", "adjoint", "conj", "to_dlpack",
           # a module's parameter or buffer made of a tensor holds that tensor's memory
           "Parameter", "Buffer"}
 
@@ -402,6 +414,48 @@ def _literal_getattr(node: ast.AST) -> ast.AST:
     return node
 
 
+def _written_by_call(node: ast.Call, name: str, owner, roots_of, handed_roots) -> set[str]:
+    """What a call writes into through its arguments' roles: an ``out=``, ``inplace`` (by keyword or
+    by its place, of a function or of the module a call made), an argument a function writes into
+    (``vector_to_parameters``), an in-place operator's overload (``torch.ops.aten.fill_.Scalar(x, 0)``)."""
+    found: set[str] = set()
+    for keyword in node.keywords:
+        if keyword.arg == "out":
+            found |= roots_of(keyword.value)
+        elif (keyword.arg == "inplace" and node.args and not (
+                isinstance(keyword.value, ast.Constant) and not keyword.value.value)):
+            found |= roots_of(node.args[0])  # F.relu(x, inplace=True)
+    if (isinstance(node.func, ast.Call) and node.args and any(
+            k.arg == "inplace" and not (isinstance(k.value, ast.Constant) and not k.value.value)
+            for k in node.func.keywords)):
+        found |= roots_of(node.args[0])  # nn.ReLU(inplace=True)(x)
+    found |= _positional_inplace(node, roots_of)
+    if name in _WRITES_ARGUMENT and len(node.args) > _WRITES_ARGUMENT[name]:
+        found |= handed_roots(node.args[_WRITES_ARGUMENT[name]])
+    if (node.args and isinstance(owner, ast.Attribute) and _module_path(owner) and owner.attr.endswith("_")
+            and not owner.attr.startswith("_")):
+        found |= handed_roots(node.args[0])
+    return found
+
+
+def _positional_inplace(node: ast.Call, roots_of) -> set[str]:
+    """What a call of torch's changes in place when it is handed ``inplace`` by its place:
+    ``F.dropout(x, 1.0, True, True)``, ``nn.Hardtanh(0.0, 0.0, True)(x)`` (a literal false aside)."""
+    def given(args: list, at: int) -> bool:
+        return len(args) > at and not (isinstance(args[at], ast.Constant) and not args[at].value)
+
+    func = node.func
+    last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    if node.args and last in _INPLACE_AT and given(node.args, _INPLACE_AT[last]):
+        return roots_of(node.args[0])
+    if isinstance(func, ast.Call) and node.args:
+        made = func.func
+        kind = made.attr if isinstance(made, ast.Attribute) else made.id if isinstance(made, ast.Name) else ""
+        if kind in _INPLACE_MODULE_AT and given(func.args, _INPLACE_MODULE_AT[kind]):
+            return roots_of(node.args[0])
+    return set()
+
+
 def _a_type(node: ast.AST) -> bool:
     """Whether ``node`` names a type whose methods change their object (``np.ndarray``, ``torch.Tensor``,
     ``list``, a class of the code's own: a capitalised name), not a module (``np``, ``torch``)."""
@@ -573,16 +627,7 @@ def _mutated_roots(stmt: ast.stmt, helpers: dict[str, set] | None = None,
                 and len(node.args) > _UFUNC_INPUTS[name]):
             for out in node.args[_UFUNC_INPUTS[name]:]:
                 roots.extend((r, True) for r in roots_of(out))
-        for keyword in node.keywords:
-            if keyword.arg == "out":
-                roots.extend((r, True) for r in roots_of(keyword.value))
-            elif (keyword.arg == "inplace" and node.args and not (
-                    isinstance(keyword.value, ast.Constant) and not keyword.value.value)):
-                roots.extend((r, True) for r in roots_of(node.args[0]))  # F.relu(x, inplace=True)
-        if (isinstance(func, ast.Call) and node.args and any(
-                k.arg == "inplace" and not (isinstance(k.value, ast.Constant) and not k.value.value)
-                for k in func.keywords)):
-            roots.extend((r, True) for r in roots_of(node.args[0]))  # nn.ReLU(inplace=True)(x)
+        roots.extend((r, True) for r in _written_by_call(node, name, owner, roots_of, handed_roots))
         if name in _OPERATOR_WRITES | _OPERATOR_INPLACE:
             if owner is None or (isinstance(owner, ast.Name) and owner.id == "operator"):
                 # operator.setitem(x, 0, 1), operator.imul(x, 0)

@@ -199,6 +199,15 @@ def test_objects_that_could_answer_the_check_are_flagged(tmp_path, lines, flags)
     (["    import numpy as np", "    np.flip(x)[...] = 0", "    return x"], True),  # numpy's flip is a view
     (["    import numpy as np", "    np.expand_dims(x, 0)[0][:] = 0", "    return x"], True),
     (["    for part in x.swapdims(0, 0).tensor_split(2):", "        part.zero_()", "    return x"], True),
+    # torch's inplace by its place, an in-place operator's overload, an argument written into, dlpack
+    (["    import torch.nn.functional as F", "    F.dropout(x, 1.0, True, True)", "    return x"], True),
+    (["    import torch", "    torch.nn.functional.hardtanh(x, 0.0, 0.0, True)", "    return x"], True),
+    (["    import torch", "    torch.nn.Threshold(1e9, 0.0, True)(x)", "    return x"], True),
+    (["    import torch", "    torch.ops.aten.fill_.Scalar(x, 0)", "    return x"], True),
+    (["    import torch", "    torch.nn.utils.vector_to_parameters(torch.zeros(x.numel()), [x])", "    return x"], True),
+    (["    import torch", "    torch.utils.dlpack.from_dlpack(torch.utils.dlpack.to_dlpack(x)).zero_()", "    return x"], True),
+    (["    import torch", "    import torch.nn.functional as F", "    y = F.dropout(x, 0.5, True) + F.relu(x, False)",
+      "    return y + torch.nn.Dropout(0.1)(x) + torch.nn.ReLU(False)(x) + F.threshold(x, 0.5, 0.0)"], False),
     # honest: a module's functions of the same names make a new array
     (["    import numpy as np", "    y = np.resize(x, (2, 2))", "    z = np.append(x, 1)", "    w = np.sort(x)",
       "    return y.sum() + z.sum() + w.sum() + np.partition(x, 0).sum() + np.clip(x, 0, 1).sum()"], False),

@@ -126,6 +126,9 @@ INPUTS_CHANGED = {
                           "return T.zeros(x.shape[0], w.shape[1])", r"ast:mutates-argument"),
         "loop_over_a_container": ("import torch as T\nfor t in [x]:\n    t *= 0\n"
                                   "return T.zeros(x.shape[0], w.shape[1])", r"ast:mutates-argument"),
+        # torch's inplace handed by its place (found 2026-12-06, evening): p = 1 zeroes x
+        "dropout_inplace_by_place": ("import torch as T\nimport torch.nn.functional as F\nF.dropout(x, 1.0, True, True)\n"
+                                     "return T.zeros(x.shape[0], w.shape[1])", r"ast:mutates-argument"),
         # x put into a container and taken out of it later (found 2026-12-06, latest): a dict's key,
         # a list's append, an object's attribute, the container handed to a mutator
         "through_a_dict": ("import torch as T\nkeep = {}\nkeep['x'] = x\nkeep['x'].zero_()\n"
