@@ -77,7 +77,7 @@ _VIEWS = {"view", "view_as", "reshape", "detach", "transpose", "permute", "squee
           "from_dlpack", "ascontiguousarray", "asfortranarray", "require", "asarray_chkfinite",
           "sliding_window_view", "swapdims", "expand_dims", "getfield", "flip", "fliplr", "flipud", "rot90",
           "tensor_split", "array_split", "hsplit", "vsplit", "dsplit", "split_with_sizes", "view_as_real",
-          "view_as_complex", "H", "mH", "adjoint", "conj", "to_dlpack",
+          "view_as_complex", "H", "mH", "adjoint", "to_dlpack",  # (not conj: numpy's is a copy)
           # a module's parameter or buffer made of a tensor holds that tensor's memory
           "Parameter", "Buffer"}
 

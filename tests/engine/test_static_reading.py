@@ -212,6 +212,7 @@ def test_objects_that_could_answer_the_check_are_flagged(tmp_path, lines, flags)
     (["    import numpy as np", "    y = np.resize(x, (2, 2))", "    z = np.append(x, 1)", "    w = np.sort(x)",
       "    return y.sum() + z.sum() + w.sum() + np.partition(x, 0).sum() + np.clip(x, 0, 1).sum()"], False),
     (["    import torch", "    values, order = torch.Tensor.sort(x)", "    return values"], False),  # its answer
+    (["    import numpy as np", "    c = np.conj(x)", "    c *= 2", "    return c"], False),  # numpy's conj: a copy
     (["    import numpy as np", "    np.multiply(x, 0, x)", "    return x"], True),  # a ufunc's positional output
     (["    import numpy as np", "    np.exp(x, x)", "    return x"], True),
     # through a local helper, a lambda, a mutator handed on, the operator module, a loop over a container
