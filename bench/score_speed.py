@@ -309,25 +309,27 @@ def detection_costs(name: str, runs) -> None:
     each run's own process counted it (the proof's ``C`` line, ``warm/audit.py``): the set-up a spare
     makes ahead (audit hook, wrappers, the first checkpoint), the hook's work on audited events
     (stacks, proof lines), the checkpoints (snapshot comparisons, the library guard), the module
-    report at the end. Runs without the line (a fresh interpreter, a crash) are not counted."""
+    report at the end, the watch of the paper's functions around the snippets (``warm/watch.py``). Runs without the line (a fresh interpreter, a crash) are not counted."""
     counted = [r for r in runs if "cost_hook_s" in r.extra]
     if not counted:
         print(f"  detections ({name}): no run reported its costs")
         return
     cases = max(1, sum(int(r.extra.get("tests_run") or 0) for r in counted))
     total = {k: sum(float(r.extra.get(f"cost_{k}") or 0) for r in counted)
-             for k in ("prepare_s", "hook_s", "checkpoint_s", "report_s", "events", "checkpoints")}
+             for k in ("prepare_s", "hook_s", "checkpoint_s", "report_s", "watch_s", "events", "checkpoints")}
     hook_only = max(0.0, total["hook_s"] - total["checkpoint_s"])
     seconds = sum(r.seconds for r in counted)
     parts = (("set-up, made ahead by the spare", total["prepare_s"]), ("audit hook on events", hook_only),
-             ("checkpoints (snapshots, library guard)", total["checkpoint_s"]), ("module report", total["report_s"]))
+             ("checkpoints (snapshots, library guard)", total["checkpoint_s"]), ("module report", total["report_s"]),
+             ("watch of the paper's functions' calls", total["watch_s"]))
     print(f"  detections ({name}), {len(counted)} runs, {cases} test cases, {total['events'] / len(counted):.0f} "
           f"audited events and {total['checkpoints'] / len(counted):.1f} checkpoints a run:")
     for label, value in parts:
         print(f"    {label:<40} {value / len(counted) * 1000:7.2f} ms a run, {value / cases * 1000:7.2f} ms a test case"
               f" ({100 * value / seconds if seconds else 0:4.1f} % of the runs' seconds)")
     figure(f"detections per run, in the run ({name})",
-           f"{(hook_only + total['checkpoint_s'] + total['report_s']) / len(counted) * 1000:.1f} ms", "-", None)
+           f"{(hook_only + total['checkpoint_s'] + total['report_s'] + total['watch_s']) / len(counted) * 1000:.1f} ms",
+           "-", None)
 
 
 def pooled_submissions(args, tasks: list[Task], t_cli: float, count: int = 5) -> None:

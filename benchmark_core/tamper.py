@@ -775,6 +775,10 @@ def _event_flag(event: Mapping) -> str | None:
         return "audit:framework-global"
     if name == "rcb.vacuous":
         return "audit:vacuous-check"
+    if name == "rcb.changed":
+        return "audit:input-changed"
+    if name == "rcb.watch":
+        return "audit:watch-spent" if detail.startswith("spent:") else "tampering:watch"
     return "audit:other"
 
 

@@ -11,6 +11,7 @@ import sys
 
 from .common import _IGNORED, LIBRARY_GUARD, RUNNER
 from .guard import _dict_version_reader, _library_guard, _library_roots, _modules_delta, mirror_rebound
+from .watch import watcher
 
 # --------------------------------------------------------------------------- proof channel, audit hook
 # The test runs in this process together with the completion, so everything here is readable and
@@ -41,7 +42,8 @@ _AUDITED = frozenset((
     "sys.setprofile", "sys.addaudithook", "_thread.start_new_thread", "object.__setattr__",
     "object.__delattr__", "object.__getattr__", "open", "os.listdir", "os.scandir", "import",
     "code.__new__", "compile", "rcb.thread", "rcb.test", "rcb.checkpoint", "rcb.modattr",
-    "os.rename", "os.link", "os.symlink", "os.truncate", "rcb.framework", "rcb.vacuous",
+    "os.rename", "os.link", "os.symlink", "os.truncate", "rcb.framework", "rcb.vacuous", "rcb.changed",
+    "rcb.watch",
 ))
 #: files Python runs code from: a run that reads one the paper does not ship (a copy of its ``*_ref``
 #: module under another name, imported) or writes one in the paper's folder is reported
@@ -92,7 +94,7 @@ class _WatchedModule(__import__("types").ModuleType):
 
 
 def _install_audit(fd: int, key: bytes, script: str, prepared: tuple | None = None, *, prepare: bool = False,
-                   costs: list | None = None):
+                   costs: list | None = None, watched: list | None = None):
     """Install the run's audit hook writing to ``fd``; return the checkpoint emitter for launch()
     and the function that names the test script (``script`` empty: a pre-forked run's hook is
     installed before its run is known). That function names it once; later calls change nothing,
@@ -106,6 +108,9 @@ def _install_audit(fd: int, key: bytes, script: str, prepared: tuple | None = No
     ``costs`` (``COSTS_FIELDS``, zeros): the hook adds what each detection costs this run as it goes,
     for the bench to weigh (the launcher reports them on the proof's ``C`` line). Figures only: the
     completion can reach the list like any object of this process, and no verdict reads it.
+
+    ``watched`` (a list): filled with the run's ``watch.watcher`` (the paper's functions around the
+    snippets watched across each call), which reads frames under the hook's own flag.
     """
     # every global this hook needs is bound now, in the factories' closures: later rebinding of the
     # runner's globals (reachable from the wrappers installed into unittest) must not change it
@@ -159,6 +164,8 @@ def _install_audit(fd: int, key: bytes, script: str, prepared: tuple | None = No
     describe_event = _audit_events(state, runner, trusted_roots, emit, stack_origin, checkpoint, text, safe_mod,
                                    shipped_cell)
     sys.addaudithook(_audit_hook(describe_event, emit, library[2], costs))
+    if watched is not None:
+        watched[:] = watcher(sys.audit, library[2], costs)
     take = library[0]
 
     def take_named(name: str) -> None:  # one module, sys.modules not taken as read (guard ``take``)
@@ -321,8 +328,8 @@ def _audit_taken_at_end(take_new, take_named, paper: list):
 #: what ``costs`` holds, in order: seconds in the hook for audited events (checkpoints included),
 #: those events, seconds in checkpoints (snapshot comparisons, the library guard), checkpoints,
 #: seconds of the run's set-up (hook, wrappers, first checkpoint: a spare does it ahead), seconds
-#: of the module report at the end
-COSTS_FIELDS = ("hook_s", "events", "checkpoint_s", "checkpoints", "prepare_s", "report_s")
+#: of the module report at the end, seconds of the watch of the paper's functions (``watch.py``)
+COSTS_FIELDS = ("hook_s", "events", "checkpoint_s", "checkpoints", "prepare_s", "report_s", "watch_s")
 
 
 def _timed(function, costs: list, slot: int):
@@ -1013,6 +1020,8 @@ def _audit_events(state: dict, runner: str, trusted_roots: tuple, emit, stack_or
             return "dispatch:" + text(args[0] if args else "?")  # <method>:<operator>:<key> (launch._wrap_dispatcher)
         elif event == "rcb.vacuous":
             return text(args[0] if args else "?")  # the check that compared something empty (launch._wrap_checks)
+        elif event == "rcb.changed" or event == "rcb.watch":
+            return text(args[0] if args else "?")  # <function>:<path> a call changed; the watch's own (watch.py)
         elif event == "compile" or event == "code.__new__":
             # code under a library's (or the import system's) name: its frames would pass for library code
             name = text(args[1]) if tlen(args) > 1 else "?"

@@ -11,6 +11,7 @@ from time import perf_counter
 from .audit import PROOF_EXIT, _install_audit, proof_mac
 from .common import _exit_code
 from .scan import import_testing
+from .watch import HOOK
 
 
 def _rooms() -> "tuple[str, ...] | None":
@@ -69,15 +70,20 @@ def launch_prepare(proof_fd: int, prepared: tuple | None = None):
     except OSError:
         os._exit(PROOF_EXIT)
     import_testing()  # a warm server did it before forking; a fresh interpreter does it here
-    costs = [0.0, 0, 0.0, 0, 0.0, 0.0]  # audit.COSTS_FIELDS
-    checkpoint, name_script, window = _install_audit(proof_fd, key, "", prepared, costs=costs)
+    costs = [0.0, 0, 0.0, 0, 0.0, 0.0, 0.0]  # audit.COSTS_FIELDS
+    watched: list = []
+    checkpoint, name_script, window = _install_audit(proof_fd, key, "", prepared, costs=costs, watched=watched)
     _wrap_harness(sys.audit)
-    _import_windows(window)
+    watch, watch_compile, watch_finish = watched
+    import builtins
+
+    builtins.__dict__[HOOK] = watch  # before the first checkpoint: a later write is a patch of builtins
+    _import_windows(window, watch_compile)
     checkpoint("start")  # the snapshot of the test machinery, our wrappers in place
     # the set-up's seconds, the first checkpoint's among them; the run's own checkpoints come later
     # (each from the hook: ``hook_s`` holds them too)
-    costs[:] = [0.0, 0, 0.0, 0, perf_counter() - started, 0.0]
-    return _launcher(proof_fd, key, name_script, costs)
+    costs[:] = [0.0, 0, 0.0, 0, perf_counter() - started, 0.0, 0.0]
+    return _launcher(proof_fd, key, name_script, costs, watch_finish)
 
 
 def _wrap_harness(audit) -> None:
@@ -295,17 +301,20 @@ def _wrap_dispatcher(audit, pending: dict) -> None:
     pending["torch"] = wrap_then_look
 
 
-def _import_windows(window) -> None:
+def _import_windows(window, watch_compile=None) -> None:
     """A finder, first on ``sys.meta_path``, that lets the others find each module and runs the
     import of each module of a file (a source, bytecode or extension file) in ``window``
     (``audit._audit_import_window``): a library's (under the environment's prefix) import-time
     writes to other libraries are judged as the library's when the paper's code asked for it and
-    ran nowhere within; any other import's modules are watched from where it ends."""
+    ran nowhere within; any other import's modules are watched from where it ends. A source file
+    that is no library's is run as ``watch_compile`` makes it: its functions around the snippets
+    watched, what it holds fingerprinted with their calls (``watch.py``)."""
     import _thread
     import importlib.machinery as machinery
 
     meta_path = sys.meta_path
     loaders = (machinery.SourceFileLoader, machinery.SourcelessFileLoader, machinery.ExtensionFileLoader)
+    source_loader = machinery.SourceFileLoader
     roots = tuple(sorted({p for p in (sys.prefix, sys.base_prefix, sys.exec_prefix) if p}))
     tstr, isinstance_, get_ident, others_find = str, isinstance, _thread.get_ident, _others_find
     finder = None
@@ -327,6 +336,8 @@ def _import_windows(window) -> None:
             return spec
         library = origin.startswith(roots)
         exec_module = loader.exec_module  # torch's own finder's wrapper, when it made this spec
+        if watch_compile is not None and not library and isinstance_(loader, source_loader) and origin.endswith(".py"):
+            exec_module = watch_compile(exec_module, loader, origin)
 
         def exec_in_window(module):
             try:
@@ -384,7 +395,7 @@ def _wrap_dispatch_module(torch_c, audit) -> None:
     cls._rcb_wrapped = True
 
 
-def _launcher(proof_fd: int, key: bytes, name_script, costs: list):
+def _launcher(proof_fd: int, key: bytes, name_script, costs: list, watch_finish=None):
     """``go(script)``: run the script once, then write the proof's last line (after the ``C`` line of
     what the detections cost, ``audit.COSTS_FIELDS``) and exit."""
     import atexit
@@ -441,6 +452,8 @@ def _launcher(proof_fd: int, key: bytes, name_script, costs: list):
                 tb = tb.tb_next
             print_exception(type(exc), exc, tb or exc.__traceback__)
             code = 130 if isinstance(exc, KeyboardInterrupt) else 1
+        if watch_finish is not None:
+            watch_finish()  # a watch left open, the watch's builtin shadowed in a watched module
         audit("rcb.checkpoint", "returned")
         # like interpreter shutdown: wait for non-daemon threads, run atexit handlers, flush
         try:
@@ -461,7 +474,7 @@ def _launcher(proof_fd: int, key: bytes, name_script, costs: list):
         report_modules(last)
         costs[5] = clock() - reported
         try:  # figures only (the completion can reach the list): a number each, or the line is dropped
-            body = ("C\t" + "\t".join(repr(c) if ttype(c) in (int, float) else "0" for c in costs[:6])).encode()
+            body = ("C\t" + "\t".join(repr(c) if ttype(c) in (int, float) else "0" for c in costs[:7])).encode()
             write(proof_fd, body + b"\t" + mac(key, body) + b"\n")
         except BaseException:  # noqa: BLE001
             pass

@@ -55,7 +55,7 @@ def proof_read(data: bytes, *, paper_dir: str, test_script: str, runner: str, pi
         elif kind == "M" and len(parts) == 2:
             if len(out["modules"]) < MODULES_MAX:  # the server's import learning takes them (learn.py)
                 out["modules"] += parts[1].split(" ")[:MODULES_MAX - len(out["modules"])]
-        elif kind == "C" and len(parts) == 7:
+        elif kind == "C" and len(parts) == 8:
             out["costs"] = _proof_costs(parts[1:])
         elif kind == "S" and len(parts) == 3:
             out["snapshots"].setdefault(parts[1], parts[2])

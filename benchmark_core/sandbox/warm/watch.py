@@ -1,0 +1,448 @@
+"""What the paper's functions around the snippets are handed, watched across each call: the arrays
+and tensors a call was given (its arguments, what they hold, what ``self`` keeps), fingerprinted
+where the call starts and compared where it ends. Standard library only; runs inside the sandbox.
+
+A completion that changes the test's inputs in place (``x[...] = 0`` on the array the test hands
+to the reference after it) changes the expected answer with its own, and passes in a fresh
+interpreter as here. The static reading names the forms it can see (``ast:mutates-argument``); a
+path it does not follow (a helper of the paper's that writes, a mutator looked up by a built
+name, an object reached through another) was not seen at all. Here the change itself is seen,
+whatever wrote it: ``rcb.changed`` (``<function>:<path>``), compared with the reference run's as
+every event is (a paper whose own code updates what it is handed, an optimizer's step, asks for it).
+
+How a function is watched: when a module of the paper's file whose source holds snippet tags is
+imported, its functions whose lines meet a snippet's (from a name's first tag line to its last:
+the run's file keeps the tags, the completion's lines lie between two of them) are compiled with
+a call of ``HOOK`` as their first statement and another in a ``finally`` around their body
+(``instrument``): the same lines, the same names, no local variable, no extra frame while the
+body runs. ``HOOK`` is a builtin whose name no source can spell (a dot in it), put in place before
+the run's first checkpoint (a write to it later is a write to ``builtins``: ``tampering:patch``).
+Each call of it checks that it was made by an instrumented function at one of the places this
+module compiled (``sys._getframe(1)``: code object and instruction offset), so that code of the
+completion's that calls it (to pop the watch before it writes) is reported, ``rcb.watch``.
+"""
+from __future__ import annotations
+
+import ast
+import dis
+import re
+import sys
+
+#: the builtin the instrumented functions call (not an identifier: no source spells it)
+HOOK = "_rcb.watch"
+#: a snippet's tag line (``annotation.TAG_RE``: the host's copy, kept equal by a test)
+SNIPPET_TAG = re.compile(
+    r"""^(?P<indent>[ \t]*)\#\s*<(?P<close>/?)\s*paper2code\s+name\s*=\s*(?P<q>["'])(?P<name>.*?)(?P=q)\s*/?>\s*$"""
+)
+#: decorators under which a function is compiled as written (others may read its bytecode: numba's
+#: ``njit``, ``torch.compile(fullgraph=True)``; such a function is left as it is)
+SAFE_DECORATORS = frozenset(("staticmethod", "classmethod", "property", "setter", "getter", "deleter",
+                             "abstractmethod", "wraps", "no_grad", "enable_grad", "inference_mode",
+                             "lru_cache", "cache", "cached_property", "overload", "override"))
+#: what one run fingerprints at the most: outermost calls of one function, bytes, objects of a call
+CALLS_MAX = 2000
+BYTES_MAX = 256 << 20
+OBJECTS_MAX = 512
+_LINE = re.compile(r"\r\n|\r|\n")
+#: where a torch module keeps its parameters, buffers and submodules (named as attributes in a path)
+TORCH_SLOTS = frozenset(("_parameters", "_buffers", "_modules"))
+
+
+def snippet_regions(text: str) -> list[tuple[int, int]]:
+    """(first, last) line of each snippet name's tags in ``text``: from its first tag line to its
+    last, so that tags a completion writes between its own two cannot narrow its snippet's."""
+    lines: dict[str, list[int]] = {}
+    for number, line in enumerate(_LINE.split(text), 1):
+        if "paper2code" in line:
+            found = SNIPPET_TAG.match(line)
+            if found is not None:
+                lines.setdefault(found.group("name"), []).append(number)
+    return [(min(v), max(v)) for v in lines.values()]
+
+
+def instrument(source: bytes, filename: str):
+    """``(code, genuine)`` of a module whose source holds snippet tags: its code with the functions
+    that meet a snippet watched, and ``{code object: (entry offsets, exit offsets)}`` of those
+    functions; None when there is nothing to watch (no tag, no such function, code that does not
+    parse: the import then goes as it would)."""
+    if b"paper2code" not in source:
+        return None
+    regions = snippet_regions(source.decode("utf-8", "replace"))
+    if not regions:
+        return None
+    tree = ast.parse(source, filename)
+    marker = _Watcher(regions)
+    marker.visit(tree)
+    if not marker.watched:
+        return None
+    ast.fix_missing_locations(tree)
+    code = compile(tree, filename, "exec", dont_inherit=True)
+    return code, _genuine_calls(code, marker.watched)
+
+
+class _Watcher(ast.NodeVisitor):
+    """Adds the watch to each function whose lines meet a region (its qualified name as its label)."""
+
+    def __init__(self, regions: list[tuple[int, int]]):
+        self.regions = regions
+        self.scope: list[str] = []
+        self.watched: set[tuple[str, int]] = set()
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.scope.append(node.name)
+        self.generic_visit(node)
+        self.scope.pop()
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> None:
+        self.scope += [node.name, "<locals>"]
+        self.generic_visit(node)  # a coroutine is not watched: its body suspends; one it defines may be
+        del self.scope[-2:]
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        label = ".".join(self.scope + [node.name])
+        self.scope += [node.name, "<locals>"]
+        self.generic_visit(node)
+        del self.scope[-2:]
+        end = getattr(node, "end_lineno", None) or node.lineno
+        if not any(first <= end and node.lineno <= last for first, last in self.regions):
+            return
+        if _suspends(node) or not all(_safe_decorator(d) for d in node.decorator_list):
+            return
+        _watch_body(node, label)
+        # (the line its code starts at: its first decorator's, as the compiler numbers it)
+        self.watched.add((node.name, min([node.lineno] + [d.lineno for d in node.decorator_list])))
+
+
+def _safe_decorator(node: ast.expr) -> bool:
+    if isinstance(node, ast.Call):
+        node = node.func
+    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    return name in SAFE_DECORATORS
+
+
+def _suspends(node: ast.FunctionDef) -> bool:
+    """Whether the function is a generator (a ``yield`` of its own scope)."""
+    todo = list(node.body)
+    while todo:
+        item = todo.pop()
+        if isinstance(item, (ast.Yield, ast.YieldFrom, ast.Await)):
+            return True
+        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        todo.extend(ast.iter_child_nodes(item))
+    return False
+
+
+def _watch_body(node: ast.FunctionDef, label: str) -> None:
+    body = list(node.body)
+    head = []
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        head = [body.pop(0)]  # the docstring stays the function's first constant
+    args = node.args
+    names = [a.arg for a in (*args.posonlyargs, *args.args)]
+    names += [args.vararg.arg] if args.vararg else []
+    names += [a.arg for a in args.kwonlyargs]
+    names += [args.kwarg.arg] if args.kwarg else []
+    first = body[0] if body else node
+    last = body[-1] if body else node
+    enter = ast.Expr(ast.Call(ast.Name(HOOK, ast.Load()), [
+        ast.Constant(label), ast.Tuple([ast.Name(n, ast.Load()) for n in names], ast.Load()),
+        ast.Constant(tuple(names))], []))
+    leave = ast.Expr(ast.Call(ast.Name(HOOK, ast.Load()), [], []))
+    ast.copy_location(enter, first)
+    for part in ast.walk(enter):
+        ast.copy_location(part, first)
+    end = getattr(last, "end_lineno", None) or last.lineno
+    for part in ast.walk(leave):
+        part.lineno, part.end_lineno, part.col_offset, part.end_col_offset = end, end, 0, 0
+    guarded = ast.Try(body=body or [ast.copy_location(ast.Pass(), first)], handlers=[], orelse=[], finalbody=[leave])
+    ast.copy_location(guarded, first)
+    node.body = head + [enter, guarded]
+
+
+def _genuine_calls(code, watched: set) -> dict:
+    """``{code: (entry offsets, exit offsets)}``: where each watched function's code calls ``HOOK``
+    (the ``CALL`` after each ``LOAD_GLOBAL`` of it; an entry call has arguments, an exit call none)."""
+    found: dict = {}
+    todo = [code]
+    while todo:
+        item = todo.pop()
+        todo.extend(c for c in item.co_consts if isinstance(c, type(code)))
+        if (item.co_name, item.co_firstlineno) not in watched:
+            continue
+        entry, leave, loaded, call = set(), set(), False, None
+        for instruction in dis.get_instructions(item):
+            if call is not None:
+                # a frame's f_lasti during the call: the CALL's last code unit (3.11: its inline
+                # cache's), the one before the next instruction
+                (entry if call.arg else leave).update((call.offset, instruction.offset - 2))
+                call = None
+            if instruction.opname == "LOAD_GLOBAL" and instruction.argval == HOOK:
+                loaded = True
+            elif loaded and instruction.opname == "CALL":
+                call, loaded = instruction, False
+        if entry or leave:
+            found[item] = (frozenset(entry), frozenset(leave))
+    return found
+
+
+def watcher(audit, busy: list, costs: list | None = None):
+    """``(watch, compile_for, finish)`` of one run: ``watch`` is ``HOOK``; ``compile_for(exec_module,
+    loader, origin)`` an ``exec_module`` running the module's watched code (``_modules_watched``);
+    ``finish()``, at the test's end: a watch left open in this thread, or ``HOOK`` defined in a
+    watched module's namespace (shadowing the builtin), is ``rcb.watch``. ``costs[6]``: its seconds."""
+    import _thread
+    from time import perf_counter
+
+    get_ident, getframe, clock = _thread.get_ident, sys._getframe, perf_counter
+    tid, ttype, tlen, tstr, trange = id, type, len, str, range
+    genuine: dict = {}  # id(code) -> (code, entry offsets, exit offsets)
+    stacks: dict = {}  # thread -> watches in progress (None: a nested call, not fingerprinted)
+    calls: dict = {}  # label -> outermost calls fingerprinted
+    reported: set = set()
+    costs = costs if costs is not None else [0.0] * 7
+    known_kinds, digest_of, held_kind, over = _digests()
+    collect = _walker(held_kind)
+    compile_for, namespaces, held_by_modules = _modules_watched(genuine)
+
+    def report(event: str, detail: str) -> None:
+        if (event, detail) not in reported:
+            reported.add((event, detail))
+            audit(event, detail)
+
+    def watch(*args):
+        started = clock()
+        try:
+            me = get_ident()
+            before, busy[0] = busy[0], me  # our own sys._getframe: not reported
+            try:
+                frame = getframe(1)  # who called: a watched function, at a place we compiled?
+                code, offset = frame.f_code, frame.f_lasti
+                del frame
+            finally:
+                busy[0] = before
+            known = genuine.get(tid(code))
+            entering = tlen(args) == 3
+            if known is None or known[0] is not code or offset not in known[1 if entering else 2]:
+                report("rcb.watch", "forged")
+            else:
+                watch_call(me, entering, args)
+        except Exception:  # noqa: BLE001 - ours: reported, never raised into the paper's function
+            report("rcb.harness", "watch failed")
+        costs[6] += clock() - started
+
+    def watch_call(me, entering: bool, args) -> None:
+        stack = stacks.get(me)
+        if stack is None:
+            stack = stacks[me] = []
+        if not entering:
+            if not stack:
+                report("rcb.watch", "unbalanced")
+                return
+            top = stack.pop()
+            if top is not None:
+                label, held = top
+                for path, value, digest in held:
+                    if digest_of(value, False) != digest:
+                        report("rcb.changed", label + ":" + path)
+            return
+        label, values, names = args
+        if stack or ttype(label) is not tstr:
+            stack.append(None)
+            return
+        count = calls.get(label, 0) + 1
+        calls[label] = count
+        if count > CALLS_MAX or over[0]:
+            report("rcb.watch", "spent:" + (label if count > CALLS_MAX else "bytes"))
+            stack.append(None)
+            return
+        known_kinds()
+        found: list = []
+        seen: set = set()
+        for i in trange(min(tlen(values), tlen(names))):
+            collect(values[i], tstr(names[i]), found, seen, 0)
+        for name, namespace in held_by_modules:  # what the paper's other modules hold (a helper hands it out)
+            for key, item in list(dict.items(namespace))[:1024]:
+                if ttype(key) is tstr and not key.startswith("__"):
+                    collect(item, name + "." + key, found, seen, 4)
+        held = []
+        for path, value in found:
+            digest = digest_of(value, True)
+            if digest is not None:
+                held.append((path, value, digest))
+        if over[0]:
+            report("rcb.watch", "spent:bytes")
+        stack.append((label, held))
+
+    def finish() -> None:
+        try:
+            if stacks.get(get_ident()):
+                report("rcb.watch", "open")
+            for namespace in namespaces:
+                if HOOK in namespace:
+                    report("rcb.watch", "shadowed")
+        except Exception:  # noqa: BLE001
+            report("rcb.harness", "watch failed")
+
+    return watch, compile_for, finish
+
+
+def _digests():
+    """``(known_kinds, digest_of, held_kind, over)``: the fingerprint of a numpy array or a plain
+    torch tensor (``digest_of(value, counted)``: its shape, strides, dtype and a BLAKE2b of its
+    bytes; None when it cannot be read, or, ``counted``, when the run's ``BYTES_MAX`` is spent, which
+    sets ``over[0]``), the kinds it reads (``held_kind(type)``; ``known_kinds()`` looks them up once
+    their modules are imported). A tensor is read as numpy sees its CPU storage (no code of a
+    subclass's runs: subclasses are not held)."""
+    import _blake2
+
+    blake, modules, ttype, tlen, tstr = _blake2.blake2b, sys.modules, type, len, str
+    kinds: list = [None, None, None, None, None]  # ndarray, (Tensor, Parameter), TensorBase.detach, uint8, strided
+    spent, over = [0], [False]
+
+    def known_kinds() -> None:
+        if kinds[0] is None and "numpy" in modules:
+            nd = getattr(modules["numpy"], "ndarray", None)
+            kinds[0] = nd if isinstance(nd, type) else None
+        if kinds[1] is None and "torch" in modules and "torch.nn" in modules:
+            torch = modules["torch"]
+            tensor, base = getattr(torch, "Tensor", None), getattr(modules.get("torch._C"), "TensorBase", None)
+            parameter = getattr(getattr(torch.nn, "parameter", None), "Parameter", None)
+            if isinstance(tensor, type) and isinstance(base, type) and isinstance(parameter, type):
+                kinds[1], kinds[2] = (tensor, parameter), base.__dict__.get("detach")
+                kinds[3], kinds[4] = getattr(torch, "uint8", None), getattr(torch, "strided", None)
+
+    def held_kind(kind) -> bool:
+        return kind is kinds[0] or (kinds[1] is not None and kind in kinds[1])
+
+    def array_digest(array, counted: bool) -> bytes | None:
+        try:
+            data = memoryview(array) if array.flags.c_contiguous else array.tobytes()
+            if counted:
+                size = data.nbytes if ttype(data) is memoryview else tlen(data)
+                if spent[0] + size > BYTES_MAX:
+                    over[0] = True
+                    return None
+                spent[0] += size
+            head = (tstr(array.shape) + tstr(array.strides) + array.dtype.str).encode()
+            return blake(head, digest_size=16).digest() + blake(data, digest_size=16).digest()
+        except Exception:  # noqa: BLE001 - an array that cannot be read as bytes (objects): not watched
+            return None
+
+    def tensor_digest(tensor, counted: bool) -> bytes | None:
+        try:
+            plain = kinds[2](tensor)
+            if plain.layout is not kinds[4] or plain.device.type != "cpu":
+                return None
+            if plain.is_conj() or plain.is_neg():
+                plain = plain.resolve_conj().resolve_neg()
+            try:
+                array = plain.numpy()
+            except Exception:  # noqa: BLE001 - a dtype numpy has not (bfloat16): its bytes
+                array = plain.contiguous().view(kinds[3]).numpy()
+            digest = array_digest(array, counted)
+            return None if digest is None else digest + tstr(tuple(plain.shape)).encode()
+        except Exception:  # noqa: BLE001
+            return None
+
+    def digest_of(value, counted: bool) -> bytes | None:
+        return array_digest(value, counted) if ttype(value) is kinds[0] else tensor_digest(value, counted)
+
+    return known_kinds, digest_of, held_kind, over
+
+
+def _walker(held_kind):
+    """``collect(value, path, out, seen, depth)``: the arrays and tensors ``value`` holds, appended to
+    ``out`` as (path, object): itself, what its lists, tuples and dicts hold, an object's attributes
+    read through the C descriptor of its instance namespace (a class's own ``__dict__`` property is
+    never asked: no code of the object's runs; a torch module's parameters, buffers and submodules
+    named as its attributes), six levels deep, ``OBJECTS_MAX`` at the most."""
+    from types import (BuiltinFunctionType, FunctionType, GetSetDescriptorType, MemberDescriptorType, MethodType,
+                       ModuleType)
+
+    tid, ttype, tlen, tstr, issub, trange = id, type, len, str, issubclass, range
+    mro_of, dict_of = type.__dict__["__mro__"].__get__, type.__dict__["__dict__"].__get__
+    c_descriptors = (GetSetDescriptorType, MemberDescriptorType)
+    opaque = (type, ModuleType, FunctionType, MethodType, BuiltinFunctionType)
+    plain = (int, float, str, bool, bytes, complex)
+
+    def instance_dict(value):
+        kind = ttype(value)
+        for klass in mro_of(kind):
+            found = dict_of(klass).get("__dict__")
+            if found is not None:
+                return found.__get__(value, kind) if ttype(found) in c_descriptors else None
+        return None
+
+    def collect(value, path: str, out: list, seen: set, depth: int) -> None:
+        if tlen(out) >= OBJECTS_MAX or tlen(seen) > 8 * OBJECTS_MAX or tid(value) in seen:
+            return
+        kind = ttype(value)
+        if held_kind(kind):
+            seen.add(tid(value))
+            out.append((path, value))
+            return
+        if depth >= 6 or kind in plain or value is None:
+            return
+        seen.add(tid(value))
+        if issub(kind, (list, tuple)):
+            items = list.__getitem__(value, slice(0, 64)) if issub(kind, list) else tuple.__getitem__(value, slice(0, 64))
+            for i in trange(tlen(items)):
+                collect(items[i], path + "[" + tstr(i) + "]", out, seen, depth + 1)
+        elif issub(kind, dict):
+            for key, item in list(dict.items(value))[:256]:
+                if ttype(key) is tstr:
+                    collect(item, path + "[" + repr(key)[:60] + "]", out, seen, depth + 1)
+        elif not issub(kind, opaque):
+            own = instance_dict(value)
+            for key, item in list(dict.items(own))[:256] if ttype(own) is dict else ():
+                if ttype(key) is not tstr:
+                    continue
+                if key in TORCH_SLOTS and issub(ttype(item), dict):  # a module's parameters: self.lin.weight
+                    seen.add(tid(item))
+                    for name, held in list(dict.items(item))[:256]:
+                        if ttype(name) is tstr:
+                            collect(held, path + "." + name, out, seen, depth + 1)
+                else:
+                    collect(item, path + "." + key, out, seen, depth + 1)
+
+    return collect
+
+
+def _modules_watched(genuine: dict):
+    """``(compile_for, namespaces, held_by_modules)``: ``compile_for`` (``watcher``) registers the
+    watched functions' calls in ``genuine`` and the module's namespace in ``namespaces``; a module it
+    does not watch (no tags, a ``*_ref`` module: the reference's) goes into ``held_by_modules``
+    (name, namespace), whose top level each watched call fingerprints."""
+    from importlib._bootstrap import _call_with_frames_removed as frames_removed
+
+    tid, ttype, tstr = id, type, str
+    namespaces: list = []
+    held_by_modules: list = []
+
+    def compile_for(exec_module, loader, origin: str):
+        def exec_watched(module):
+            try:
+                made = None if origin.endswith("_ref.py") else instrument(loader.get_data(origin), origin)
+            except Exception:  # noqa: BLE001 - not read, or not code: the import goes (and fails) as it would
+                made = None
+            if made is None:
+                loaded = exec_module(module)
+                space = module.__dict__
+                if ttype(space) is dict and ttype(space.get("__name__")) is tstr:
+                    held_by_modules.append((space["__name__"], space))
+                return loaded
+            code, calls_at = made
+            for item, (entry, leave) in calls_at.items():
+                genuine[tid(item)] = (item, entry, leave)
+            namespace = module.__dict__
+            namespaces.append(namespace)
+            # the module's own code, run as its loader runs it (the import system's frames are
+            # left out of a traceback of an error it raises)
+            frames_removed(exec, code, namespace)
+            return None
+
+        return exec_watched
+
+    return compile_for, namespaces, held_by_modules

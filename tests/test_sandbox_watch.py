@@ -1,0 +1,157 @@
+"""The watch of the paper's functions around the snippets (``benchmark_core/sandbox/warm/watch.py``),
+in this process: a watched function behaves as it was written (its lines, names, locals, docstring,
+tracebacks, ``super()``), what a call changed of what it was handed is reported with the function and
+the path, a nested call is left to the outermost, and a call of the watch from anywhere but the
+places it compiled is reported. The runs' side is in ``tests/probes/test_watched_calls.py``."""
+from __future__ import annotations
+
+import builtins
+import traceback
+
+import numpy as np
+import pytest
+
+from benchmark_core.annotation import TAG_RE
+from benchmark_core.sandbox.warm import watch
+
+SOURCE = '''import numpy as np
+
+
+class Base:
+    def scale(self):
+        return 2.0
+
+
+class Model(Base):
+    def __init__(self, W):
+        self.W = W
+
+    def __call__(self, x, *rest, k=1.0, **more):
+        """Apply the model."""
+        # <paper2code name="call">
+        seen = sorted(locals())
+        y = x @ self.W * super().scale() * k
+        # </paper2code name="call">
+        return y, seen
+
+
+def fails(x):
+    # <paper2code name="fails">
+    return x[10]
+    # </paper2code name="fails">
+
+
+def outer(x):
+    # <paper2code name="outer">
+    def inner(v):
+        v[...] = 0.0
+        return v
+    return inner(x)
+    # </paper2code name="outer">
+
+
+def gen(x):
+    # <paper2code name="gen">
+    yield x
+    # </paper2code name="gen">
+
+
+def unknown(f):
+    return f
+
+
+@unknown
+def decorated(x):
+    # <paper2code name="decorated">
+    return x
+    # </paper2code name="decorated">
+
+
+def untouched(x):
+    return x
+'''
+
+
+@pytest.fixture
+def watched():
+    """(namespace of SOURCE run watched, namespace run plainly, the events reported, finish)."""
+    events: list = []
+    watch_fn, compile_for, finish = watch.watcher(lambda event, detail: events.append((event, detail)), [0])
+    builtins.__dict__[watch.HOOK] = watch_fn
+
+    class Loader:
+        def get_data(self, path):
+            return SOURCE.encode()
+
+    try:
+        import types
+
+        module = types.ModuleType("model_w")
+        module.__file__ = "/paper/model_w.py"
+        compile_for(lambda m: pytest.fail("the module was not watched"), Loader(), "/paper/model_w.py")(module)
+        plain: dict = {"__name__": "model_p"}
+        exec(compile(SOURCE, "/paper/model_w.py", "exec"), plain)  # noqa: S102 - the test's own source
+        yield module.__dict__, plain, events, finish
+    finally:
+        builtins.__dict__.pop(watch.HOOK, None)
+
+
+def test_the_snippet_tag_is_the_hosts():
+    assert watch.SNIPPET_TAG.pattern == TAG_RE.pattern
+
+
+def test_a_completions_own_tags_do_not_narrow_its_snippet():
+    text = ('def f(x):\n    # <paper2code name="a">\n    # </paper2code name="a">\n    x[0] = 1\n'
+            '    # <paper2code name="a">\n    # </paper2code name="a">\n    return x\n')
+    assert watch.snippet_regions(text) == [(2, 6)]
+
+
+def test_a_watched_function_behaves_as_written(watched):
+    mine, plain, events, _finish = watched
+    W, x = np.eye(3), np.ones((2, 3))
+    got, seen = mine["Model"](W)(x, 5, k=3.0)
+    want, seen_plain = plain["Model"](W)(x, 5, k=3.0)
+    np.testing.assert_array_equal(got, want)
+    assert seen == seen_plain  # no local of the watch's: locals() is the function's own
+    call, call_plain = mine["Model"].__call__, plain["Model"].__call__
+    assert call.__doc__ == call_plain.__doc__ == "Apply the model."
+    for name in ("co_firstlineno", "co_varnames", "co_argcount", "co_kwonlyargcount", "co_freevars"):
+        assert getattr(call.__code__, name) == getattr(call_plain.__code__, name), name
+    lines = []
+    for space in (mine, plain):
+        try:
+            space["fails"](np.ones(2))
+        except IndexError as error:
+            lines.append([(f.lineno, f.line) for f in traceback.extract_tb(error.__traceback__)][-1])
+    assert lines[0] == lines[1] and lines[0][0] == SOURCE.splitlines().index("    return x[10]") + 1
+    # not watched: a generator, a function under a decorator that may read its bytecode, one outside
+    for name in ("gen", "decorated", "untouched"):
+        assert mine[name].__code__.co_code == plain[name].__code__.co_code, name
+    assert events == []
+
+
+def test_what_a_call_changed_is_reported_with_its_path(watched):
+    mine, _plain, events, finish = watched
+    W = np.eye(3)
+    model = mine["Model"](W)
+    model(np.ones((2, 3)))
+    assert events == []
+    mine["outer"](np.ones(3))  # inner (watched too) changed it: reported once, for the outermost call
+    assert events == [("rcb.changed", "outer:x")]
+    events.clear()
+    W[0, 0] = 5.0  # the test's own change, between calls: nobody's
+    model(np.ones((2, 3)))
+    assert events == []
+    finish()
+    assert events == []
+
+
+def test_a_call_of_the_watch_from_elsewhere_is_reported(watched):
+    mine, _plain, events, finish = watched
+    hook = builtins.__dict__[watch.HOOK]
+    hook()  # an exit no watched function made
+    hook("outer", (), ())
+    assert events == [("rcb.watch", "forged")]
+    mine[watch.HOOK] = hook  # a watched module defining the builtin's name shadows it
+    finish()
+    assert ("rcb.watch", "shadowed") in events
