@@ -56,6 +56,19 @@ def gen(x):
     # </paper2code name="gen">
 
 
+def deferred(x):
+    # <paper2code name="deferred">
+    import weakref
+
+    class Holder:
+        pass
+
+    held = Holder()
+    weakref.finalize(held, x.fill, 0.0)  # runs as the call's frame goes, after its finally
+    return float(x.sum())
+    # </paper2code name="deferred">
+
+
 def unknown(f):
     return f
 
@@ -74,9 +87,9 @@ def untouched(x):
 
 @pytest.fixture
 def watched():
-    """(namespace of SOURCE run watched, namespace run plainly, the events reported, finish)."""
+    """(namespace of SOURCE run watched, namespace run plainly, the events reported, finish, late)."""
     events: list = []
-    watch_fn, compile_for, finish = watch.watcher(lambda event, detail: events.append((event, detail)), [0])
+    watch_fn, compile_for, finish, late = watch.watcher(lambda event, detail: events.append((event, detail)), [0])
     builtins.__dict__[watch.HOOK] = watch_fn
 
     class Loader:
@@ -91,7 +104,7 @@ def watched():
         compile_for(lambda m: pytest.fail("the module was not watched"), Loader(), "/paper/model_w.py")(module)
         plain: dict = {"__name__": "model_p"}
         exec(compile(SOURCE, "/paper/model_w.py", "exec"), plain)  # noqa: S102 - the test's own source
-        yield module.__dict__, plain, events, finish
+        yield module.__dict__, plain, events, finish, late
     finally:
         builtins.__dict__.pop(watch.HOOK, None)
 
@@ -107,7 +120,7 @@ def test_a_completions_own_tags_do_not_narrow_its_snippet():
 
 
 def test_a_watched_function_behaves_as_written(watched):
-    mine, plain, events, _finish = watched
+    mine, plain, events, _finish, _late = watched
     W, x = np.eye(3), np.ones((2, 3))
     got, seen = mine["Model"](W)(x, 5, k=3.0)
     want, seen_plain = plain["Model"](W)(x, 5, k=3.0)
@@ -131,7 +144,7 @@ def test_a_watched_function_behaves_as_written(watched):
 
 
 def test_what_a_call_changed_is_reported_with_its_path(watched):
-    mine, _plain, events, finish = watched
+    mine, _plain, events, finish, _late = watched
     W = np.eye(3)
     model = mine["Model"](W)
     model(np.ones((2, 3)))
@@ -147,7 +160,7 @@ def test_what_a_call_changed_is_reported_with_its_path(watched):
 
 
 def test_a_call_of_the_watch_from_elsewhere_is_reported(watched):
-    mine, _plain, events, finish = watched
+    mine, _plain, events, finish, _late = watched
     hook = builtins.__dict__[watch.HOOK]
     hook()  # an exit no watched function made
     hook("outer", (), ())
@@ -155,3 +168,22 @@ def test_a_call_of_the_watch_from_elsewhere_is_reported(watched):
     mine[watch.HOOK] = hook  # a watched module defining the builtin's name shadows it
     finish()
     assert ("rcb.watch", "shadowed") in events
+
+
+def test_what_changes_after_the_call_returned_is_seen_at_the_next_look(watched):
+    """A finalizer of an object of the call's runs as its frame goes, after the watch's ``finally``:
+    the next outermost call, each test case's end (``late``) and the run's end look again."""
+    mine, _plain, events, _finish, late = watched
+    x = np.ones(4)
+    assert mine["deferred"](x) == 4.0 and not x.any()  # changed once the call returned
+    assert events == []
+    late()
+    assert events == [("rcb.changed", "deferred:x after")]
+
+
+def test_the_next_outermost_call_looks_at_the_last_ones_inputs(watched):
+    mine, _plain, events, _finish, _late = watched
+    mine["deferred"](np.ones(4))
+    assert events == []
+    mine["Model"](np.eye(3))(np.ones((2, 3)))
+    assert events == [("rcb.changed", "deferred:x after")]

@@ -26,6 +26,10 @@ SOFTPLUS_HEAD = "import numpy as np\n\n\ndef _clear(a):\n    a[...] = 0.0"
 UNSEEN = {
     "mutator_by_a_built_name": ("getattr(x, 'fi' + 'll')(0.0)\ny = np.full_like(x, np.log(2.0))", r"audit:input-changed"),
     "helper_of_the_paper": ("_clear(x)\ny = np.full_like(x, np.log(2.0))", r"audit:input-changed"),
+    # written by a finalizer as the call's frame goes, after the call's end was looked at
+    "finalizer_after_the_call": ("import weakref\nops = {'c': np.copyto}\nclass K:\n    pass\nk = K()\n"
+                                 "weakref.finalize(k, ops['c'], x, 0.0)\ny = np.full_like(x, np.log(2.0))",
+                                 r"audit:input-changed"),
     "mutator_from_a_table": ("ops = {'c': np.copyto}\nops['c'](x, 0.0)\ny = np.full_like(x, np.log(2.0))", r"audit:input-changed"),
 }
 #: takes its call off the watch (the builtin reached by a built name), then writes

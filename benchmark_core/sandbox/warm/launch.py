@@ -73,8 +73,8 @@ def launch_prepare(proof_fd: int, prepared: tuple | None = None):
     costs = [0.0, 0, 0.0, 0, 0.0, 0.0, 0.0]  # audit.COSTS_FIELDS
     watched: list = []
     checkpoint, name_script, window = _install_audit(proof_fd, key, "", prepared, costs=costs, watched=watched)
-    _wrap_harness(sys.audit)
-    watch, watch_compile, watch_finish = watched
+    watch, watch_compile, watch_finish, watch_late = watched
+    _wrap_harness(sys.audit, watch_late)
     import builtins
 
     builtins.__dict__[HOOK] = watch  # before the first checkpoint: a later write is a patch of builtins
@@ -86,9 +86,10 @@ def launch_prepare(proof_fd: int, prepared: tuple | None = None):
     return _launcher(proof_fd, key, name_script, costs, watch_finish)
 
 
-def _wrap_harness(audit) -> None:
+def _wrap_harness(audit, late=None) -> None:
     """Wrap unittest's TestResult (every case any runner starts, stops or skips raises an audit
-    event) and ``_thread.start_new_thread`` (CPython 3.11 has no audit event for a new thread)."""
+    event; ``late()``, the watch's look at what the last calls were handed, as each case stops) and
+    ``_thread.start_new_thread`` (CPython 3.11 has no audit event for a new thread)."""
     import _thread
     import threading
     import unittest.result
@@ -103,6 +104,8 @@ def _wrap_harness(audit) -> None:
         return original_start(self, test)
 
     def stop_test(self, test):
+        if late is not None:
+            late()
         audit("rcb.checkpoint", "test")
         return original_stop(self, test)
 

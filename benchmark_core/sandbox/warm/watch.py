@@ -188,10 +188,10 @@ def _genuine_calls(code, watched: set) -> dict:
 
 
 def watcher(audit, busy: list, costs: list | None = None):
-    """``(watch, compile_for, finish)`` of one run: ``watch`` is ``HOOK``; ``compile_for(exec_module,
-    loader, origin)`` an ``exec_module`` running the module's watched code (``_modules_watched``);
-    ``finish()``, at the test's end: a watch left open in this thread, or ``HOOK`` defined in a
-    watched module's namespace (shadowing the builtin), is ``rcb.watch``. ``costs[6]``: its seconds."""
+    """``(watch, compile_for, finish, late)`` of one run: ``watch`` is ``HOOK``; ``compile_for``
+    an ``exec_module`` running the module's watched code (``_modules_watched``); ``late()`` at each
+    test case's end; ``finish()`` at the test's: a watch left open in this thread, or ``HOOK`` in a
+    watched module's namespace (shadowing the builtin), is ``rcb.watch``. ``costs[6]``: seconds."""
     import _thread
     from time import perf_counter
 
@@ -199,6 +199,7 @@ def watcher(audit, busy: list, costs: list | None = None):
     tid, ttype, tlen, tstr, trange = id, type, len, str, range
     genuine: dict = {}  # id(code) -> (code, entry offsets, exit offsets)
     stacks: dict = {}  # thread -> watches in progress (None: a nested call, not fingerprinted)
+    last: dict = {}  # thread -> (label, held) of its last outermost call, as it returned
     calls: dict = {}  # label -> outermost calls fingerprinted
     reported: set = set()
     costs = costs if costs is not None else [0.0] * 7
@@ -243,14 +244,19 @@ def watcher(audit, busy: list, costs: list | None = None):
             top = stack.pop()
             if top is not None:
                 label, held = top
-                for path, value, digest in held:
-                    if digest_of(value, False) != digest:
+                for i in trange(tlen(held)):
+                    path, value, digest = held[i]
+                    now = digest_of(value, False)
+                    if now != digest:
                         report("rcb.changed", label + ":" + path)
+                        held[i] = (path, value, now)
+                last[me] = top  # looked at again later: a finalizer of the call's writes after it
             return
         label, values, names = args
         if stack or ttype(label) is not tstr:
             stack.append(None)
             return
+        after(me)
         count = calls.get(label, 0) + 1
         calls[label] = count
         if count > CALLS_MAX or over[0]:
@@ -275,7 +281,26 @@ def watcher(audit, busy: list, costs: list | None = None):
             report("rcb.watch", "spent:bytes")
         stack.append((label, held))
 
+    def after(me) -> None:
+        """What the last outermost call of thread ``me`` was handed, changed since it returned (a
+        finalizer of an object of the call's, run as its frame went): ``<label>:<path> after``."""
+        top = last.pop(me, None)
+        for path, value, digest in top[1] if top is not None else ():
+            if digest_of(value, False) != digest:
+                report("rcb.changed", top[0] + ":" + path + " after")
+
+    def late() -> None:
+        """At a test case's end (and the run's): ``after`` for every thread."""
+        started = clock()
+        try:
+            for me in list(last):
+                after(me)
+        except Exception:  # noqa: BLE001
+            report("rcb.harness", "watch failed")
+        costs[6] += clock() - started
+
     def finish() -> None:
+        late()
         try:
             if stacks.get(get_ident()):
                 report("rcb.watch", "open")
@@ -285,7 +310,7 @@ def watcher(audit, busy: list, costs: list | None = None):
         except Exception:  # noqa: BLE001
             report("rcb.harness", "watch failed")
 
-    return watch, compile_for, finish
+    return watch, compile_for, finish, late
 
 
 def _digests():
