@@ -204,13 +204,15 @@ def watcher(audit, busy: list, costs: list | None = None):
     reported: set = set()
     costs = costs if costs is not None else [0.0] * 7
     known_kinds, digest_of, held_kind, over = _digests()
-    collect = _walker(held_kind)
     compile_for, namespaces, held_by_modules = _modules_watched(genuine)
+    take = _taker(known_kinds, _walker(held_kind), digest_of, held_by_modules)
 
     def report(event: str, detail: str) -> None:
         if (event, detail) not in reported:
             reported.add((event, detail))
             audit(event, detail)
+
+    after, late, finish = _looks(last, stacks, namespaces, digest_of, report, costs)
 
     def watch(*args):
         started = clock()
@@ -263,23 +265,20 @@ def watcher(audit, busy: list, costs: list | None = None):
             report("rcb.watch", "spent:" + (label if count > CALLS_MAX else "bytes"))
             stack.append(None)
             return
-        known_kinds()
-        found: list = []
-        seen: set = set()
-        for i in trange(min(tlen(values), tlen(names))):
-            collect(values[i], tstr(names[i]), found, seen, 0)
-        for name, namespace in held_by_modules:  # what the paper's other modules hold (a helper hands it out)
-            for key, item in list(dict.items(namespace))[:1024]:
-                if ttype(key) is tstr and not key.startswith("__"):
-                    collect(item, name + "." + key, found, seen, 4)
-        held = []
-        for path, value in found:
-            digest = digest_of(value, True)
-            if digest is not None:
-                held.append((path, value, digest))
+        held = take(values, names)
         if over[0]:
             report("rcb.watch", "spent:bytes")
         stack.append((label, held))
+
+    return watch, compile_for, finish, late
+
+
+def _looks(last: dict, stacks: dict, namespaces: list, digest_of, report, costs: list):
+    """``(after, late, finish)`` for ``watcher``."""
+    import _thread
+    from time import perf_counter
+
+    get_ident, clock = _thread.get_ident, perf_counter
 
     def after(me) -> None:
         """What the last outermost call of thread ``me`` was handed, changed since it returned (a
@@ -310,7 +309,32 @@ def watcher(audit, busy: list, costs: list | None = None):
         except Exception:  # noqa: BLE001
             report("rcb.harness", "watch failed")
 
-    return watch, compile_for, finish, late
+    return after, late, finish
+
+
+def _taker(known_kinds, collect, digest_of, held_by_modules: list):
+    """``take(values, names)``: (path, object, fingerprint) of every array and tensor a call was
+    handed (its arguments by name) and the paper's other modules hold at their top level."""
+    ttype, tlen, tstr, trange = type, len, str, range
+
+    def take(values, names) -> list:
+        known_kinds()
+        found: list = []
+        seen: set = set()
+        for i in trange(min(tlen(values), tlen(names))):
+            collect(values[i], tstr(names[i]), found, seen, 0)
+        for name, namespace in held_by_modules:  # what the paper's other modules hold (a helper hands it out)
+            for key, item in list(dict.items(namespace))[:1024]:
+                if ttype(key) is tstr and not key.startswith("__"):
+                    collect(item, name + "." + key, found, seen, 4)
+        held = []
+        for path, value in found:
+            digest = digest_of(value, True)
+            if digest is not None:
+                held.append((path, value, digest))
+        return held
+
+    return take
 
 
 def _digests():
