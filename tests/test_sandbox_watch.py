@@ -144,19 +144,24 @@ def test_a_watched_function_behaves_as_written(watched):
 
 
 def test_what_a_call_changed_is_reported_with_its_path(watched):
-    mine, _plain, events, finish, _late = watched
+    """Looked at where the next outermost call starts, as a test case stops (``late``) and at the
+    test's end; the test's own change between calls is reported too (the reference run's watch
+    reports it as well, and the host compares the two)."""
+    mine, _plain, events, finish, late = watched
     W = np.eye(3)
     model = mine["Model"](W)
     model(np.ones((2, 3)))
+    mine["outer"](np.ones(3))  # inner (watched too) changed it: once, for the outermost call
     assert events == []
-    mine["outer"](np.ones(3))  # inner (watched too) changed it: reported once, for the outermost call
+    late()
     assert events == [("rcb.changed", "outer:x")]
     events.clear()
-    W[0, 0] = 5.0  # the test's own change, between calls: nobody's
     model(np.ones((2, 3)))
-    assert events == []
+    W[0, 0] = 5.0  # the test's own change
+    model(np.ones((2, 3)))
+    assert events == [("rcb.changed", "Model.__call__:self.W")]
     finish()
-    assert events == []
+    assert events == [("rcb.changed", "Model.__call__:self.W")]
 
 
 def test_a_call_of_the_watch_from_elsewhere_is_reported(watched):
@@ -172,13 +177,14 @@ def test_a_call_of_the_watch_from_elsewhere_is_reported(watched):
 
 def test_what_changes_after_the_call_returned_is_seen_at_the_next_look(watched):
     """A finalizer of an object of the call's runs as its frame goes, after the watch's ``finally``:
-    the next outermost call, each test case's end (``late``) and the run's end look again."""
+    what the call was handed is looked at later, at the next outermost call, each test case's end
+    (``late``) or the run's end."""
     mine, _plain, events, _finish, late = watched
     x = np.ones(4)
     assert mine["deferred"](x) == 4.0 and not x.any()  # changed once the call returned
     assert events == []
     late()
-    assert events == [("rcb.changed", "deferred:x after")]
+    assert events == [("rcb.changed", "deferred:x")]
 
 
 def test_the_next_outermost_call_looks_at_the_last_ones_inputs(watched):
@@ -186,4 +192,17 @@ def test_the_next_outermost_call_looks_at_the_last_ones_inputs(watched):
     mine["deferred"](np.ones(4))
     assert events == []
     mine["Model"](np.eye(3))(np.ones((2, 3)))
-    assert events == [("rcb.changed", "deferred:x after")]
+    assert events == [("rcb.changed", "deferred:x")]
+
+
+def test_the_calls_are_found_in_the_bytes_as_dis_finds_them(monkeypatch):
+    nested = ('try:\n    import numpy\nexcept ImportError:\n    pass\nelse:\n    if True:\n        def f(x):\n'
+              '            # <paper2code name="f">\n            return x\n            # </paper2code name="f">\n')
+    for source in (SOURCE, nested):
+        code, genuine = watch.instrument(source.encode(), "/paper/m.py")
+        assert genuine, source[:40]  # functions under try/else/if are found too
+        fast = {c.co_name: watch._hook_calls(c) for c in genuine}
+        monkeypatch.setattr(watch, "_opcode_module", object())  # the layout unknown: through dis
+        assert {c.co_name: watch._hook_calls(c) for c in genuine} == fast
+        monkeypatch.undo()
+        assert all(len(calls) == 3 for calls in fast.values())  # one entry, the finally's two exits

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import dis
+import opcode as _opcode_module
 import re
 import sys
 
@@ -41,7 +42,7 @@ SAFE_DECORATORS = frozenset(("staticmethod", "classmethod", "property", "setter"
                              "lru_cache", "cache", "cached_property", "overload", "override"))
 #: what one run fingerprints at the most: outermost calls of one function, bytes, objects of a call
 CALLS_MAX = 2000
-BYTES_MAX = 256 << 20
+BYTES_MAX = 128 << 20
 OBJECTS_MAX = 512
 _LINE = re.compile(r"\r\n|\r|\n")
 #: where a torch module keeps its parameters, buffers and submodules (named as attributes in a path)
@@ -75,34 +76,39 @@ def instrument(source: bytes, filename: str):
     marker.visit(tree)
     if not marker.watched:
         return None
-    ast.fix_missing_locations(tree)
     code = compile(tree, filename, "exec", dont_inherit=True)
     return code, _genuine_calls(code, marker.watched)
 
 
-class _Watcher(ast.NodeVisitor):
-    """Adds the watch to each function whose lines meet a region (its qualified name as its label)."""
+class _Watcher:
+    """Adds the watch to each function whose lines meet a region (its qualified name as its label).
+    Only statements are walked (a function is defined by a statement; expressions are not looked
+    into): a module's tree is walked in a run, before its first line runs."""
 
     def __init__(self, regions: list[tuple[int, int]]):
         self.regions = regions
-        self.scope: list[str] = []
         self.watched: set[tuple[str, int]] = set()
 
-    def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        self.scope.append(node.name)
-        self.generic_visit(node)
-        self.scope.pop()
+    def visit(self, tree: ast.Module) -> None:
+        self._body(tree.body, [])
 
-    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> None:
-        self.scope += [node.name, "<locals>"]
-        self.generic_visit(node)  # a coroutine is not watched: its body suspends; one it defines may be
-        del self.scope[-2:]
+    def _body(self, body: list, scope: list) -> None:
+        for node in body:
+            kind = type(node)
+            if kind is ast.ClassDef:
+                self._body(node.body, scope + [node.name])
+            elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+                self._body(node.body, scope + [node.name, "<locals>"])
+                if kind is ast.FunctionDef:  # a coroutine is not watched: its body suspends
+                    self._function(node, ".".join(scope + [node.name]))
+            else:
+                for field in _STATEMENT_LISTS:
+                    inner = getattr(node, field, None)
+                    if inner:
+                        self._body(inner if field != "handlers" and field != "cases" else
+                                   [s for h in inner for s in h.body], scope)
 
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
-        label = ".".join(self.scope + [node.name])
-        self.scope += [node.name, "<locals>"]
-        self.generic_visit(node)
-        del self.scope[-2:]
+    def _function(self, node: ast.FunctionDef, label: str) -> None:
         end = getattr(node, "end_lineno", None) or node.lineno
         if not any(first <= end and node.lineno <= last for first, last in self.regions):
             return
@@ -111,6 +117,10 @@ class _Watcher(ast.NodeVisitor):
         _watch_body(node, label)
         # (the line its code starts at: its first decorator's, as the compiler numbers it)
         self.watched.add((node.name, min([node.lineno] + [d.lineno for d in node.decorator_list])))
+
+
+#: where a statement holds statements (an except's and a match case's bodies, through them)
+_STATEMENT_LISTS = ("body", "orelse", "finalbody", "handlers", "cases")
 
 
 def _safe_decorator(node: ast.expr) -> bool:
@@ -163,28 +173,60 @@ def _watch_body(node: ast.FunctionDef, label: str) -> None:
 
 def _genuine_calls(code, watched: set) -> dict:
     """``{code: (entry offsets, exit offsets)}``: where each watched function's code calls ``HOOK``
-    (the ``CALL`` after each ``LOAD_GLOBAL`` of it; an entry call has arguments, an exit call none)."""
+    (the ``CALL`` after each ``LOAD_GLOBAL`` of it; an entry call has arguments, an exit call none).
+    A frame's ``f_lasti`` during the call is the CALL's last code unit (3.11: its inline cache's),
+    the one before the next instruction; both offsets are kept."""
     found: dict = {}
     todo = [code]
     while todo:
         item = todo.pop()
         todo.extend(c for c in item.co_consts if isinstance(c, type(code)))
-        if (item.co_name, item.co_firstlineno) not in watched:
+        if (item.co_name, item.co_firstlineno) not in watched or HOOK not in item.co_names:
             continue
-        entry, leave, loaded, call = set(), set(), False, None
-        for instruction in dis.get_instructions(item):
-            if call is not None:
-                # a frame's f_lasti during the call: the CALL's last code unit (3.11: its inline
-                # cache's), the one before the next instruction
-                (entry if call.arg else leave).update((call.offset, instruction.offset - 2))
-                call = None
-            if instruction.opname == "LOAD_GLOBAL" and instruction.argval == HOOK:
-                loaded = True
-            elif loaded and instruction.opname == "CALL":
-                call, loaded = instruction, False
+        entry: set = set()
+        leave: set = set()
+        for call, arg, after in _hook_calls(item):
+            (entry if arg else leave).update((call, after - 2))
         if entry or leave:
             found[item] = (frozenset(entry), frozenset(leave))
     return found
+
+
+def _hook_calls(code) -> list:
+    """(offset, argument count, next instruction's offset) of each CALL of ``HOOK`` in ``code``: read
+    from its bytes (CPython 3.11's layout: two-byte units, inline caches after an instruction), or
+    through ``dis`` where that layout is not this interpreter's."""
+    caches = getattr(_opcode_module, "_inline_cache_entries", None)
+    load, call, extended = dis.opmap.get("LOAD_GLOBAL"), dis.opmap.get("CALL"), dis.opmap.get("EXTENDED_ARG")
+    calls: list = []
+    if not isinstance(caches, list) or None in (load, call, extended):
+        loaded, pending = False, None
+        for instruction in dis.get_instructions(code):
+            if pending is not None:
+                calls.append((pending.offset, pending.arg, instruction.offset))
+                pending = None
+            if instruction.opname == "LOAD_GLOBAL" and instruction.argval == HOOK:
+                loaded = True
+            elif loaded and instruction.opname == "CALL":
+                pending, loaded = instruction, False
+        return calls
+    raw, names, size = code.co_code, code.co_names, len(code.co_code)
+    offset, arg, loaded = 0, 0, False
+    while offset < size:
+        op = raw[offset]
+        arg = (arg << 8) | raw[offset + 1]
+        after = offset + 2 + 2 * caches[op]
+        if op == extended:
+            offset = after
+            continue
+        if op == load:
+            loaded = 0 <= arg >> 1 < len(names) and names[arg >> 1] == HOOK
+        elif op == call and loaded:
+            calls.append((offset, arg, after))
+            loaded = False
+        arg = 0
+        offset = after
+    return calls
 
 
 def watcher(audit, busy: list, costs: list | None = None):
@@ -203,9 +245,9 @@ def watcher(audit, busy: list, costs: list | None = None):
     calls: dict = {}  # label -> outermost calls fingerprinted
     reported: set = set()
     costs = costs if costs is not None else [0.0] * 7
-    known_kinds, digest_of, held_kind, over = _digests()
-    compile_for, namespaces, held_by_modules = _modules_watched(genuine)
-    take = _taker(known_kinds, _walker(held_kind), digest_of, held_by_modules)
+    known_kinds, digest_of, held_kind, over, count = _digests()
+    compile_for, namespaces, held_by_modules = _modules_watched(genuine, costs)
+    take = _taker(known_kinds, _walker(held_kind), digest_of, count, held_by_modules)
 
     def report(event: str, detail: str) -> None:
         if (event, detail) not in reported:
@@ -245,27 +287,20 @@ def watcher(audit, busy: list, costs: list | None = None):
                 return
             top = stack.pop()
             if top is not None:
-                label, held = top
-                for i in trange(tlen(held)):
-                    path, value, digest = held[i]
-                    now = digest_of(value, False)
-                    if now != digest:
-                        report("rcb.changed", label + ":" + path)
-                        held[i] = (path, value, now)
-                last[me] = top  # looked at again later: a finalizer of the call's writes after it
+                last[me] = top  # looked at later: after a finalizer of the call's frame ran too
             return
         label, values, names = args
         if stack or ttype(label) is not tstr:
             stack.append(None)
             return
-        after(me)
+        unchanged = after(me)  # the last call's objects, looked at now: their fingerprints reused
         count = calls.get(label, 0) + 1
         calls[label] = count
         if count > CALLS_MAX or over[0]:
             report("rcb.watch", "spent:" + (label if count > CALLS_MAX else "bytes"))
             stack.append(None)
             return
-        held = take(values, names)
+        held = take(values, names, unchanged)
         if over[0]:
             report("rcb.watch", "spent:bytes")
         stack.append((label, held))
@@ -280,13 +315,20 @@ def _looks(last: dict, stacks: dict, namespaces: list, digest_of, report, costs:
 
     get_ident, clock = _thread.get_ident, perf_counter
 
-    def after(me) -> None:
-        """What the last outermost call of thread ``me`` was handed, changed since it returned (a
-        finalizer of an object of the call's, run as its frame went): ``<label>:<path> after``."""
+    def after(me) -> dict:
+        """What the last outermost call of thread ``me`` was handed, changed since it started (in
+        the call, or after it by a finalizer of an object of the call's, run as its frame went):
+        ``<label>:<path>``. Returns ``{id: (object, fingerprint, size)}`` of those unchanged (the next
+        call's fingerprints of the same objects, taken right after, are these)."""
         top = last.pop(me, None)
-        for path, value, digest in top[1] if top is not None else ():
-            if digest_of(value, False) != digest:
-                report("rcb.changed", top[0] + ":" + path + " after")
+        unchanged: dict = {}
+        for path, value, digest, size in top[1] if top is not None else ():
+            now = digest_of(value, False)
+            if now is None or now[0] != digest:
+                report("rcb.changed", top[0] + ":" + path)
+            else:
+                unchanged[id(value)] = (value, digest, size)
+        return unchanged
 
     def late() -> None:
         """At a test case's end (and the run's): ``after`` for every thread."""
@@ -312,12 +354,14 @@ def _looks(last: dict, stacks: dict, namespaces: list, digest_of, report, costs:
     return after, late, finish
 
 
-def _taker(known_kinds, collect, digest_of, held_by_modules: list):
-    """``take(values, names)``: (path, object, fingerprint) of every array and tensor a call was
-    handed (its arguments by name) and the paper's other modules hold at their top level."""
+def _taker(known_kinds, collect, digest_of, count, held_by_modules: list):
+    """``take(values, names, unchanged)``: (path, object, fingerprint, size) of every array and
+    tensor a call was handed (its arguments by name) and the paper's other modules hold at their top
+    level; a fingerprint in ``unchanged`` (taken a moment ago, ``_looks.after``) is reused, its size
+    counted as one taken (``count``)."""
     ttype, tlen, tstr, trange = type, len, str, range
 
-    def take(values, names) -> list:
+    def take(values, names, unchanged: dict) -> list:
         known_kinds()
         found: list = []
         seen: set = set()
@@ -329,24 +373,33 @@ def _taker(known_kinds, collect, digest_of, held_by_modules: list):
                     collect(item, name + "." + key, found, seen, 4)
         held = []
         for path, value in found:
-            digest = digest_of(value, True)
-            if digest is not None:
-                held.append((path, value, digest))
+            again = unchanged.get(id(value))
+            if again is not None and again[0] is value and count(again[2]):
+                held.append((path, value, again[1], again[2]))
+                continue
+            made = digest_of(value, True)
+            if made is not None:
+                held.append((path, value, made[0], made[1]))
         return held
 
     return take
 
 
 def _digests():
-    """``(known_kinds, digest_of, held_kind, over)``: the fingerprint of a numpy array or a plain
-    torch tensor (``digest_of(value, counted)``: its shape, strides, dtype and a BLAKE2b of its
-    bytes; None when it cannot be read, or, ``counted``, when the run's ``BYTES_MAX`` is spent, which
-    sets ``over[0]``), the kinds it reads (``held_kind(type)``; ``known_kinds()`` looks them up once
-    their modules are imported). A tensor is read as numpy sees its CPU storage (no code of a
-    subclass's runs: subclasses are not held)."""
-    import _blake2
+    """``(known_kinds, digest_of, held_kind, over, count)``: the fingerprint of a numpy array or a
+    plain torch tensor (``digest_of(value, counted)``: (its shape, strides, dtype and a SHA-256 of
+    its bytes, their size); None when it cannot be read, or, ``counted``, when the run's ``BYTES_MAX``
+    is spent, which sets ``over[0]``; ``count(size)`` counts a fingerprint reused), the kinds it
+    reads (``held_kind(type)``; ``known_kinds()`` looks them up once their modules are imported). A
+    tensor is read as numpy sees its CPU storage (no code of a subclass's runs: none is held).
+    SHA-256 through OpenSSL (1.3 GB/s with the CPU's SHA instructions here; BLAKE2b, 0.77 GB/s, where
+    the interpreter has no OpenSSL)."""
+    try:
+        from _hashlib import openssl_sha256 as hasher
+    except ImportError:
+        from _blake2 import blake2b as hasher
 
-    blake, modules, ttype, tlen, tstr = _blake2.blake2b, sys.modules, type, len, str
+    modules, ttype, tlen, tstr = sys.modules, type, len, str
     kinds: list = [None, None, None, None, None]  # ndarray, (Tensor, Parameter), TensorBase.detach, uint8, strided
     spent, over = [0], [False]
 
@@ -365,21 +418,25 @@ def _digests():
     def held_kind(kind) -> bool:
         return kind is kinds[0] or (kinds[1] is not None and kind in kinds[1])
 
-    def array_digest(array, counted: bool) -> bytes | None:
+    def count(size: int) -> bool:
+        if spent[0] + size > BYTES_MAX:
+            over[0] = True
+            return False
+        spent[0] += size
+        return True
+
+    def array_digest(array, counted: bool, extra: str = ""):
         try:
             data = memoryview(array) if array.flags.c_contiguous else array.tobytes()
-            if counted:
-                size = data.nbytes if ttype(data) is memoryview else tlen(data)
-                if spent[0] + size > BYTES_MAX:
-                    over[0] = True
-                    return None
-                spent[0] += size
-            head = (tstr(array.shape) + tstr(array.strides) + array.dtype.str).encode()
-            return blake(head, digest_size=16).digest() + blake(data, digest_size=16).digest()
+            size = data.nbytes if ttype(data) is memoryview else tlen(data)
+            if counted and not count(size):
+                return None
+            head = (tstr(array.shape) + tstr(array.strides) + array.dtype.str + extra).encode()
+            return hasher(head).digest() + hasher(data).digest(), size
         except Exception:  # noqa: BLE001 - an array that cannot be read as bytes (objects): not watched
             return None
 
-    def tensor_digest(tensor, counted: bool) -> bytes | None:
+    def tensor_digest(tensor, counted: bool):
         try:
             plain = kinds[2](tensor)
             if plain.layout is not kinds[4] or plain.device.type != "cpu":
@@ -390,15 +447,14 @@ def _digests():
                 array = plain.numpy()
             except Exception:  # noqa: BLE001 - a dtype numpy has not (bfloat16): its bytes
                 array = plain.contiguous().view(kinds[3]).numpy()
-            digest = array_digest(array, counted)
-            return None if digest is None else digest + tstr(tuple(plain.shape)).encode()
+            return array_digest(array, counted, tstr(tuple(plain.shape)))
         except Exception:  # noqa: BLE001
             return None
 
-    def digest_of(value, counted: bool) -> bytes | None:
+    def digest_of(value, counted: bool):
         return array_digest(value, counted) if ttype(value) is kinds[0] else tensor_digest(value, counted)
 
-    return known_kinds, digest_of, held_kind, over
+    return known_kinds, digest_of, held_kind, over, count
 
 
 def _walker(held_kind):
@@ -459,23 +515,26 @@ def _walker(held_kind):
     return collect
 
 
-def _modules_watched(genuine: dict):
+def _modules_watched(genuine: dict, costs: list):
     """``(compile_for, namespaces, held_by_modules)``: ``compile_for`` (``watcher``) registers the
     watched functions' calls in ``genuine`` and the module's namespace in ``namespaces``; a module it
     does not watch (no tags, a ``*_ref`` module: the reference's) goes into ``held_by_modules``
     (name, namespace), whose top level each watched call fingerprints."""
     from importlib._bootstrap import _call_with_frames_removed as frames_removed
+    from time import perf_counter
 
-    tid, ttype, tstr = id, type, str
+    tid, ttype, tstr, clock = id, type, str, perf_counter
     namespaces: list = []
     held_by_modules: list = []
 
     def compile_for(exec_module, loader, origin: str):
         def exec_watched(module):
+            started = clock()
             try:
                 made = None if origin.endswith("_ref.py") else instrument(loader.get_data(origin), origin)
             except Exception:  # noqa: BLE001 - not read, or not code: the import goes (and fails) as it would
                 made = None
+            costs[6] += clock() - started  # (what a plain import would spend compiling it is counted too)
             if made is None:
                 loaded = exec_module(module)
                 space = module.__dict__
