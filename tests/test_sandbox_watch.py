@@ -206,3 +206,23 @@ def test_the_calls_are_found_in_the_bytes_as_dis_finds_them(monkeypatch):
         assert {c.co_name: watch._hook_calls(c) for c in genuine} == fast
         monkeypatch.undo()
         assert all(len(calls) == 3 for calls in fast.values())  # one entry, the finally's two exits
+
+
+def test_the_plain_values_of_what_a_call_was_handed_are_watched_by_their_places(watched):
+    """A configuration's number changed (``cfg.scale = 0``, ``steps[0] = 0``) bends a reference that
+    reads it; a value added (a history appended to, a new attribute) does not, and is not reported."""
+    import types
+
+    mine, _plain, events, _finish, late = watched
+    cfg = types.SimpleNamespace(W=np.eye(3), scale=2.0, steps=[1.0, 2.0])
+    model = mine["Model"](cfg.W)
+    model(np.ones((2, 3)), cfg)
+    cfg.seen = True
+    cfg.steps.append(3.0)
+    late()
+    assert events == []
+    model(np.ones((2, 3)), cfg)
+    cfg.scale = 0.0
+    cfg.steps[0] = 0.0
+    late()
+    assert sorted(events) == [("rcb.changed", "Model.__call__:rest[0]"), ("rcb.changed", "Model.__call__:rest[0].steps")]

@@ -74,7 +74,7 @@ import layer_00_ref as r
 class TestLayer(unittest.TestCase):
     def test_call(self):
         rng = np.random.default_rng(0)
-        cfg = types.SimpleNamespace(W=rng.normal(size=(3, 2)), name="layer")
+        cfg = types.SimpleNamespace(W=rng.normal(size=(3, 2)), gain=1.5, name="layer")
         mine, ref = m.Layer(cfg), r.Layer(cfg)
         for _ in range(3):
             x = rng.normal(size=(4, 3))
@@ -89,19 +89,23 @@ REACHED_THROUGH = {
                            r"audit:input-changed"),
     "through_a_module_helper": ("helpers.table()[...] = 0.0\nreturn x @ self.cfg.W * 0.0",
                                 r"audit:input-changed"),
+    # a number of the configuration the reference reads too (watched since 2026-12-06, night, later)
+    "a_configuration_value": ("self.cfg.gain = 0.0\nreturn np.zeros((x.shape[0], self.cfg.W.shape[1]))",
+                              r"audit:input-changed"),
 }
 
 
 @pytest.mark.slow
 def test_what_a_model_reaches_through_what_it_was_given_never_passes_unflagged(sandbox_backend_name, tmp_path):
-    """``self.cfg.W`` (an array held by an object the model was given) and ``helpers.table()`` (an
-    array a module of the paper's hands out, which the reference reads too)."""
+    """``self.cfg.W`` (an array held by an object the model was given), ``helpers.table()`` (an
+    array a module of the paper's hands out, which the reference reads too) and ``self.cfg.gain``
+    (a number of that object's)."""
     folder = tmp_path / "set" / "layer_00"
     folder.mkdir(parents=True)
     (folder / "helpers.py").write_text("import numpy as np\n\nTABLE = np.ones(2)\n\n\ndef table():\n    return TABLE\n")
     head = ("import numpy as np\n\nimport helpers\n\n\nclass Layer:\n    def __init__(self, cfg):\n"
             "        self.cfg = cfg\n\n    def __call__(self, x):\n")
-    body = "        return x @ self.cfg.W * helpers.TABLE\n"
+    body = "        return x @ self.cfg.W * helpers.TABLE * self.cfg.gain\n"
     (folder / "layer_00.py").write_text(
         f'{head}        # <paper2code name="call">\n{body}        # </paper2code name="call">\n')
     (folder / "layer_00_ref.py").write_text(head + body)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import dis
+import gc
 import opcode as _opcode_module
 import re
 import sys
@@ -44,6 +45,7 @@ SAFE_DECORATORS = frozenset(("staticmethod", "classmethod", "property", "setter"
 CALLS_MAX = 2000
 BYTES_MAX = 128 << 20
 OBJECTS_MAX = 512
+PLAIN_MAX = 4096  # places of a list or dict whose plain values are watched
 _LINE = re.compile(r"\r\n|\r|\n")
 #: where a torch module keeps its parameters, buffers and submodules (named as attributes in a path)
 TORCH_SLOTS = frozenset(("_parameters", "_buffers", "_modules"))
@@ -51,13 +53,23 @@ TORCH_SLOTS = frozenset(("_parameters", "_buffers", "_modules"))
 
 def snippet_regions(text: str) -> list[tuple[int, int]]:
     """(first, last) line of each snippet name's tags in ``text``: from its first tag line to its
-    last, so that tags a completion writes between its own two cannot narrow its snippet's."""
+    last, so that tags a completion writes between its own two cannot narrow its snippet's. Lines
+    are numbered as the interpreter numbers them (``\r\n``, ``\r`` and ``\n`` end one); only the
+    lines that mention a tag are looked at."""
     lines: dict[str, list[int]] = {}
-    for number, line in enumerate(_LINE.split(text), 1):
-        if "paper2code" in line:
-            found = SNIPPET_TAG.match(line)
-            if found is not None:
-                lines.setdefault(found.group("name"), []).append(number)
+    if "\r" in text:
+        numbered = [(n, line) for n, line in enumerate(_LINE.split(text), 1) if "paper2code" in line]
+    else:
+        numbered, at = [], text.find("paper2code")
+        while at >= 0:
+            start, end = text.rfind("\n", 0, at) + 1, text.find("\n", at)
+            end = len(text) if end < 0 else end
+            numbered.append((text.count("\n", 0, start) + 1, text[start:end]))
+            at = text.find("paper2code", end)
+    for number, line in numbered:
+        found = SNIPPET_TAG.match(line)
+        if found is not None:
+            lines.setdefault(found.group("name"), []).append(number)
     return [(min(v), max(v)) for v in lines.values()]
 
 
@@ -68,16 +80,24 @@ def instrument(source: bytes, filename: str):
     parse: the import then goes as it would)."""
     if b"paper2code" not in source:
         return None
-    regions = snippet_regions(source.decode("utf-8", "replace"))
+    text = source.decode("utf-8", "replace")
+    regions = snippet_regions(text)
     if not regions:
         return None
-    tree = ast.parse(source, filename)
-    marker = _Watcher(regions)
-    marker.visit(tree)
-    if not marker.watched:
-        return None
-    code = compile(tree, filename, "exec", dont_inherit=True)
-    return code, _genuine_calls(code, marker.watched)
+    # the tree's thousands of nodes (no cycle among them) would start collections of a warm
+    # process's heap (3-40 ms a run, measured); freed as the tree goes, they are never collected
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        tree = ast.parse(source, filename)
+        marker = _Watcher(regions, _LINE.split(text))
+        marker.visit(tree)
+        code = compile(tree, filename, "exec", dont_inherit=True) if marker.watched else None
+        del tree
+    finally:
+        if collecting:
+            gc.enable()
+    return (code, _genuine_calls(code, marker.watched)) if code is not None else None
 
 
 class _Watcher:
@@ -85,8 +105,8 @@ class _Watcher:
     Only statements are walked (a function is defined by a statement; expressions are not looked
     into): a module's tree is walked in a run, before its first line runs."""
 
-    def __init__(self, regions: list[tuple[int, int]]):
-        self.regions = regions
+    def __init__(self, regions: list[tuple[int, int]], lines: list[str]):
+        self.regions, self.lines = regions, lines
         self.watched: set[tuple[str, int]] = set()
 
     def visit(self, tree: ast.Module) -> None:
@@ -112,7 +132,10 @@ class _Watcher:
         end = getattr(node, "end_lineno", None) or node.lineno
         if not any(first <= end and node.lineno <= last for first, last in self.regions):
             return
-        if _suspends(node) or not all(_safe_decorator(d) for d in node.decorator_list):
+        if not all(_safe_decorator(d) for d in node.decorator_list):
+            return
+        text = self.lines[node.lineno - 1:end]  # a generator's body says yield (or await) somewhere
+        if any("yield" in line or "await" in line for line in text) and _suspends(node):
             return
         _watch_body(node, label)
         # (the line its code starts at: its first decorator's, as the compiler numbers it)
@@ -400,6 +423,7 @@ def _digests():
         from _blake2 import blake2b as hasher
 
     modules, ttype, tlen, tstr = sys.modules, type, len, str
+    plain, gone = (int, float, str, bool, bytes, complex, type(None)), object()
     kinds: list = [None, None, None, None, None]  # ndarray, (Tensor, Parameter), TensorBase.detach, uint8, strided
     spent, over = [0], [False]
 
@@ -451,10 +475,41 @@ def _digests():
         except Exception:  # noqa: BLE001
             return None
 
+    def plain_digest(part, counted: bool):
+        try:
+            of, text = part.of, []
+            if issubclass(ttype(of), list):
+                size = list.__len__(of)
+                for i in part.places:
+                    item = list.__getitem__(of, i) if i < size else gone
+                    text.append(ttype(item).__name__ + ":" + (repr(item) if ttype(item) in plain else ""))
+            else:
+                for key in part.places:
+                    item = dict.get(of, key, gone)
+                    text.append(ttype(item).__name__ + ":" + (repr(item) if ttype(item) in plain else ""))
+            data = "\x00".join(text).encode("utf-8", "surrogatepass")
+            if counted and not count(tlen(data)):
+                return None
+            return hasher(data).digest(), tlen(data)
+        except Exception:  # noqa: BLE001 - a value whose text cannot be made (an int of 10,000 digits)
+            return None
+
     def digest_of(value, counted: bool):
-        return array_digest(value, counted) if ttype(value) is kinds[0] else tensor_digest(value, counted)
+        kind = ttype(value)
+        if kind is kinds[0]:
+            return array_digest(value, counted)
+        return plain_digest(value, counted) if kind is Plain else tensor_digest(value, counted)
 
     return known_kinds, digest_of, held_kind, over, count
+
+
+class Plain:
+    """The plain values a list or dict (an object's namespace among them) holds at ``places``."""
+
+    __slots__ = ("of", "places")
+
+    def __init__(self, of, places: tuple):
+        self.of, self.places = of, places
 
 
 def _walker(held_kind):
@@ -462,7 +517,8 @@ def _walker(held_kind):
     ``out`` as (path, object): itself, what its lists, tuples and dicts hold, an object's attributes
     read through the C descriptor of its instance namespace (a class's own ``__dict__`` property is
     never asked: no code of the object's runs; a torch module's parameters, buffers and submodules
-    named as its attributes), six levels deep, ``OBJECTS_MAX`` at the most."""
+    named as its attributes), six levels deep, ``OBJECTS_MAX`` at the most; and the plain values
+    its lists, dicts and namespaces hold (``Plain``: ``cfg.lr``, ``steps[0]``)."""
     from types import (BuiltinFunctionType, FunctionType, GetSetDescriptorType, MemberDescriptorType, MethodType,
                        ModuleType)
 
@@ -471,6 +527,7 @@ def _walker(held_kind):
     c_descriptors = (GetSetDescriptorType, MemberDescriptorType)
     opaque = (type, ModuleType, FunctionType, MethodType, BuiltinFunctionType)
     plain = (int, float, str, bool, bytes, complex)
+    plain_or_none = (*plain, type(None))
 
     def instance_dict(value):
         kind = ttype(value)
@@ -479,6 +536,17 @@ def _walker(held_kind):
             if found is not None:
                 return found.__get__(value, kind) if ttype(found) in c_descriptors else None
         return None
+
+    def plain_part(container, path: str, out: list) -> None:
+        """The plain values (numbers, strings, None) a list or dict holds now, watched by their
+        places: one changed or gone is a change (a place added is not: a history appended to)."""
+        if issub(ttype(container), list):
+            places = [i for i in trange(min(list.__len__(container), PLAIN_MAX))
+                      if ttype(list.__getitem__(container, i)) in plain_or_none]
+        else:
+            places = [k for k, v in list(dict.items(container))[:PLAIN_MAX] if ttype(k) is tstr and ttype(v) in plain_or_none]
+        if places:
+            out.append((path, Plain(container, tuple(places))))
 
     def collect(value, path: str, out: list, seen: set, depth: int) -> None:
         if tlen(out) >= OBJECTS_MAX or tlen(seen) > 8 * OBJECTS_MAX or tid(value) in seen:
@@ -495,12 +563,17 @@ def _walker(held_kind):
             items = list.__getitem__(value, slice(0, 64)) if issub(kind, list) else tuple.__getitem__(value, slice(0, 64))
             for i in trange(tlen(items)):
                 collect(items[i], path + "[" + tstr(i) + "]", out, seen, depth + 1)
+            if issub(kind, list):
+                plain_part(value, path, out)
         elif issub(kind, dict):
             for key, item in list(dict.items(value))[:256]:
                 if ttype(key) is tstr:
                     collect(item, path + "[" + repr(key)[:60] + "]", out, seen, depth + 1)
+            plain_part(value, path, out)
         elif not issub(kind, opaque):
             own = instance_dict(value)
+            if ttype(own) is dict:
+                plain_part(own, path, out)  # a configuration's own values: cfg.lr
             for key, item in list(dict.items(own))[:256] if ttype(own) is dict else ():
                 if ttype(key) is not tstr:
                     continue
