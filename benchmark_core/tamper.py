@@ -791,6 +791,8 @@ def _mirror_written(detail: str, caller: str) -> bool:
     return key in STATE_MIRRORS.get(module, ()) and caller == "lib:" + module.partition(".")[0]
 
 
+#: the events of the watch of the paper's functions (``warm/watch.py``)
+_WATCH_EVENTS = frozenset(("rcb.changed", "rcb.watch"))
 #: the library guard's events, each about the namespace its detail names first (``module.name``,
 #: ``module.Class.attr``, ``module`` alone for a write put back)
 _NAMESPACE_EVENTS = frozenset(("rcb.attr", "rcb.state", "rcb.rewrite"))
@@ -849,9 +851,12 @@ def audit_verdict(run: Mapping | None, reference: Mapping | None, own: str | Non
             add("tampering:snapshot", f"{module} differs from the reference run's")
     known = {(e.get("event"), e.get("detail"), e.get("caller"), bool(e.get("paper"))) for e in _events(ref)}
     loose = {(e.get("event"), e.get("detail"), e.get("caller")) for e in _events(ref) if e.get("caller") != "paper"}
+    # the watch's events say in their detail all they are about (the function and the path); where
+    # they were found (the next call, a test case's end: the caller) is the look's, not the change's
+    watched = {(e.get("event"), e.get("detail")) for e in _events(ref) if e.get("event") in _WATCH_EVENTS}
     for event in _events(run):
         key = (event.get("event"), event.get("detail"), event.get("caller"), bool(event.get("paper")))
-        if key in known or (event.get("caller") != "paper" and key[:3] in loose):
+        if key in known or (event.get("caller") != "paper" and key[:3] in loose) or key[:2] in watched:
             continue
         flag = _event_flag(event)
         written = _PAPER_LABEL.match(str(key[1] or "")) if key[0] in _NAMESPACE_EVENTS else None

@@ -226,3 +226,20 @@ def test_the_plain_values_of_what_a_call_was_handed_are_watched_by_their_places(
     cfg.steps[0] = 0.0
     late()
     assert sorted(events) == [("rcb.changed", "Model.__call__:rest[0]"), ("rcb.changed", "Model.__call__:rest[0].steps")]
+
+
+def test_the_host_compares_the_watchs_events_with_the_reference_runs_by_what_they_say():
+    """Where a change was found (the next call, a test case's end: the event's caller) is the
+    look's, not the change's: the same function and path in the reference run's trail is the paper's
+    own doing. A change it did not make is a review flag; the watch called from elsewhere fails."""
+    from benchmark_core.tamper import audit_verdict
+
+    def event(name, detail, caller="paper"):
+        return {"event": name, "detail": detail, "caller": caller, "paper": caller == "paper"}
+
+    reference = {"events": [event("rcb.changed", "step:p", "std:case.py"), event("rcb.watch", "spent:bytes")]}
+    same = {"events": [event("rcb.changed", "step:p"), event("rcb.watch", "spent:bytes", "std:case.py")]}
+    assert audit_verdict(same, reference)[:2] == ([], [])
+    other = {"events": [event("rcb.changed", "step:g"), event("rcb.watch", "spent:step")]}
+    assert audit_verdict(other, reference)[:2] == ([], ["audit:input-changed", "audit:watch-spent"])
+    assert audit_verdict({"events": [event("rcb.watch", "forged")]}, reference)[0] == ["tampering:watch"]

@@ -90,7 +90,8 @@ def instrument(source: bytes, filename: str):
     gc.disable()
     try:
         tree = ast.parse(source, filename)
-        marker = _Watcher(regions, _LINE.split(text))
+        # (a generator is told by its body; a file that says neither yield nor await has none)
+        marker = _Watcher(regions, _LINE.split(text) if "yield" in text or "await" in text else None)
         marker.visit(tree)
         code = compile(tree, filename, "exec", dont_inherit=True) if marker.watched else None
         del tree
@@ -105,7 +106,7 @@ class _Watcher:
     Only statements are walked (a function is defined by a statement; expressions are not looked
     into): a module's tree is walked in a run, before its first line runs."""
 
-    def __init__(self, regions: list[tuple[int, int]], lines: list[str]):
+    def __init__(self, regions: list[tuple[int, int]], lines: list[str] | None):
         self.regions, self.lines = regions, lines
         self.watched: set[tuple[str, int]] = set()
 
@@ -134,9 +135,9 @@ class _Watcher:
             return
         if not all(_safe_decorator(d) for d in node.decorator_list):
             return
-        text = self.lines[node.lineno - 1:end]  # a generator's body says yield (or await) somewhere
+        text = self.lines[node.lineno - 1:end] if self.lines is not None else ()
         if any("yield" in line or "await" in line for line in text) and _suspends(node):
-            return
+            return  # a generator's body says yield (or await) somewhere
         _watch_body(node, label)
         # (the line its code starts at: its first decorator's, as the compiler numbers it)
         self.watched.add((node.name, min([node.lineno] + [d.lineno for d in node.decorator_list])))
