@@ -243,3 +243,46 @@ def test_the_host_compares_the_watchs_events_with_the_reference_runs_by_what_the
     other = {"events": [event("rcb.changed", "step:g"), event("rcb.watch", "spent:step")]}
     assert audit_verdict(other, reference)[:2] == ([], ["audit:input-changed", "audit:watch-spent"])
     assert audit_verdict({"events": [event("rcb.watch", "forged")]}, reference)[0] == ["tampering:watch"]
+
+
+TRACED = '''import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        # <paper2code name="forward">
+        return torch.relu(self.a(x))
+        # </paper2code name="forward">
+'''
+
+
+def test_a_call_torch_traces_is_not_read(watched):  # (the fixture puts the builtin back)
+    """``torch.jit.trace`` records every tensor op: the watch reading a tensor's bytes in the call
+    it traces made torch warn ("Converting a tensor to a NumPy array might cause the trace to be
+    incorrect", dozens of times), which a fresh interpreter does not print."""
+    import types
+    import warnings
+
+    torch = pytest.importorskip("torch")
+    events: list = []
+    watched_calls = watch.watcher(lambda event, detail: events.append((event, detail)), [0])
+    builtins.__dict__[watch.HOOK] = watched_calls[0]
+
+    class Loader:
+        def get_data(self, path):
+            return TRACED.encode()
+
+    module = types.ModuleType("net_w")
+    watched_calls[1](lambda m: None, Loader(), "/paper/net_w.py")(module)
+    net = module.Net()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        torch.jit.trace(net, torch.randn(2, 4))
+    assert not [w for w in seen if "might cause the trace" in str(w.message)], [str(w.message)[:80] for w in seen]
+    net(torch.randn(2, 4))  # outside the trace it is watched as any call
+    watched_calls[3]()
+    assert events == []

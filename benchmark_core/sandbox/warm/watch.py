@@ -269,7 +269,7 @@ def watcher(audit, busy: list, costs: list | None = None):
     calls: dict = {}  # label -> outermost calls fingerprinted
     reported: set = set()
     costs = costs if costs is not None else [0.0] * 7
-    known_kinds, digest_of, held_kind, over, count = _digests()
+    (known_kinds, digest_of, held_kind, over, count), tracing = _digests(), _tracing()
     compile_for, namespaces, held_by_modules = _modules_watched(genuine, costs)
     take = _taker(known_kinds, _walker(held_kind), digest_of, count, held_by_modules)
 
@@ -278,7 +278,7 @@ def watcher(audit, busy: list, costs: list | None = None):
             reported.add((event, detail))
             audit(event, detail)
 
-    after, late, finish = _looks(last, stacks, namespaces, digest_of, report, costs)
+    after, late, finish = _looks(last, stacks, namespaces, digest_of, report, costs, tracing)
 
     def watch(*args):
         started = clock()
@@ -317,6 +317,9 @@ def watcher(audit, busy: list, costs: list | None = None):
         if stack or ttype(label) is not tstr:
             stack.append(None)
             return
+        if tracing():  # torch.jit.trace records every tensor op: reading bytes would warn and be traced
+            stack.append(None)
+            return
         unchanged = after(me)  # the last call's objects, looked at now: their fingerprints reused
         count = calls.get(label, 0) + 1
         calls[label] = count
@@ -332,8 +335,8 @@ def watcher(audit, busy: list, costs: list | None = None):
     return watch, compile_for, finish, late
 
 
-def _looks(last: dict, stacks: dict, namespaces: list, digest_of, report, costs: list):
-    """``(after, late, finish)`` for ``watcher``."""
+def _looks(last: dict, stacks: dict, namespaces: list, digest_of, report, costs: list, tracing):
+    """``(after, late, finish)`` for ``watcher`` (no look while torch traces: ``tracing()``)."""
     import _thread
     from time import perf_counter
 
@@ -358,7 +361,7 @@ def _looks(last: dict, stacks: dict, namespaces: list, digest_of, report, costs:
         """At a test case's end (and the run's): ``after`` for every thread."""
         started = clock()
         try:
-            for me in list(last):
+            for me in list(last) if not tracing() else ():
                 after(me)
         except Exception:  # noqa: BLE001
             report("rcb.harness", "watch failed")
@@ -502,6 +505,23 @@ def _digests():
         return plain_digest(value, counted) if kind is Plain else tensor_digest(value, counted)
 
     return known_kinds, digest_of, held_kind, over, count
+
+
+def _tracing():
+    """``tracing()``: whether ``torch.jit.trace`` is recording (each tensor read would be traced,
+    and warn: "Converting a tensor to a NumPy array might cause the trace to be incorrect")."""
+    modules, found = sys.modules, [None]
+
+    def tracing() -> bool:
+        state = found[0]
+        if state is None and "torch._C" in modules:
+            state = found[0] = getattr(modules["torch._C"], "_get_tracing_state", False)
+        try:
+            return bool(state) and state() is not None
+        except Exception:  # noqa: BLE001
+            return False
+
+    return tracing
 
 
 class Plain:
