@@ -286,3 +286,165 @@ def test_a_call_torch_traces_is_not_read(watched):  # (the fixture puts the buil
     net(torch.randn(2, 4))  # outside the trace it is watched as any call
     watched_calls[3]()
     assert events == []
+
+
+# -- a file its server compiled ahead: a run parses only what its completion changed (``prepare``)
+
+PAPER_FILE = '''"""A paper's model."""
+from __future__ import annotations
+import numpy as np
+
+
+def helper(a):
+    return a * 2
+
+
+class Layer:
+    """A layer."""
+
+    scale = 2
+
+    def __init__(self, w):
+        self.__w = w
+        # <paper2code name="init">
+        self.w = np.asarray(w)
+        # </paper2code name="init">
+
+    @staticmethod
+    def const():
+        return 1
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        # <paper2code name="forward">
+        y = x @ self.w
+        # <paper2code name="act">
+        y = np.maximum(y, 0)
+        # </paper2code name="act">
+        return y + helper(0) + (lambda q: q)(0)
+        # </paper2code name="forward">
+
+    def gen(self):
+        yield 1
+
+    class Inner:
+        def deep(self, v):
+            # <paper2code name="deep">
+            return super().__init__ or v
+            # </paper2code name="deep">
+
+
+@staticmethod
+def loss(a, b):
+    # <paper2code name="loss">
+    d = a - b
+    return (d * d).mean()
+    # </paper2code name="loss">
+
+
+def untouched(z):
+    return z
+'''
+
+#: what a completion may be (at the snippet's indentation); the last two do not parse as the file
+ANSWERS = (
+    ["pass"], [], ["x = 1", "x = 2", "return x"], ["y = [i for i in range(3)]", "z = lambda: y", "return z()"],
+    ["def inner(q):", "    return q", "return inner(1)"], ["yield 5"], ["return __secret"],
+    ["<<def newtop(a):", "<<    return a"], ['# <paper2code name="loss">', "return 3"], ["'''", "return 1"], ["return ("],
+)
+
+
+def _answered(text: str, name: str, answer: list[str], newline: str = "\n") -> bytes:
+    lines = text.split("\n")
+    opening = next(i for i, line in enumerate(lines) if f'<paper2code name="{name}">' in line and "</" not in line)
+    closing = next(i for i, line in enumerate(lines) if f'</paper2code name="{name}">' in line)
+    indent = lines[opening][:len(lines[opening]) - len(lines[opening].lstrip())]
+    body = [line[2:] if line.startswith("<<") else indent + line for line in answer]
+    return newline.join(lines[:opening + 1] + body + lines[closing:]).encode()
+
+
+def _same_code(a, b, path: str = "module") -> None:
+    assert a == b, path
+    assert (a.co_qualname, a.co_filename) == (b.co_qualname, b.co_filename), path
+    inner = [c for c in a.co_consts if isinstance(c, type(a))]
+    assert len(inner) == len([c for c in b.co_consts if isinstance(c, type(a))]), path
+    for x, y in zip(inner, [c for c in b.co_consts if isinstance(c, type(a))]):
+        _same_code(x, y, path + "/" + x.co_qualname)
+
+
+def _offsets(genuine: dict) -> list:
+    return sorted((c.co_qualname, c.co_firstlineno, sorted(e), sorted(l)) for c, (e, l) in genuine.items())
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_a_run_compiles_what_its_completion_changed_as_the_whole_file_would_be(tmp_path, monkeypatch, newline):
+    """Every snippet of a file with classes, nested classes, decorators, a future import, lambdas
+    and a generator, answered in many ways: the code a run makes from its server's compiled file
+    and the completion's statements alone is the code the whole file's parse makes, to the
+    qualified names, file names and the watch's places; what cannot be told so is parsed whole."""
+    original = PAPER_FILE.replace("\n", newline)
+    (tmp_path / "model.py").write_bytes(original.encode())
+    monkeypatch.setattr(watch, "PREPARED", {})
+    watch.prepare(str(tmp_path), ["model.py", "paper2code_test.py"])
+    assert list(watch.PREPARED) == ["model.py"]
+    run_file = "/runs/r1/paper/model.py"
+    cases, parsed_anew = 0, 0
+    for name in ("init", "forward", "act", "deep", "loss"):
+        for answer in ANSWERS:
+            source = _answered(PAPER_FILE, name, answer, newline)
+            text = source.decode()
+            try:
+                compile(source, run_file, "exec", dont_inherit=True)
+            except SyntaxError:
+                assert watch._instrument_changed(source, watch.snippet_regions(text), run_file,
+                                                 watch.PREPARED["model.py"]) is None
+                continue
+            whole = watch._instrument_whole(source, text, watch.snippet_regions(text), run_file)
+            fast = watch._instrument_changed(source, watch.snippet_regions(text), run_file, watch.PREPARED["model.py"])
+            cases += 1
+            if fast is None:  # (a completion that moves the file's structure, or widens a snippet)
+                continue
+            parsed_anew += 1
+            _same_code(fast[0], whole[0])
+            assert _offsets(fast[1]) == _offsets(whole[1]), (name, answer)
+            assert instrument_used(monkeypatch, source, run_file) == "changed"
+    assert (cases, parsed_anew) == (38, 33), (cases, parsed_anew)  # (five widen a snippet or move the file)
+    same = watch._instrument_changed(original.encode(), watch.snippet_regions(original), run_file,
+                                     watch.PREPARED["model.py"])  # the reference run: all the server's
+    _same_code(same[0], watch._instrument_whole(original.encode(), original, watch.snippet_regions(original),
+                                                run_file)[0])
+
+
+def instrument_used(monkeypatch, source: bytes, filename: str) -> str:
+    """Which way ``instrument`` made the code: "changed" (the server's file) or "whole"."""
+    used = []
+    whole = watch._instrument_whole
+
+    def counted(*args):
+        used.append("whole")
+        return whole(*args)
+
+    monkeypatch.setattr(watch, "_instrument_whole", counted)
+    assert watch.instrument(source, filename) is not None
+    monkeypatch.setattr(watch, "_instrument_whole", whole)
+    return used[0] if used else "changed"
+
+
+def test_what_the_server_compiled_is_not_trusted_where_the_file_says_otherwise(tmp_path, monkeypatch):
+    """A completion that puts a future import at the top changes how every later function
+    compiles: the server's code is not used for them. A file in another encoding, or of another
+    name, is parsed whole."""
+    (tmp_path / "model.py").write_text(PAPER_FILE)
+    monkeypatch.setattr(watch, "PREPARED", {})
+    watch.prepare(str(tmp_path), ["model.py"])
+    plain = PAPER_FILE.replace("from __future__ import annotations\n", "")
+    (tmp_path / "plain.py").write_text(plain)
+    watch.prepare(str(tmp_path), ["plain.py"])
+    run_file = "/runs/r2/paper/plain.py"
+    changed = ("from __future__ import annotations\n" + plain.replace('"""A paper\'s model."""\n', "", 1)).encode()
+    assert instrument_used(monkeypatch, changed, run_file) == "whole"
+    whole = watch.instrument(changed, run_file)
+    annotated = next(c for c in whole[0].co_consts if getattr(c, "co_name", "") == "Layer")
+    assert "np.ndarray" in annotated.co_consts  # (annotations as text: the future import applied)
+    coded = ("# -*- coding: latin-1 -*-\n" + plain).encode("latin-1")
+    assert instrument_used(monkeypatch, coded, run_file) == "whole"
+    assert instrument_used(monkeypatch, plain.encode(), "/runs/r2/paper/other.py") == "whole"

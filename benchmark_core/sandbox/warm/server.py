@@ -21,6 +21,7 @@ from .common import (_ID_RE, _IGNORED, _THREAD_ENV, ARGS_PRELOAD, DISK_ALARM, DI
                      DRAIN_SECONDS, KEEP_RESULTS, PREPARE_RETRIES, PROOF_BYTES, PROTOCOL, RUNNER, split_lines)
 from .audit import PAPER_FILES, PROOF_EXIT, paper_files
 from .launch import snapshot_prepare
+from .watch import prepare as watch_prepare
 from .proof import MODULES_MAX, proof_read
 from .runs import Run, _Capture, _Spare
 from .learn import LEARN_MAX, REFUSED_MAX, import_clean, learn_candidates, learn_limits, learn_probe
@@ -840,6 +841,8 @@ class Server:
             os.environ.setdefault(var, "1")
         preloaded, failed = self.preload_paper()
         if not self.fresh:
+            # the paper's annotated files compiled once: a run parses only what its completion changed
+            watch_prepare(self.paper, PAPER_FILES[0] or ())
             # once, rather than in every run (_install_audit); a warm parent's brought up to date
             self.prepared = snapshot_prepare(self.prepared)
             gc.freeze()  # what is here now is never walked by a run's collections: no copy-on-write for it

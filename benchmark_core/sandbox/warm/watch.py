@@ -20,15 +20,25 @@ the run's first checkpoint (a write to it later is a write to ``builtins``: ``ta
 Each call of it checks that it was made by an instrumented function at one of the places this
 module compiled (``sys._getframe(1)``: code object and instruction offset), so that code of the
 completion's that calls it (to pop the watch before it writes) is reported, ``rcb.watch``.
+
+What a run compiles: the paper's server compiles each annotated file of the paper once, watched,
+before its runs are forked (``prepare``). A run's import of the file then compiles it as a plain
+import does, parses and watches only the statements around the lines its completion changed (in
+the classes that hold them), and takes every other watched function's code from the server's,
+moved to its lines, once that function's plain code is found equal to the server's
+(``_instrument_changed``); where anything cannot be matched, the whole file is parsed as before.
 """
 from __future__ import annotations
 
+import __future__
 import ast
 import dis
 import gc
+import os
 import opcode as _opcode_module
 import re
 import sys
+from types import CodeType
 
 #: the builtin the instrumented functions call (not an identifier: no source spells it)
 HOOK = "_rcb.watch"
@@ -60,11 +70,13 @@ def snippet_regions(text: str) -> list[tuple[int, int]]:
     if "\r" in text:
         numbered = [(n, line) for n, line in enumerate(_LINE.split(text), 1) if "paper2code" in line]
     else:
-        numbered, at = [], text.find("paper2code")
+        numbered, at, counted, number = [], text.find("paper2code"), 0, 1
         while at >= 0:
             start, end = text.rfind("\n", 0, at) + 1, text.find("\n", at)
             end = len(text) if end < 0 else end
-            numbered.append((text.count("\n", 0, start) + 1, text[start:end]))
+            number += text.count("\n", counted, start)  # (counted on from the last tag line)
+            counted = start
+            numbered.append((number, text[start:end]))
             at = text.find("paper2code", end)
     for number, line in numbered:
         found = SNIPPET_TAG.match(line)
@@ -77,7 +89,8 @@ def instrument(source: bytes, filename: str):
     """``(code, genuine)`` of a module whose source holds snippet tags: its code with the functions
     that meet a snippet watched, and ``{code object: (entry offsets, exit offsets)}`` of those
     functions; None when there is nothing to watch (no tag, no such function, code that does not
-    parse: the import then goes as it would)."""
+    parse: the import then goes as it would). Where the paper's server compiled the file ahead
+    (``prepare``), only what differs from it is parsed (``_instrument_changed``)."""
     if b"paper2code" not in source:
         return None
     text = source.decode("utf-8", "replace")
@@ -89,15 +102,23 @@ def instrument(source: bytes, filename: str):
     collecting = gc.isenabled()
     gc.disable()
     try:
-        tree = ast.parse(source, filename)
-        # (a generator is told by its body; a file that says neither yield nor await has none)
-        marker = _Watcher(regions, _LINE.split(text) if "yield" in text or "await" in text else None)
-        marker.visit(tree)
-        code = compile(tree, filename, "exec", dont_inherit=True) if marker.watched else None
-        del tree
+        prepared = _prepared_for(filename)
+        made = _instrument_changed(source, regions, filename, prepared) if prepared is not None else None
+        if made is None:
+            made = _instrument_whole(source, text, regions, filename)
     finally:
         if collecting:
             gc.enable()
+    return made
+
+
+def _instrument_whole(source: bytes, text: str, regions: list, filename: str):
+    tree = ast.parse(source, filename)
+    # (a generator is told by its body; a file that says neither yield nor await has none)
+    marker = _Watcher(regions, _LINE.split(text) if "yield" in text or "await" in text else None)
+    marker.visit(tree)
+    code = compile(tree, filename, "exec", dont_inherit=True) if marker.watched else None
+    del tree
     return (code, _genuine_calls(code, marker.watched)) if code is not None else None
 
 
@@ -251,6 +272,254 @@ def _hook_calls(code) -> list:
         arg = 0
         offset = after
     return calls
+
+
+#: the paper's annotated files as its server compiled them (``prepare``), by their path in the
+#: paper's folder: a run's import of one compiles the file as a plain import does and parses only
+#: the statements its completion changed (``_instrument_changed``)
+PREPARED: dict = {}
+PREPARE_BYTES = 4 << 20  # a larger file is compiled whole in each run
+_BLINE = re.compile(rb"\r\n|\r|\n")
+_CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=]")
+_FUTURE_FLAGS = 0
+for _feature in __future__.all_feature_names:
+    _FUTURE_FLAGS |= getattr(__future__, _feature).compiler_flag
+
+
+def prepare(folder: str, files) -> None:
+    """Compile the paper's annotated files (``files``: paths in ``folder``) once, in its server
+    before its runs are forked: of each, its lines, its statements' spans (``_blocks``), its
+    snippets' regions, the first lines of the functions it watches, its code objects that hold a
+    watched function, plain and watched (by qualified name and first line), and the watch's places
+    in them (``_genuine_calls``, by the code object's id)."""
+    PREPARED.clear()
+    for rel in sorted(files):
+        if not rel.endswith(".py") or rel.endswith("_ref.py"):
+            continue
+        path = os.path.join(folder, rel)
+        try:
+            if os.path.islink(path) or os.path.getsize(path) > PREPARE_BYTES:
+                continue
+            with open(path, "rb") as fh:
+                source = fh.read()
+            made = _prepared(source, path)
+        except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        if made is not None:
+            PREPARED[rel] = made
+
+
+def _prepared(source: bytes, filename: str):
+    if b"paper2code" not in source or source.startswith(b"\xef\xbb\xbf") or any(
+            _CODING.match(line) for line in source.split(b"\n", 2)[:2]):
+        return None  # (a file in another encoding is compiled whole: its lines are not UTF-8 text)
+    text = source.decode("utf-8", "replace")
+    regions = snippet_regions(text)
+    if not regions:
+        return None
+    tree = ast.parse(source, filename)
+    lines = _BLINE.split(source)
+    blocks = _blocks(tree.body, lines)
+    marker = _Watcher(regions, _LINE.split(text))
+    marker.visit(tree)
+    watched = compile(tree, filename, "exec", dont_inherit=True)
+    plain = compile(source, filename, "exec", dont_inherit=True)
+    if plain.replace(co_consts=watched.co_consts) != watched:
+        return None  # (never seen: the watch changes functions only)
+    codes: dict = {}
+    genuine = {id(code): offsets for code, offsets in _genuine_calls(watched, marker.watched).items()}
+    if not _pair(plain, watched, codes):
+        return None
+    watched_at = [line for _name, line in marker.watched]
+    return lines, blocks, regions, watched_at, codes, genuine
+
+
+def _blocks(body: list, lines: list) -> list:
+    """(first line, last line, class) of each statement of ``body``; ``class``, for a class's:
+    (its name, its line's indentation, its body's first line, its body's blocks), else None."""
+    found = []
+    for node in body:
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", ())])
+        inner = None
+        if type(node) is ast.ClassDef and node.body:
+            line, head = lines[node.lineno - 1], node.body[0]
+            body_first = min([head.lineno] + [d.lineno for d in getattr(head, "decorator_list", ())])
+            inner = (node.name, line[:len(line) - len(line.lstrip(b" \t\f"))], body_first, _blocks(node.body, lines))
+        found.append((first, node.end_lineno or node.lineno, inner))
+    return found
+
+
+def _pair(plain, watched, codes: dict) -> bool:
+    """``codes[(qualname, first line)] = (plain, watched)`` for ``watched`` and every code object in
+    it that the watch changed; False where the two trees do not pair up."""
+    if plain == watched:
+        return True
+    codes[(plain.co_qualname, plain.co_firstlineno)] = (plain, watched)
+    inner = [c for c in plain.co_consts if type(c) is CodeType]
+    made = [c for c in watched.co_consts if type(c) is CodeType]
+    if len(inner) != len(made):
+        return False
+    for a, b in zip(inner, made):
+        if (a.co_qualname, a.co_firstlineno) != (b.co_qualname, b.co_firstlineno) or not _pair(a, b, codes):
+            return False
+    return True
+
+
+def _prepared_for(filename: str):
+    best, size = None, -1
+    for rel, made in PREPARED.items():
+        native = rel.replace("/", os.sep)
+        if (filename == native or filename.endswith(os.sep + native)) and len(native) > size:
+            best, size = made, len(native)
+    return best
+
+
+def _changed_lines(old: list, new: list) -> tuple[int, int, int]:
+    """(lo, hi, delta): the original's lines ``lo..hi`` became others (none when ``hi < lo``:
+    lines were put after line ``hi``), the lines after them moved by ``delta``."""
+    size = min(len(old), len(new))
+    low, high = 0, size  # the most leading lines alike (lists compared in C, halving)
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if old[:middle] == new[:middle] else (low, middle - 1)
+    p, low, high = low, 0, size - low  # and trailing, of those left
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if old[len(old) - middle:] == new[len(new) - middle:] else (low, middle - 1)
+    s = low
+    return p + 1, len(old) - s, len(new) - len(old)
+
+
+def _fragment_lines(blocks: list, lo: int, hi: int) -> tuple[int, int, list]:
+    """(first, last, headers): the original's lines a run parses anew (whole statements, with a
+    line on each side of the change: a statement a changed line could continue or decorate), and
+    the classes they lie in (their header lines, to parse them in)."""
+    headers: list = []
+    while True:
+        hit = [b for b in blocks if b[0] <= hi + 1 and b[1] >= lo - 1]
+        if len(hit) == 1 and hit[0][2] is not None and hit[0][2][2] <= lo - 1 and hi <= hit[0][1]:
+            name, indent, _first, inner = hit[0][2]
+            headers.append(indent + b"class " + name.encode() + b":")
+            blocks = inner
+            continue
+        return min([lo] + [b[0] for b in hit]), max([hi] + [b[1] for b in hit]), headers
+
+
+def _instrument_changed(source: bytes, regions: list, filename: str, prepared):
+    """``instrument`` of a file its server compiled ahead: the file compiled as a plain import does;
+    the statements around the lines that differ from the server's file parsed and watched alone
+    (in the classes that hold them); every other code object that holds a watched function is the
+    server's, moved to its lines and file once its plain code is found equal. None where any of
+    it does not hold (the whole file is then parsed: ``_instrument_whole``)."""
+    old, blocks, old_regions, watched_at, codes, genuine_old = prepared
+    if source.startswith(b"\xef\xbb\xbf") or any(_CODING.match(line) for line in source.split(b"\n", 2)[:2]):
+        return None
+    try:
+        plain = compile(source, filename, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return None
+    lines = _BLINE.split(source)
+    lo, hi, delta = _changed_lines(old, lines)
+    first, last, count = len(old) + 1, len(old), 0  # the original's lines parsed anew (none)
+    fresh: dict = {}
+    genuine: dict = {}
+    if lo <= hi or delta:
+        first, last, headers = _fragment_lines(blocks, lo, hi)
+        if first - len(headers) < 1:
+            return None
+        part = b"\n" * (first - 1 - len(headers)) + b"\n".join(headers + lines[first - 1:max(first - 1, last + delta)])
+        made = _instrument_part(part, regions, filename, plain.co_flags & _FUTURE_FLAGS, first, last + delta)
+        if made is None:
+            return None
+        fresh, genuine, count = made
+    # the functions not parsed anew are watched as before: the regions that reach them are the same
+    kept = []
+    for a, b in old_regions:
+        if first <= a and b <= last:
+            continue  # (only the fragment's functions meet it)
+        if lo <= a <= hi or lo <= b <= hi:
+            return None
+        kept.append((a if a < lo else a + delta, b if b < lo else b + delta))
+    if sorted(kept) != sorted(r for r in regions if not (first <= r[0] and r[1] <= last + delta)):
+        return None
+    count += sum(1 for line in watched_at if not first <= line <= last)
+    code = _assembled(plain, (first, last + delta, delta, filename, fresh, codes, genuine_old, genuine))
+    if code is None or fresh or len(genuine) != count:
+        return None  # (a function the whole file's parse would watch is not: never seen)
+    return code, genuine
+
+
+def _instrument_part(part: bytes, regions: list, filename: str, flags: int, first: int, last: int):
+    """``({(qualname, first line): code}, genuine, functions watched)`` of the code objects a
+    fragment's lines ``first..last`` define, watched; None when it does not parse."""
+    try:
+        tree = ast.parse(part, filename)
+    except (SyntaxError, ValueError):
+        return None
+    text = part.decode("utf-8", "replace")
+    marker = _Watcher(regions, _LINE.split(text) if "yield" in text or "await" in text else None)
+    marker.visit(tree)
+    code = compile(tree, filename, "exec", flags=flags, dont_inherit=True)
+    del tree
+    fresh: dict = {}
+    todo = [code]
+    while todo:
+        for item in todo.pop().co_consts:
+            if type(item) is CodeType:
+                if first <= item.co_firstlineno <= last:
+                    fresh[(item.co_qualname, item.co_firstlineno)] = item
+                else:
+                    todo.append(item)  # (a class's header, given to parse its method in)
+    return fresh, _genuine_calls(code, marker.watched), len(marker.watched)
+
+
+def _assembled(code, context):
+    """``code`` with each code object in it taken from the fragment (``fresh``, popped) or the
+    server's (``codes``) where it holds a watched function; None where one cannot be matched."""
+    first, last, delta, filename, fresh, codes, genuine_old, genuine = context
+    consts, changed = list(code.co_consts), False
+    for index, item in enumerate(consts):
+        if type(item) is not CodeType:
+            continue
+        key = (item.co_qualname, item.co_firstlineno)
+        if first <= key[1] <= last:
+            made = fresh.pop(key, None)
+            if made is None:
+                return None
+        else:
+            moved = 0 if key[1] < first else delta
+            entry = codes.get((key[0], key[1] - moved))
+            if entry is not None and _moved(entry[0], moved, None, None) == item:
+                now: dict = {}
+                made = _moved(entry[1], moved, filename, now)
+                for was, offsets in genuine_old.items():
+                    if was in now:
+                        genuine[now[was]] = offsets
+            else:
+                made = _assembled(item, context)  # (a class whose method changed) or nothing watched
+                if made is None:
+                    return None
+        changed = changed or made is not item
+        consts[index] = made
+    return code.replace(co_consts=tuple(consts)) if changed else code
+
+
+def _moved(code, delta: int, filename: "str | None", moved: "dict | None"):
+    """``code`` and the code objects in it ``delta`` lines further, in ``filename``; ``moved[id(old)]
+    = new``."""
+    consts = code.co_consts
+    inner = tuple(_moved(c, delta, filename, moved) if type(c) is CodeType else c for c in consts)
+    changes: dict = {}
+    if delta:
+        changes["co_firstlineno"] = code.co_firstlineno + delta
+    if filename is not None and code.co_filename != filename:
+        changes["co_filename"] = filename
+    if any(a is not b for a, b in zip(inner, consts)):
+        changes["co_consts"] = inner
+    made = code.replace(**changes) if changes else code
+    if moved is not None:
+        moved[id(code)] = made
+    return made
 
 
 def watcher(audit, busy: list, costs: list | None = None):
