@@ -88,13 +88,17 @@ def untouched(x):
 @pytest.fixture
 def watched():
     """(namespace of SOURCE run watched, namespace run plainly, the events reported, finish, late)."""
+    yield from _watched_source(SOURCE)
+
+
+def _watched_source(source: str):
     events: list = []
     watch_fn, compile_for, finish, late = watch.watcher(lambda event, detail: events.append((event, detail)), [0])
     builtins.__dict__[watch.HOOK] = watch_fn
 
     class Loader:
         def get_data(self, path):
-            return SOURCE.encode()
+            return source.encode()
 
     try:
         import types
@@ -103,7 +107,7 @@ def watched():
         module.__file__ = "/paper/model_w.py"
         compile_for(lambda m: pytest.fail("the module was not watched"), Loader(), "/paper/model_w.py")(module)
         plain: dict = {"__name__": "model_p"}
-        exec(compile(SOURCE, "/paper/model_w.py", "exec"), plain)  # noqa: S102 - the test's own source
+        exec(compile(source, "/paper/model_w.py", "exec"), plain)  # noqa: S102 - the test's own source
         yield module.__dict__, plain, events, finish, late
     finally:
         builtins.__dict__.pop(watch.HOOK, None)
@@ -448,3 +452,89 @@ def test_what_the_server_compiled_is_not_trusted_where_the_file_says_otherwise(t
     coded = ("# -*- coding: latin-1 -*-\n" + plain).encode("latin-1")
     assert instrument_used(monkeypatch, coded, run_file) == "whole"
     assert instrument_used(monkeypatch, plain.encode(), "/runs/r2/paper/other.py") == "whole"
+
+
+#: a completion that keeps what its first call was handed and changes it in its next call, which
+#: is handed something else: the test compares the first answer with the reference afterwards
+STASHING = '''import numpy as np
+
+_kept = []
+
+
+def step(x, cfg):
+    # <paper2code name="step">
+    if _kept:
+        old, old_cfg = _kept.pop()
+        old[...] = 0.0
+        old_cfg["gain"] = 0.0
+    else:
+        _kept.append((x, cfg))
+    return float(x.sum())
+    # </paper2code name="step">
+
+
+def honest(x, cfg):
+    # <paper2code name="honest">
+    return float(x.sum()) * cfg["gain"]
+    # </paper2code name="honest">
+'''
+
+
+@pytest.fixture
+def stashing():
+    yield from _watched_source(STASHING)
+
+
+def test_a_change_to_an_earlier_calls_inputs_made_in_a_later_call_is_seen(stashing):
+    """The next call looks at the last one's inputs as it starts; what the last call was handed
+    and the next was not is watched until the test case ends, so a change the next call makes to
+    it is seen there (``late``), or where a later call is handed it again."""
+    mine, _plain, events, _finish, late = stashing
+    x1, x2, c1, c2 = np.ones(3), np.ones(3), {"gain": 1.0}, {"gain": 1.0}
+    mine["step"](x1, c1)
+    mine["step"](x2, c2)  # zeroes x1 and c1's gain, after x1 was looked at
+    assert not x1.any() and c1["gain"] == 0.0
+    mine["honest"](x2, c2)
+    assert events == []
+    late()
+    assert sorted(events) == [("rcb.changed", "step:cfg"), ("rcb.changed", "step:x")]
+
+
+def test_an_earlier_calls_input_handed_again_is_compared_there(stashing):
+    mine, _plain, events, _finish, _late = stashing
+    y1, y2 = np.ones(3), np.ones(3)
+    mine["step"](y1, {"gain": 1.0})
+    mine["step"](y2, {"gain": 1.0})
+    mine["honest"](y1, {"gain": 1.0})  # handed again, before the test case's end: compared there
+    assert events == [("rcb.changed", "step:x")]
+
+
+def test_honest_calls_over_many_inputs_are_not_reported_and_let_go_as_the_case_ends(stashing, monkeypatch):
+    """What earlier calls were handed is held until the test case ends (a test's locals are gone
+    when it stops: ``KEEP_MAX`` bytes of them), then let go; past that, only while the test holds it."""
+    import gc
+    import weakref
+
+    mine, _plain, events, finish, late = stashing
+    inputs = [np.full(3, float(i)) for i in range(5)]
+    config = {"gain": 2.0}
+    for x in inputs:
+        mine["honest"](x, config)
+    config["more"] = 1.0  # a value added is not a change
+    held = weakref.ref(inputs[0])
+    del inputs[0], x
+    gc.collect()
+    assert held() is not None  # the test let it go: the watch holds it until the case ends
+    late()
+    gc.collect()
+    assert held() is None
+    monkeypatch.setattr(watch, "KEEP_MAX", 0)
+    for x in inputs:
+        mine["honest"](x, config)
+    gone = weakref.ref(inputs[0])
+    del inputs[0], x
+    gc.collect()
+    assert gone() is None  # past KEEP_MAX: weakly
+    late()
+    finish()
+    assert events == []

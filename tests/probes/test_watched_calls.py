@@ -154,3 +154,39 @@ def test_a_paper_that_updates_what_it_is_handed_asks_for_it(sandbox_backend_name
     assert honest.passed and not honest.flags, (honest.category, honest.flags, honest.output_tail[-600:])
     assert changed.passed and "audit:input-changed" in changed.flags, (changed.category, changed.flags)
     assert "step:g" in str(changed.extra.get("flag_notes", {}).get("audit:input-changed")), changed.extra
+
+
+#: the model called on two inputs before the first answer is compared with the reference's
+TWICE_TEST = """import unittest
+
+import numpy as np
+
+import softplus_00 as m
+import softplus_00_ref as r
+
+
+class TestSoftplus(unittest.TestCase):
+    def test_softplus(self):
+        rng = np.random.default_rng(3)
+        x1, x2 = rng.normal(size=(4, 5)), rng.normal(size=(4, 5))
+        got1, got2 = m.softplus(x1), m.softplus(x2)
+        np.testing.assert_allclose(got1, r.softplus(x1), rtol=1e-12)
+        np.testing.assert_allclose(got2, r.softplus(x2), rtol=1e-12)
+
+
+if __name__ == "__main__":
+    unittest.main()
+"""
+#: keeps what its first call was handed and zeroes it in its second (handed another array), after
+#: the second call's start looked at it: the first answer (log 2) then matches the reference's
+LATER = ("kept = globals().setdefault('_kept', [])\nif kept:\n    ops = {'c': np.copyto}\n"
+         "    ops['c'](kept.pop(), 0.0)\n    y = np.logaddexp(0.0, x)\nelse:\n    kept.append(x)\n"
+         "    y = np.full_like(x, np.log(2.0))")
+
+
+@pytest.mark.slow
+def test_an_earlier_calls_input_changed_in_a_later_call_never_passes_unflagged(sandbox_backend_name, tmp_path):
+    paper = one_snippet_paper(tmp_path, "softplus_00", imports=SOFTPLUS_HEAD, func="softplus",
+                              body="    y = np.logaddexp(0.0, x)\n", test=TWICE_TEST,
+                              requirements="numpy\n", title="Softplus").papers[0]
+    _passed_flagged(paper, {"earlier_call": (LATER, r"audit:input-changed")}, "softplus", sandbox_backend_name)

@@ -1,6 +1,7 @@
 """What the paper's functions around the snippets are handed, watched across each call: the arrays
 and tensors a call was given (its arguments, what they hold, what ``self`` keeps), fingerprinted
-where the call starts and compared where it ends. Standard library only; runs inside the sandbox.
+where the call starts and looked at again where the thread's next call starts, and, what that
+next call is not handed, where the test case ends. Standard library only; runs inside the sandbox.
 
 A completion that changes the test's inputs in place (``x[...] = 0`` on the array the test hands
 to the reference after it) changes the expected answer with its own, and passes in a fresh
@@ -56,6 +57,8 @@ CALLS_MAX = 2000
 BYTES_MAX = 128 << 20
 OBJECTS_MAX = 512
 PLAIN_MAX = 4096  # places of a list or dict whose plain values are watched
+#: what earlier calls of a test case were handed, held by the watch until the case ends (bytes)
+KEEP_MAX = 32 << 20
 _LINE = re.compile(r"\r\n|\r|\n")
 #: where a torch module keeps its parameters, buffers and submodules (named as attributes in a path)
 TORCH_SLOTS = frozenset(("_parameters", "_buffers", "_modules"))
@@ -535,11 +538,14 @@ def watcher(audit, busy: list, costs: list | None = None):
     genuine: dict = {}  # id(code) -> (code, entry offsets, exit offsets)
     stacks: dict = {}  # thread -> watches in progress (None: a nested call, not fingerprinted)
     last: dict = {}  # thread -> (label, held) of its last outermost call, as it returned
+    #: thread -> {id: (object or a weak reference to it, fingerprint, label, path)}: what earlier
+    #: calls of the test case were handed that the calls after them were not (``_looks.keep``)
+    earlier: dict = {}
     calls: dict = {}  # label -> outermost calls fingerprinted
     reported: set = set()
     costs = costs if costs is not None else [0.0] * 7
     (known_kinds, digest_of, held_kind, over, count), tracing = _digests(), _tracing()
-    compile_for, namespaces, held_by_modules = _modules_watched(genuine, costs)
+    compile_for, namespaces, held_by_modules = _modules_watched(genuine, costs, busy)
     take = _taker(known_kinds, _walker(held_kind), digest_of, count, held_by_modules)
 
     def report(event: str, detail: str) -> None:
@@ -547,7 +553,7 @@ def watcher(audit, busy: list, costs: list | None = None):
             reported.add((event, detail))
             audit(event, detail)
 
-    after, late, finish = _looks(last, stacks, namespaces, digest_of, report, costs, tracing)
+    after, keep, late, finish = _looks(last, earlier, stacks, namespaces, digest_of, report, costs, tracing)
 
     def watch(*args):
         started = clock()
@@ -597,6 +603,7 @@ def watcher(audit, busy: list, costs: list | None = None):
             stack.append(None)
             return
         held = take(values, names, unchanged)
+        keep(me, unchanged, held)
         if over[0]:
             report("rcb.watch", "spent:bytes")
         stack.append((label, held))
@@ -604,18 +611,20 @@ def watcher(audit, busy: list, costs: list | None = None):
     return watch, compile_for, finish, late
 
 
-def _looks(last: dict, stacks: dict, namespaces: list, digest_of, report, costs: list, tracing):
-    """``(after, late, finish)`` for ``watcher`` (no look while torch traces: ``tracing()``)."""
+def _looks(last: dict, earlier: dict, stacks: dict, namespaces: list, digest_of, report, costs: list, tracing):
+    """``(after, keep, late, finish)`` for ``watcher`` (no look while torch traces: ``tracing()``)."""
     import _thread
+    import _weakref
     from time import perf_counter
 
-    get_ident, clock = _thread.get_ident, perf_counter
+    get_ident, clock, weak, tid = _thread.get_ident, perf_counter, _weakref.ref, id
+    weak_type, kept_bytes = _weakref.ReferenceType, [0]
 
     def after(me) -> dict:
         """What the last outermost call of thread ``me`` was handed, changed since it started (in
         the call, or after it by a finalizer of an object of the call's, run as its frame went):
-        ``<label>:<path>``. Returns ``{id: (object, fingerprint, size)}`` of those unchanged (the next
-        call's fingerprints of the same objects, taken right after, are these)."""
+        ``<label>:<path>``. Returns ``{id: (object, fingerprint, size, label, path)}`` of those
+        unchanged (the next call's fingerprints of the same objects, taken right after, are these)."""
         top = last.pop(me, None)
         unchanged: dict = {}
         for path, value, digest, size in top[1] if top is not None else ():
@@ -623,15 +632,58 @@ def _looks(last: dict, stacks: dict, namespaces: list, digest_of, report, costs:
             if now is None or now[0] != digest:
                 report("rcb.changed", top[0] + ":" + path)
             else:
-                unchanged[id(value)] = (value, digest, size)
+                unchanged[tid(value)] = (value, digest, size, top[0], path)
         return unchanged
 
+    def keep(me, unchanged: dict, held: list) -> None:
+        """What the last call was handed and the next one (``held``) was not stays watched until
+        the test case's end (``late``): a later call could change it (the test may read it after);
+        one a later call is handed again is compared there (a list's or dict's plain values by the
+        container: looked at again by their earlier places)."""
+        kept = earlier.get(me)
+        if kept:
+            for path, value, digest, _size in held:
+                was = kept.pop(key_of(value), None)
+                old = alive(was[0]) if was is not None else None
+                if old is None or (old is not value and type(old) is not Plain):
+                    continue  # (gone, or another object at the same address)
+                now = digest_of(old, False) if old is not value else (digest,)
+                if now is None or now[0] != was[1]:
+                    report("rcb.changed", was[2] + ":" + was[3])
+        taken = {key_of(item[1]) for item in held}
+        for value, digest, size, label, path in unchanged.values():
+            key = key_of(value)
+            if key not in taken:
+                if kept_bytes[0] + size <= KEEP_MAX:
+                    kept_bytes[0] += size  # held until the case ends: the test's locals are gone then
+                else:
+                    try:
+                        value = weak(value)  # (past that, only while the test holds it)
+                    except TypeError:
+                        pass
+                earlier.setdefault(me, {})[key] = (value, digest, label, path)
+
+    def key_of(value) -> int:
+        return tid(value.of) if type(value) is Plain else tid(value)
+
+    def alive(held):
+        """The object ``held`` is, or refers to weakly (None once it is gone)."""
+        return held() if type(held) is weak_type else held
+
     def late() -> None:
-        """At a test case's end (and the run's): ``after`` for every thread."""
+        """At a test case's end (and the run's): ``after`` for every thread, and what earlier calls
+        of the test case were handed (``keep``), looked at once more and let go."""
         started = clock()
         try:
             for me in list(last) if not tracing() else ():
                 after(me)
+            for me in list(earlier) if not tracing() else ():
+                kept_bytes[0] = 0
+                for value, digest, label, path in earlier.pop(me).values():
+                    value = alive(value)
+                    now = digest_of(value, False) if value is not None else None
+                    if value is not None and (now is None or now[0] != digest):
+                        report("rcb.changed", label + ":" + path)
         except Exception:  # noqa: BLE001
             report("rcb.harness", "watch failed")
         costs[6] += clock() - started
@@ -647,7 +699,7 @@ def _looks(last: dict, stacks: dict, namespaces: list, digest_of, report, costs:
         except Exception:  # noqa: BLE001
             report("rcb.harness", "watch failed")
 
-    return after, late, finish
+    return after, keep, late, finish
 
 
 def _taker(known_kinds, collect, digest_of, count, held_by_modules: list):
@@ -878,15 +930,18 @@ def _walker(held_kind):
     return collect
 
 
-def _modules_watched(genuine: dict, costs: list):
+def _modules_watched(genuine: dict, costs: list, busy: list):
     """``(compile_for, namespaces, held_by_modules)``: ``compile_for`` (``watcher``) registers the
     watched functions' calls in ``genuine`` and the module's namespace in ``namespaces``; a module it
     does not watch (no tags, a ``*_ref`` module: the reference's) goes into ``held_by_modules``
-    (name, namespace), whose top level each watched call fingerprints."""
+    (name, namespace), whose top level each watched call fingerprints. The compile runs under
+    ``busy`` (no code but ours runs in it: its ``compile`` and ``code.__new__`` events are ours)."""
+    import _thread
+
     from importlib._bootstrap import _call_with_frames_removed as frames_removed
     from time import perf_counter
 
-    tid, ttype, tstr, clock = id, type, str, perf_counter
+    tid, ttype, tstr, clock, get_ident = id, type, str, perf_counter, _thread.get_ident
     namespaces: list = []
     held_by_modules: list = []
 
@@ -894,7 +949,14 @@ def _modules_watched(genuine: dict, costs: list):
         def exec_watched(module):
             started = clock()
             try:
-                made = None if origin.endswith("_ref.py") else instrument(loader.get_data(origin), origin)
+                source = None if origin.endswith("_ref.py") else loader.get_data(origin)
+                made = None
+                if ttype(source) is bytes and ttype(origin) is tstr:  # (no method of a subclass runs under busy)
+                    before, busy[0] = busy[0], get_ident()
+                    try:
+                        made = instrument(source, origin)
+                    finally:
+                        busy[0] = before
             except Exception:  # noqa: BLE001 - not read, or not code: the import goes (and fails) as it would
                 made = None
             costs[6] += clock() - started  # (what a plain import would spend compiling it is counted too)
