@@ -538,3 +538,33 @@ def test_honest_calls_over_many_inputs_are_not_reported_and_let_go_as_the_case_e
     late()
     finish()
     assert events == []
+
+
+def test_the_compile_runs_under_the_hooks_flag_and_only_on_plain_bytes_and_names(monkeypatch):
+    """Only our code runs while a module is compiled watched: its events (``compile``, the
+    ``code.__new__`` of each code object moved from the server's) are not reported, as the library
+    guard's own are not; a file name or source of a subclass (whose methods would run under the
+    flag) is not compiled watched at all."""
+    import threading
+    import types
+
+    busy, seen, plain = [0], [], []
+    real = watch.instrument
+    monkeypatch.setattr(watch, "instrument", lambda source, name: seen.append(busy[0]) or real(source, name))
+    builtins.__dict__[watch.HOOK] = watch.watcher(lambda event, detail: None, busy)[0]
+    _watch_fn, compile_for, _finish, _late = watch.watcher(lambda event, detail: None, busy)
+
+    class Loader:
+        def get_data(self, path):
+            return SOURCE.encode()
+
+    class Name(str):
+        pass
+
+    try:
+        compile_for(lambda m: pytest.fail("not watched"), Loader(), "/paper/m.py")(types.ModuleType("m"))
+        assert seen == [threading.get_ident()] and busy == [0]
+        compile_for(lambda m: plain.append(m), Loader(), Name("/paper/m.py"))(types.ModuleType("m"))
+        assert len(seen) == 1 and len(plain) == 1
+    finally:
+        builtins.__dict__.pop(watch.HOOK, None)
