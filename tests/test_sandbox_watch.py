@@ -568,3 +568,17 @@ def test_the_compile_runs_under_the_hooks_flag_and_only_on_plain_bytes_and_names
         assert len(seen) == 1 and len(plain) == 1
     finally:
         builtins.__dict__.pop(watch.HOOK, None)
+
+
+def test_a_failure_of_the_changed_parts_compile_falls_back_to_the_whole_file(tmp_path, monkeypatch):
+    (tmp_path / "model.py").write_text(PAPER_FILE)
+    monkeypatch.setattr(watch, "PREPARED", {})
+    watch.prepare(str(tmp_path), ["model.py"])
+
+    def broken(*args):
+        raise RecursionError("deep")
+
+    monkeypatch.setattr(watch, "_instrument_changed", broken)
+    made = watch.instrument(PAPER_FILE.encode(), "/runs/r3/paper/model.py")
+    assert sorted(code.co_qualname for code in made[1]) == ["Layer.Inner.deep", "Layer.__init__", "Layer.forward",
+                                                           "loss"]  # watched all the same

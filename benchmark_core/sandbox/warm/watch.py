@@ -105,8 +105,11 @@ def instrument(source: bytes, filename: str):
     collecting = gc.isenabled()
     gc.disable()
     try:
-        prepared = _prepared_for(filename)
-        made = _instrument_changed(source, regions, filename, prepared) if prepared is not None else None
+        try:
+            prepared = _prepared_for(filename)
+            made = _instrument_changed(source, regions, filename, prepared) if prepared is not None else None
+        except Exception:  # noqa: BLE001 - (never seen) the whole file is parsed then, as without the server's
+            made = None
         if made is None:
             made = _instrument_whole(source, text, regions, filename)
     finally:
