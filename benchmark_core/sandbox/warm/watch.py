@@ -316,9 +316,8 @@ def prepare(folder: str, files) -> None:
 
 
 def _prepared(source: bytes, filename: str):
-    if b"paper2code" not in source or source.startswith(b"\xef\xbb\xbf") or any(
-            _CODING.match(line) for line in source.split(b"\n", 2)[:2]):
-        return None  # (a file in another encoding is compiled whole: its lines are not UTF-8 text)
+    if b"paper2code" not in source or not _plain_utf8(source):
+        return None
     text = source.decode("utf-8", "replace")
     regions = snippet_regions(text)
     if not regions:
@@ -338,6 +337,13 @@ def _prepared(source: bytes, filename: str):
         return None
     watched_at = [line for _name, line in marker.watched]
     return lines, blocks, regions, watched_at, codes, genuine
+
+
+def _plain_utf8(source: bytes) -> bool:
+    """Whether ``source`` is UTF-8 with no mark and no coding line: a file in another encoding is
+    compiled whole (its lines are not UTF-8 text, which a part parsed alone would be read as)."""
+    return not source.startswith(b"\xef\xbb\xbf") and not any(
+        _CODING.match(line) for line in source.split(b"\n", 2)[:2])
 
 
 def _blocks(body: list, lines: list) -> list:
@@ -418,7 +424,7 @@ def _instrument_changed(source: bytes, regions: list, filename: str, prepared):
     server's, moved to its lines and file once its plain code is found equal. None where any of
     it does not hold (the whole file is then parsed: ``_instrument_whole``)."""
     old, blocks, old_regions, watched_at, codes, genuine_old = prepared
-    if source.startswith(b"\xef\xbb\xbf") or any(_CODING.match(line) for line in source.split(b"\n", 2)[:2]):
+    if not _plain_utf8(source):
         return None
     try:
         plain = compile(source, filename, "exec", dont_inherit=True)
