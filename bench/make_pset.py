@@ -76,9 +76,110 @@ def product_ms(python: str | None = None) -> float:
         return PRODUCT_MS
 
 
+#: support code (classes and helpers no snippet tags) around a paper's tagged functions: the
+#: published papers' annotated files are hundreds of lines, of which the snippets are a few, and a
+#: run compiles the whole file (and the checks of ours read it)
+SUPPORT_UNITS = 16
+
+
+def _numpy_helper(k: int) -> str:
+    """One untagged NumPy helper of a scientific paper's file, with a docstring as real ones have."""
+    return textwrap.dedent(f'''\
+        def moment_{k}(x, order={k % 4 + 1}, axis=-1, center=True):
+            """The order-th moment of ``x`` along ``axis``, averaged with harmonic weights.
+
+            Parameters
+            ----------
+            x : array_like
+                Samples, any shape.
+            order : int
+                The moment's order.
+            axis : int
+                The axis the samples lie along.
+            center : bool
+                Subtract the mean first.
+            """
+            x = np.asarray(x, dtype=float)
+            if center:
+                x = x - x.mean(axis=axis, keepdims=True)
+            out = np.mean(x ** order, axis=axis)
+            if not np.all(np.isfinite(out)):
+                raise ValueError("non-finite moment")
+            weights = [1.0 / (i + 1) for i in range({k % 5 + 2})]
+            return out * sum(weights) / len(weights)
+        ''')
+
+
+_NUMPY_CLASS = textwrap.dedent('''\
+    class Standardizer:
+        """Scale features to zero mean and unit variance, fitted once on a sample.
+
+        The statistics are kept, so that a later batch is scaled the same way.
+        """
+
+        def __init__(self, eps=1e-8, axis=0):
+            self.eps = eps
+            self.axis = axis
+            self.mean_ = None
+            self.scale_ = None
+
+        def fit(self, x):
+            x = np.asarray(x, dtype=float)
+            self.mean_ = x.mean(axis=self.axis, keepdims=True)
+            self.scale_ = np.sqrt(x.var(axis=self.axis, keepdims=True) + self.eps)
+            return self
+
+        def transform(self, x):
+            if self.mean_ is None:
+                raise RuntimeError("fit the standardizer first")
+            return (np.asarray(x, dtype=float) - self.mean_) / self.scale_
+
+        def inverse(self, y):
+            return np.asarray(y) * self.scale_ + self.mean_
+
+        @property
+        def fitted(self):
+            return self.mean_ is not None
+    ''')
+
+
+def _torch_block(k: int) -> str:
+    """One untagged torch module of a paper's file, as the published papers define their models."""
+    return textwrap.dedent(f'''\
+        class Block{k}(torch.nn.Module):
+            """A residual MLP block: layer norm, up-projection, GELU, down-projection."""
+
+            def __init__(self, dim, hidden=None, dropout=0.0):
+                super().__init__()
+                hidden = hidden or {k % 3 + 2} * dim
+                self.norm = torch.nn.LayerNorm(dim)
+                self.up = torch.nn.Linear(dim, hidden)
+                self.down = torch.nn.Linear(hidden, dim)
+                self.dropout = torch.nn.Dropout(dropout)
+
+            def forward(self, x):
+                h = self.up(self.norm(x))
+                h = torch.nn.functional.gelu(h)
+                return x + self.dropout(self.down(h))
+
+            def extra_repr(self):
+                return f"dim={{self.up.in_features}}, hidden={{self.up.out_features}}"
+        ''')
+
+
+def _support(lib: str, part: int) -> str:
+    """Half (``part`` 0: before the tagged functions, 1: after) of a paper file's support code."""
+    units = range(part * SUPPORT_UNITS // 2, (part + 1) * SUPPORT_UNITS // 2)
+    if lib == "numpy":
+        pieces = ([_NUMPY_CLASS] if part == 0 else []) + [_numpy_helper(k) for k in units]
+    else:
+        pieces = [_torch_block(k) for k in units]
+    return "\n\n".join(pieces) + "\n\n"
+
+
 def _module(snippets: int, tagged: bool, work_ms: int, step_ms: float = PRODUCT_MS) -> str:
-    head = "import torch\n\n\n"
-    funcs = "\n\n".join(_function(i, tagged) for i in range(snippets))
+    head = "import torch\n\n\n" + _support("torch", 0) + "\n"
+    funcs = "\n\n".join(_function(i, tagged) for i in range(snippets)) + "\n\n" + _support("torch", 1).rstrip() + "\n"
     work = ""
     if work_ms:
         # the test calls heavy() on the completion's module and the reference's: about work_ms of
@@ -110,7 +211,13 @@ def _test(paper: str, snippets: int, work_ms: int) -> str:
         "        torch.manual_seed(0)\n"
         "        x = torch.rand(4, 16)\n"
         f"{checks}\n"
-        f"{heavy}\n\n"
+        f"{heavy}\n"
+        "    def test_block(self):\n"
+        "        x = torch.rand(4, 16)\n"
+        "        torch.manual_seed(1)\n"
+        "        mine = m.Block0(16)(x)\n"
+        "        torch.manual_seed(1)\n"
+        "        self.assertTrue(torch.allclose(mine, r.Block0(16)(x)))\n\n\n"
         'if __name__ == "__main__":\n    unittest.main()\n'
     )
 
@@ -141,8 +248,9 @@ def _scientific_function(index: int, tagged: bool) -> str:
 
 
 def _scientific_module(snippets: int, tagged: bool) -> str:
-    head = "import numpy as np\nfrom scipy import special, stats\n\nimport common\n\n\n"
-    return head + "\n\n".join(_scientific_function(i, tagged) for i in range(snippets))
+    head = "import numpy as np\nfrom scipy import special, stats\n\nimport common\n\n\n" + _support("numpy", 0) + "\n"
+    return (head + "\n\n".join(_scientific_function(i, tagged) for i in range(snippets)) + "\n\n"
+            + _support("numpy", 1).rstrip() + "\n")
 
 
 def _scientific_test(paper: str, snippets: int) -> str:
@@ -166,6 +274,9 @@ def _scientific_test(paper: str, snippets: int) -> str:
         "        cls.weights = np.load(\"data/weights.npz\")[\"w\"]\n"
         "        cls.config = ConfigDict({\"rtol\": 1e-10, \"bins\": 16})\n\n"
         f"{cases}\n"
+        "    def test_standardized_moments(self):\n"
+        "        mine = m.moment_1(m.Standardizer().fit(self.data).transform(self.data))\n"
+        "        np.testing.assert_allclose(mine, r.moment_1(r.Standardizer().fit(self.data).transform(self.data)))\n\n"
         "    def test_summary_table(self):\n"
         "        frame = pd.DataFrame({\"v\": m.f0(self.data), \"w\": r.f0(self.data)})\n"
         "        self.assertTrue(np.allclose(frame.v.describe().values, frame.w.describe().values))\n\n"

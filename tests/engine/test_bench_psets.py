@@ -70,6 +70,14 @@ def test_the_realistic_set_is_shaped_like_the_published_papers(tmp_path):
     assert (paper.folder / "common.py").is_file()  # a sibling module of the paper's own
     assert test.count("    def test_") >= 10  # many cases a run, as the published tests have
     assert any(s.parent for s in paper.snippets)  # nested snippets
+    # annotated files of a real paper's size: classes and helpers around the few tagged lines,
+    # which a run compiles (and our checks read) whole
+    for kind in ("scientific", "threaded", "compute-bound"):
+        one = next(p for p in pset.papers if make_pset.paper_kind(p.id) == kind)
+        source = (one.folder / f"{one.id}.py").read_text()
+        assert source.count("\n") >= 300 and "\nclass " in source, kind
+        tagged = sum(s.end_line - s.start_line + 1 for s in one.snippets if s.parent is None)
+        assert tagged * 5 < source.count("\n"), kind
     assert set(make_pset.IMPORT_BOUND) >= {"scientific", "import-bound"}
 
 
