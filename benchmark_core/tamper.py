@@ -222,11 +222,12 @@ def static_reading(source: str, span: tuple[int, int], *, code: str, reference: 
         return StaticReading([], {}, parsed=False)
     flags: set[str] = set()
     refs = set(ref_modules)
-    around = _around(nodes)
+    imports = _imports(nodes[0][0]) if nodes else []
+    around = _around(nodes, imports)
     for node, inside in nodes:
         if inside:
             _node_flags(node, flags, refs, around)
-    names = _shared_names(nodes, *shared)
+    names = _shared_names(imports, *shared)
     mutated = argument_mutations(nodes, span, frozenset(names))
     changed = sorted({names[n] for n in mutated if n in names})
     mutated = [n for n in mutated if n not in names]
@@ -306,21 +307,22 @@ def _parse_alone(code: str) -> bool:
     return False
 
 
-def _scope_problems(source: str, span: tuple[int, int], code: str,
-                    column: int) -> tuple[list[tuple[ast.AST, bool]] | None, dict[str, str]]:
+def _scope_problems(source: str, span: tuple[int, int], code: str, column: int,
+                    tree: ast.AST | None = None) -> tuple[list[tuple[ast.AST, bool]] | None, dict[str, str]]:
     """The file's nodes that reach the completion's lines (None when the file does not parse) and
-    each way the completion leaves its scope."""
+    each way the completion leaves its scope (``tree``: the file already parsed, the reference's)."""
     first, last = span
     problems: dict[str, str] = {}
     lines = _LINE_BREAK.split(source)
     for number in range(first, min(last, 2) + 1):
         if _CODING.match(lines[number - 1]):
             problems["encoding"] = f"completion line {number - first + 1} declares the file's encoding"
-    data = source.encode("utf-8")  # the bytes the sandbox writes (UnicodeEncodeError: it cannot write them)
-    try:
-        tree = ast.parse(data)  # as the interpreter reads them: an encoding line counts
-    except (SyntaxError, ValueError):  # ValueError: NUL bytes (older CPython 3.11 releases)
-        return None, problems
+    if tree is None:
+        data = source.encode("utf-8")  # the bytes the sandbox writes (UnicodeEncodeError: it cannot write them)
+        try:
+            tree = ast.parse(data)  # as the interpreter reads them: an encoding line counts
+        except (SyntaxError, ValueError):  # ValueError: NUL bytes (older CPython 3.11 releases)
+            return None, problems
     if last >= first and not _parse_alone(code):
         problems["alone"] = "the completion does not parse on its own (it only parses joined to the lines around it)"
     nodes = _nodes_reaching(tree, first, last)
@@ -391,6 +393,47 @@ _SHAPED_NOTES = {
 _SHAPED_FLAGS = tuple(f"ast:{kind}:" for kind in _SHAPED_NOTES
                       if kind not in ("dynamic-class", "mutates-argument", "mutates-module"))
 
+@functools.lru_cache(maxsize=8)
+def _paper_file_read(source: str) -> tuple[list[str], ast.AST | None, list[ast.stmt]]:
+    """The paper's own file (the reference's): its lines, its tree (None when it does not parse) and
+    its import statements, read once for all its snippets (a real paper's file is hundreds of lines,
+    its snippets a few: each snippet's ``_reference_scope`` read it whole again, ~20 ms a run on the
+    host). The tree is only read, never changed, by its callers (under ``AST_LOCK``)."""
+    lines = _LINE_BREAK.split(source)
+    try:
+        tree = ast.parse(source.encode("utf-8"))
+    except (SyntaxError, ValueError):
+        return lines, None, []
+    return lines, tree, _imports(tree)
+
+
+def _imports(tree: ast.AST) -> list[ast.stmt]:
+    """The import statements of a module's tree, anywhere in it (in functions, classes, branches and
+    handlers): an import is a statement, so only statement lists are walked, not the expressions
+    that make up most of a file's nodes. No recursion (a tree may be thousands deep)."""
+    found: list[ast.stmt] = []
+    todo = [getattr(tree, "body", [])]
+    while todo:
+        for node in todo.pop():
+            kind = type(node)
+            if kind is ast.Import or kind is ast.ImportFrom:
+                found.append(node)
+                continue
+            for field in _STATEMENT_FIELDS:
+                inner = getattr(node, field, None)
+                if inner:
+                    if field == "handlers" or field == "cases":
+                        todo.extend(h.body for h in inner)
+                    else:
+                        todo.append(inner)
+    found.sort(key=lambda node: (node.lineno, node.col_offset))  # in the file's order: the last binding a name's
+    return found
+
+
+#: where a statement holds statements (an except's and a match case's bodies, through them)
+_STATEMENT_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
 @functools.lru_cache(maxsize=256)
 def _reference_scope(source: str, span: tuple[int, int], code: str, *, shared: tuple = ((), ""),
                      ) -> tuple[int, frozenset[str], frozenset[str]]:
@@ -400,22 +443,18 @@ def _reference_scope(source: str, span: tuple[int, int], code: str, *, shared: t
     ``ast:dynamic-class``: a snippet whose reference defines ``__eq__`` or registers a custom operator
     asks a completion to do the same)."""
     first, last = span
-    lines = _LINE_BREAK.split(source)
-    try:
-        tree = ast.parse(source.encode("utf-8"))
-    except (SyntaxError, ValueError):
-        tree = None
+    lines, tree, imports = _paper_file_read(source)
     reaching = _nodes_reaching(tree, first, last) if tree is not None else []
     columns = [indent_column(lines[node.lineno - 1]) for node, _inside in reaching
                if isinstance(node, ast.stmt) and first <= node.lineno <= last]
     column = min(columns) if columns else indent_column(lines[max(first - 2, 0)])
-    _nodes, problems = _scope_problems(source, span, code, column)
+    _nodes, problems = _scope_problems(source, span, code, column, tree)
     own: set[str] = set()
-    around = _around(reaching)
+    around = _around(reaching, imports)
     for node, inside in reaching:
         if inside:
             _node_flags(node, own, set(), around)
-    names = _shared_names(reaching, *shared)
+    names = _shared_names(imports, *shared)
     changed = argument_mutations(reaching, span, frozenset(names))
     if any(n not in names for n in changed):  # an optimizer's step updates what it is given
         own.add("ast:mutates-argument")
@@ -436,11 +475,11 @@ class _Around:
     modules: frozenset = frozenset()
 
 
-def _around(nodes: list[tuple[ast.AST, bool]]) -> _Around:
-    """``_Around`` of the nodes ``_nodes_reaching`` found (the first is the file's module)."""
+def _around(nodes: list[tuple[ast.AST, bool]], imports: list[ast.stmt]) -> _Around:
+    """``_Around`` of the nodes ``_nodes_reaching`` found, ``imports`` their file's (``_imports``)."""
     called = frozenset(id(node.func) for node, _ in nodes if isinstance(node, ast.Call))
     modules = set()
-    for node in ast.walk(nodes[0][0]) if nodes else ():
+    for node in imports:
         if isinstance(node, ast.Import):
             modules.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -448,16 +487,17 @@ def _around(nodes: list[tuple[ast.AST, bool]]) -> _Around:
     return _Around(called, frozenset(modules))
 
 
-def _shared_names(nodes: list[tuple[ast.AST, bool]], modules: Iterable[str], own: str) -> dict[str, str]:
-    """The names the file binds (anywhere in it) to a module of the paper's ``modules`` other than
-    ``own`` (the completion's), or to what such a module holds: name -> that module. ``import
-    helpers as h``, ``from helpers import TABLE``, ``from . import helpers`` beside ``pkg/model.py``."""
+def _shared_names(imports: list[ast.stmt], modules: Iterable[str], own: str) -> dict[str, str]:
+    """The names a file's ``imports`` (``_imports``: anywhere in it) bind to a module of the paper's
+    ``modules`` other than ``own`` (the completion's), or to what such a module holds: name -> that
+    module. ``import helpers as h``, ``from helpers import TABLE``, ``from . import helpers`` beside
+    ``pkg/model.py``."""
     paper = {n for m in modules for n in import_names(m)} - set(import_names(own))
-    if not nodes or not paper:
+    if not imports or not paper:
         return {}
     package = own.rpartition(".")[0]
     names: dict[str, str] = {}
-    for node in ast.walk(nodes[0][0]):
+    for node in imports:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name in paper and (alias.asname or "." not in alias.name):

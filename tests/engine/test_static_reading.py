@@ -671,3 +671,44 @@ def test_what_a_module_of_the_paper_holds_changed_in_place_is_flagged(tmp_path, 
         '    helpers.WEIGHTS[:] = 0\n    return x * 2\n    # </paper2code name="solve">\n')
     assert "ast:mutates-module" not in _reading(load_problemset(own).paper("probe"), "solve",
                                                 ["    helpers.WEIGHTS *= 0", "    return x * 2"]).flags
+
+
+def test_the_imports_read_are_every_import_of_the_file_wherever_it_stands():
+    """The static reading takes a file's imports from its statements only (``tamper._imports``), not
+    from every node: the same imports, in the file's order, as a walk of the whole tree finds."""
+    import ast
+
+    from benchmark_core import tamper
+
+    source = (
+        "import a\nimport b.c as bc\nfrom . import d\n"
+        "def f():\n    import e\n    if x:\n        from g import h\n    else:\n        import i\n"
+        "    for _ in y:\n        import j\n    else:\n        import k\n"
+        "class C:\n    import l\n    def m(self):\n        try:\n            import n\n"
+        "        except E:\n            import o\n        finally:\n            import p\n"
+        "while z:\n    with w:\n        import q\n"
+        "match v:\n    case 1:\n        import r\n"
+        "x = lambda: __import__('s')\n"
+    )
+    tree = ast.parse(source)
+    walked = sorted((n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))),
+                    key=lambda n: (n.lineno, n.col_offset))
+    assert tamper._imports(tree) == walked
+    assert len(walked) == 14
+
+
+def test_the_papers_file_is_read_once_for_all_its_snippets(focal):
+    """Each snippet's reading of the paper's own code at its place reads the paper's file, which is
+    the same for all its snippets: it is parsed once (the host read a real paper's file whole once a
+    snippet, ~20 ms a run on a 500-line file)."""
+    from benchmark_core import tamper
+
+    tamper._paper_file_read.cache_clear()
+    tamper._reference_scope.cache_clear()
+    snippets = [s for s in focal.snippets if s.file == focal.snippets[0].file]
+    assert len(snippets) > 2
+    for snippet in snippets:
+        reading = _reading(focal, snippet.name, reference_code(focal, snippet))
+        assert reading.parsed and not reading.flags, (snippet.name, reading)
+    info = tamper._paper_file_read.cache_info()
+    assert (info.misses, info.hits) == (1, len(snippets) - 1)
