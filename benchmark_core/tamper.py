@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from .mutations import _literal_str, argument_mutations
+from .sandbox.warm.scan import import_statements
 
 __all__ = ["StaticReading", "static_reading", "indent_column", "parser_gives_up", "NESTED_TOO_DEEP", "audit_verdict",
            "review_flags", "TAMPERING_FLAGS", "AUDIT_FLAGS"]
@@ -222,7 +223,7 @@ def static_reading(source: str, span: tuple[int, int], *, code: str, reference: 
         return StaticReading([], {}, parsed=False)
     flags: set[str] = set()
     refs = set(ref_modules)
-    imports = _imports(nodes[0][0]) if nodes else []
+    imports = import_statements(nodes[0][0]) if nodes else []
     around = _around(nodes, imports)
     for node, inside in nodes:
         if inside:
@@ -396,7 +397,7 @@ _SHAPED_FLAGS = tuple(f"ast:{kind}:" for kind in _SHAPED_NOTES
 @functools.lru_cache(maxsize=8)
 def _paper_file_read(source: str) -> tuple[list[str], ast.AST | None, list[ast.stmt]]:
     """The paper's own file (the reference's): its lines, its tree (None when it does not parse) and
-    its import statements, read once for all its snippets (a real paper's file is hundreds of lines,
+    its import statements (``import_statements``), read once for all its snippets (a real paper's file is hundreds of lines,
     its snippets a few: each snippet's ``_reference_scope`` read it whole again, ~20 ms a run on the
     host). The tree is only read, never changed, by its callers (under ``AST_LOCK``)."""
     lines = _LINE_BREAK.split(source)
@@ -404,34 +405,7 @@ def _paper_file_read(source: str) -> tuple[list[str], ast.AST | None, list[ast.s
         tree = ast.parse(source.encode("utf-8"))
     except (SyntaxError, ValueError):
         return lines, None, []
-    return lines, tree, _imports(tree)
-
-
-def _imports(tree: ast.AST) -> list[ast.stmt]:
-    """The import statements of a module's tree, anywhere in it (in functions, classes, branches and
-    handlers): an import is a statement, so only statement lists are walked, not the expressions
-    that make up most of a file's nodes. No recursion (a tree may be thousands deep)."""
-    found: list[ast.stmt] = []
-    todo = [getattr(tree, "body", [])]
-    while todo:
-        for node in todo.pop():
-            kind = type(node)
-            if kind is ast.Import or kind is ast.ImportFrom:
-                found.append(node)
-                continue
-            for field in _STATEMENT_FIELDS:
-                inner = getattr(node, field, None)
-                if inner:
-                    if field == "handlers" or field == "cases":
-                        todo.extend(h.body for h in inner)
-                    else:
-                        todo.append(inner)
-    found.sort(key=lambda node: (node.lineno, node.col_offset))  # in the file's order: the last binding a name's
-    return found
-
-
-#: where a statement holds statements (an except's and a match case's bodies, through them)
-_STATEMENT_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
+    return lines, tree, import_statements(tree)
 
 
 @functools.lru_cache(maxsize=256)
@@ -476,7 +450,7 @@ class _Around:
 
 
 def _around(nodes: list[tuple[ast.AST, bool]], imports: list[ast.stmt]) -> _Around:
-    """``_Around`` of the nodes ``_nodes_reaching`` found, ``imports`` their file's (``_imports``)."""
+    """``_Around`` of the nodes ``_nodes_reaching`` found, ``imports`` their file's (``import_statements``)."""
     called = frozenset(id(node.func) for node, _ in nodes if isinstance(node, ast.Call))
     modules = set()
     for node in imports:
@@ -488,7 +462,7 @@ def _around(nodes: list[tuple[ast.AST, bool]], imports: list[ast.stmt]) -> _Arou
 
 
 def _shared_names(imports: list[ast.stmt], modules: Iterable[str], own: str) -> dict[str, str]:
-    """The names a file's ``imports`` (``_imports``: anywhere in it) bind to a module of the paper's
+    """The names a file's ``imports`` (``import_statements``: anywhere in it) bind to a module of the paper's
     ``modules`` other than ``own`` (the completion's), or to what such a module holds: name -> that
     module. ``import helpers as h``, ``from helpers import TABLE``, ``from . import helpers`` beside
     ``pkg/model.py``."""

@@ -347,6 +347,26 @@ def test_a_spare_takes_its_run_from_the_request(server, tmp_path):
     assert seen[0] != seen[1]
 
 
+def test_the_import_scans_read_each_file_once_until_it_changes(tmp_path):
+    """A paper's scans (its third-party modules, their submodules, every root it names) parse each
+    of its files once while it is unchanged; a file written again is read again."""
+    import importlib
+
+    scan = importlib.import_module("benchmark_core.sandbox.warm.scan")
+    (tmp_path / "helpers.py").write_text("import numpy as np\n\ndef f():\n    import sklearn\n")
+    test = tmp_path / "paper2code_test.py"
+    test.write_text("from scipy import stats\nimport helpers\n")
+    scan._file_read.cache_clear()
+    first = (warm.parent_names(str(tmp_path)), scan.named_roots(str(tmp_path)))
+    assert first == (["numpy", "scipy", "scipy.stats"], {"numpy", "sklearn", "scipy", "helpers"})
+    for _ in range(3):
+        assert (warm.parent_names(str(tmp_path)), scan.named_roots(str(tmp_path))) == first
+    assert scan._file_read.cache_info().misses == 2  # (two files, each parsed once)
+    test.write_text("from scipy import stats\nimport helpers\nimport pandas\n")
+    assert "pandas" in warm.parent_names(str(tmp_path)) and "pandas" in scan.named_roots(str(tmp_path))
+    assert scan._file_read.cache_info().misses == 3
+
+
 def test_the_submodules_a_paper_names_are_preloaded_not_its_own(tmp_path):
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "__init__.py").write_text("")

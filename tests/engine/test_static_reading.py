@@ -674,11 +674,12 @@ def test_what_a_module_of_the_paper_holds_changed_in_place_is_flagged(tmp_path, 
 
 
 def test_the_imports_read_are_every_import_of_the_file_wherever_it_stands():
-    """The static reading takes a file's imports from its statements only (``tamper._imports``), not
-    from every node: the same imports, in the file's order, as a walk of the whole tree finds."""
+    """The static reading (and the import scans) take a file's imports from its statements only
+    (``warm.scan.import_statements``), not from every node: the same imports, in the file's order,
+    as a walk of the whole tree finds."""
     import ast
 
-    from benchmark_core import tamper
+    from benchmark_core.sandbox.warm.scan import import_statements
 
     source = (
         "import a\nimport b.c as bc\nfrom . import d\n"
@@ -693,7 +694,7 @@ def test_the_imports_read_are_every_import_of_the_file_wherever_it_stands():
     tree = ast.parse(source)
     walked = sorted((n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))),
                     key=lambda n: (n.lineno, n.col_offset))
-    assert tamper._imports(tree) == walked
+    assert import_statements(tree) == walked
     assert len(walked) == 14
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import sys
 import threading
@@ -24,6 +25,34 @@ def _module_roots(tree: ast.Module) -> list[str]:
         elif isinstance(node, (ast.Try, ast.If)):
             stack[:0] = list(node.body) + [n for h in getattr(node, "handlers", []) for n in h.body] + list(node.orelse)
     return names
+
+
+def import_statements(tree: ast.AST) -> list:
+    """The import statements of a module's tree, anywhere in it (in functions, classes, branches and
+    handlers), in the file's order: an import is a statement, so only statement lists are walked,
+    not the expressions that make up most of a file's nodes (a walk of every node took most of the
+    host's static reading of a real paper's file). No recursion (a tree may be thousands deep)."""
+    found: list = []
+    todo = [getattr(tree, "body", [])]
+    while todo:
+        for node in todo.pop():
+            kind = type(node)
+            if kind is ast.Import or kind is ast.ImportFrom:
+                found.append(node)
+                continue
+            for field in STATEMENT_FIELDS:
+                inner = getattr(node, field, None)
+                if inner:
+                    if field == "handlers" or field == "cases":
+                        todo.extend(h.body for h in inner)
+                    else:
+                        todo.append(inner)
+    found.sort(key=lambda node: (node.lineno, node.col_offset))
+    return found
+
+
+#: where a statement holds statements (an except's and a match case's bodies, through them)
+STATEMENT_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
 
 
 def _module_paths(tree: ast.Module) -> list[str]:
@@ -52,8 +81,8 @@ def scan_submodules(paper: str) -> list[str]:
     imports ``from scipy import stats`` would otherwise import scipy.stats in every run."""
     own = own_names(paper)
     found: list[str] = []
-    for tree in _trees(paper):
-        for name in _module_paths(tree):
+    for _roots, paths, _named in _files_read(paper):
+        for name in paths:
             root = name.split(".")[0]
             if root in own or root in NEVER_PRELOAD or root in UNSAFE_TO_FORK or name in found:
                 continue
@@ -76,12 +105,8 @@ def named_roots(paper: str) -> set[str]:
     """The first component of every absolute import anywhere in the paper's files (inside functions
     too): the packages the paper itself names (``learn``: a run may teach the server only those)."""
     found: set[str] = set()
-    for tree in _trees(paper):
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                found.update(alias.name.split(".")[0] for alias in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                found.add(node.module.split(".")[0])
+    for _roots, _paths, named in _files_read(paper):
+        found.update(named)
     return found
 
 
@@ -127,27 +152,50 @@ def scan_imports(paper: str, *, stdlib: bool = False) -> list[str]:
 AST_LOCK = threading.Lock()
 
 
-def _trees(paper: str):
-    """The parsed modules of the paper's files (a broken file is skipped: it breaks its own runs)."""
+def _files_read(paper: str):
+    """What the import scans need of each of the paper's ``.py`` files, in a fixed order: (its
+    module-level imports' first components, their dotted names, the first component of every
+    absolute import anywhere in it). A broken file is skipped: it breaks its own runs."""
     for root, dirs, files in os.walk(paper):
         dirs[:] = sorted(d for d in dirs if d not in _IGNORED)
         for name in sorted(files):
             if not name.endswith(".py"):
                 continue
+            path = os.path.join(root, name)
             try:
-                with open(os.path.join(root, name), "rb") as fh:
-                    source = fh.read()
-                with AST_LOCK:
-                    tree = ast.parse(source)
-            except (SyntaxError, ValueError, OSError, MemoryError, RecursionError):
+                st = os.stat(path)
+            except OSError:
                 continue
-            yield tree
+            read = _file_read(path, st.st_ino, st.st_mtime_ns, st.st_size)
+            if read is not None:
+                yield read
+
+
+@functools.lru_cache(maxsize=1024)
+def _file_read(path: str, _inode: int, _mtime_ns: int, _size: int):
+    """``_files_read`` of one file, parsed once while it is unchanged (by its inode, time and size):
+    each paper's scans ran on every session opened for it, twice (its third-party modules, their
+    submodules), over files that are hundreds of lines in a real paper."""
+    try:
+        with open(path, "rb") as fh:
+            source = fh.read()
+        with AST_LOCK:
+            tree = ast.parse(source)
+    except (SyntaxError, ValueError, OSError, MemoryError, RecursionError):
+        return None
+    named: set[str] = set()
+    for node in import_statements(tree):
+        if isinstance(node, ast.Import):
+            named.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            named.add(node.module.split(".")[0])
+    return tuple(_module_roots(tree)), tuple(_module_paths(tree)), frozenset(named)
 
 
 def _scan(paper: str) -> list[str]:
     found: list[str] = []
-    for tree in _trees(paper):
-        for mod in _module_roots(tree):
+    for roots, _paths, _named in _files_read(paper):
+        for mod in roots:
             if mod and mod not in found:
                 found.append(mod)
     return found

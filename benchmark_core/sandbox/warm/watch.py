@@ -41,6 +41,8 @@ import re
 import sys
 from types import CodeType
 
+from .scan import STATEMENT_FIELDS
+
 #: the builtin the instrumented functions call (not an identifier: no source spells it)
 HOOK = "_rcb.watch"
 #: a snippet's tag line (``annotation.TAG_RE``: the host's copy, kept equal by a test)
@@ -150,7 +152,7 @@ class _Watcher:
                 if kind is ast.FunctionDef:  # a coroutine is not watched: its body suspends
                     self._function(node, ".".join(scope + [node.name]))
             else:
-                for field in _STATEMENT_LISTS:
+                for field in STATEMENT_FIELDS:
                     inner = getattr(node, field, None)
                     if inner:
                         self._body(inner if field != "handlers" and field != "cases" else
@@ -170,8 +172,6 @@ class _Watcher:
         self.watched.add((node.name, min([node.lineno] + [d.lineno for d in node.decorator_list])))
 
 
-#: where a statement holds statements (an except's and a match case's bodies, through them)
-_STATEMENT_LISTS = ("body", "orelse", "finalbody", "handlers", "cases")
 
 
 def _safe_decorator(node: ast.expr) -> bool:
