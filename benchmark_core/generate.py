@@ -458,6 +458,7 @@ class _Run:
         self.errors: dict[str, int] = {}
         self.failed: list[dict] = []
         self.fatal: str | None = None
+        self.interrupted = False  # a Ctrl-C came (``_sigint_noted``)
         self.written = 0
         self.attempts = 0  # HTTP requests sent, failed ones included
         self.answered = 0  # requests that got an answer
@@ -626,7 +627,7 @@ class _Run:
             queue.put_nowait(job)
 
         async def worker() -> None:
-            while not self.fatal:
+            while not self.fatal and not self.interrupted:
                 if self.stop():
                     self.fatal = STOPPED
                     return
@@ -644,8 +645,12 @@ class _Run:
                     busy[0] -= 1
 
         busy = [0]
-        async with client:
-            await asyncio.gather(*(worker() for _ in range(max(1, o.concurrency))))
+        restore = _sigint_noted(self)
+        try:
+            async with client:
+                await asyncio.gather(*(worker() for _ in range(max(1, o.concurrency))))
+        finally:
+            restore()
 
 
 def generate(*, tasks: list[GenTask], options: GenerateOptions, output: Path | str, source: dict,
@@ -714,11 +719,35 @@ def _generate(*, tasks: list[GenTask], options: GenerateOptions, output: Path, f
         run.fh = fh
         bar.update()
         asyncio.run(run.main(todo))
+        if run.interrupted:  # a Ctrl-C the HTTP client's own cancel scope absorbed: still an interruption
+            raise KeyboardInterrupt
     finally:
         bar.finish()
         card = run.card_save(force=True)
     assert card is not None
     return GenerateOutcome(card=card, written=run.written, skipped=skipped, failed=run.failed, fatal=run.fatal)
+
+
+def _sigint_noted(run: Any) -> Callable[[], None]:
+    """Note a Ctrl-C on ``run`` (``run.interrupted``) before asyncio's own handler cancels the main
+    task; return what puts the handler back. asyncio turns the cancel into KeyboardInterrupt only
+    when the task ends cancelled, and the HTTP client's cancel scope (anyio) can take a cancel that
+    lands inside a request for its own: the generation then went on to the end and exited 0. Outside
+    the main thread (no signal handling there) nothing is noted."""
+    import signal  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.getsignal(signal.SIGINT)
+
+    def noted(signum, frame):
+        run.interrupted = True
+        if callable(previous):
+            previous(signum, frame)
+
+    signal.signal(signal.SIGINT, noted)
+    return lambda: signal.signal(signal.SIGINT, previous)
 
 
 # --------------------------------------------------------------------------- command line
