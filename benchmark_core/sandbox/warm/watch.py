@@ -172,8 +172,6 @@ class _Watcher:
         self.watched.add((node.name, min([node.lineno] + [d.lineno for d in node.decorator_list])))
 
 
-
-
 def _safe_decorator(node: ast.expr) -> bool:
     if isinstance(node, ast.Call):
         node = node.func
