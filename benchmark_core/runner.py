@@ -456,10 +456,18 @@ def apply_proof(result: RunResult, reference: dict | None, own: str | None = Non
         result.stderr = (result.stderr.rstrip("\n") + f"\n[harness] not passed: {reason}\n").lstrip("\n")
 
 
+def task_read(task: Task) -> "tuple[str, StaticReading]":
+    """A task's inserted file and the host's static reading of it (``static_reading_of``): what the
+    host reads of a completion before its run, made by ``run_task`` or ahead (``_ReadingsAhead``)."""
+    text = build_file(task.paper, task.snippet, task.code)
+    return text, static_reading_of(task, text)
+
+
 def run_task(session: SandboxSession, task: Task, *, timeout: float, store: ReferenceStore | None = None,
-             last: bool = False) -> TestRun:
+             last: bool = False, read: "tuple[str, StaticReading] | None" = None) -> TestRun:
     """Run one task in an open session of its paper (``store``: where reference outcomes are kept;
-    ``last``: no other run of the paper is queued behind it, ``SandboxSession.run``'s hint).
+    ``last``: no other run of the paper is queued behind it, ``SandboxSession.run``'s hint;
+    ``read``: the task's ``task_read``, when it was made ahead).
 
     The host's own work for the completion (building and reading its file before the run, judging
     the answer after it) cannot end more than this task: whatever it raises becomes the task's
@@ -468,8 +476,7 @@ def run_task(session: SandboxSession, task: Task, *, timeout: float, store: Refe
     if task.code is None:
         return missing_run(task)
     try:
-        text = build_file(task.paper, task.snippet, task.code)
-        reading = static_reading_of(task, text)
+        text, reading = read if read is not None else task_read(task)
     except Exception as exc:  # noqa: BLE001 - a completion the host cannot read is that completion's verdict
         return invalid_run(task, exc, "reading it")
     result = session.run({task.snippet.file: text}, timeout=timeout, last=last)
@@ -849,6 +856,52 @@ def _tasks_prepare(tasks: list[Task], *, sandbox: Sandbox, timeout: float, cache
     return plan
 
 
+#: readings ``_ReadingsAhead`` holds that no worker has taken yet, at most
+READINGS_AHEAD = 256
+
+
+class _ReadingsAhead:
+    """The host's reading of the tasks' files (``task_read``), made ahead on a thread of its own in
+    the order the workers take the tasks. While the sandbox starts (a warm parent importing its
+    environment's modules, a container starting) one core has nothing else to do; the workers then
+    find their task's reading made. A reading not made yet (or that failed: the worker meets the
+    failure itself and makes it the task's verdict, ``run_task``) is made by the worker, as before.
+    At most ``READINGS_AHEAD`` wait; the thread ends once all are made or ``halted`` is set."""
+
+    def __init__(self, tasks: list[Task], order: list[int], halted: threading.Event):
+        self.tasks, self.order, self.halted = tasks, [i for i in order if tasks[i].code is not None], halted
+        self.ready: dict[int, tuple[str, "StaticReading"]] = {}
+        self.taken: set[int] = set()
+        self.room = threading.Condition()
+        self.thread = threading.Thread(target=self._read, daemon=True, name="readings-ahead")
+        self.thread.start()
+
+    def _read(self) -> None:
+        for index in self.order:
+            with self.room:
+                while len(self.ready) >= READINGS_AHEAD and not self.halted.is_set():
+                    self.room.wait(0.5)
+                if self.halted.is_set():
+                    return
+                if index in self.taken:
+                    continue  # its worker came first and read it itself
+            try:
+                read = task_read(self.tasks[index])
+            except Exception:  # noqa: BLE001 - the worker reads it again and gives the verdict
+                continue
+            with self.room:
+                if index not in self.taken:
+                    self.ready[index] = read
+
+    def take(self, index: int) -> "tuple[str, StaticReading] | None":
+        """The task's reading when it was made ahead (None: the worker makes it)."""
+        with self.room:
+            self.taken.add(index)
+            read = self.ready.pop(index, None)
+            self.room.notify()
+        return read
+
+
 class _Scheduler:
     """The runs of one ``run_tasks`` call: each task of ``plan.todo`` dispatched to its paper's session
     (``_Sessions``) by a pool of workers, its verdict collected in task order."""
@@ -870,6 +923,7 @@ class _Scheduler:
             except Exception:  # noqa: BLE001 - a head start only: each session opens on its own all the same
                 pass
         self.halted = threading.Event()  # set once ``stop`` is, or when the call ends early (an exception)
+        self.readings = _ReadingsAhead(tasks, plan.todo, self.halted)
 
     def collect(self, *, workers: int, progress: Callable[[TestRun], None] | None,
                 stop: threading.Event | None, cores: int | None = None) -> None:
@@ -926,14 +980,15 @@ class _Scheduler:
             paper_timeout = task.paper.timeout or self.timeout
             last = self.sessions.take(task.paper.id)
             session = self.sessions.get(task.paper)
-            run, problem = self.gate(task, session, paper_timeout, last=last)
+            read = self.readings.take(index)
+            run, problem = self.gate(task, session, paper_timeout, last=last, read=read)
             if problem is not None:
                 return index, environment_run(task, environment=environment_name(task.paper), reason=problem)
             assert session is not None
             if run is None or run.extra.get("proof_category") == "environment":
                 # (an early run whose reference was lost with its sandbox is made again, as any run
                 # after the gate would be: against the reference made anew)
-                run = run_task(session, task, timeout=paper_timeout, store=self.store, last=last)
+                run = run_task(session, task, timeout=paper_timeout, store=self.store, last=last, read=read)
             self.verdict_keep(index, session, run, paper_timeout)
             return index, run
         except Exception:
@@ -944,7 +999,7 @@ class _Scheduler:
             self.sessions.done(task.paper.id)
 
     def gate(self, task: Task, session: SandboxSession | None, paper_timeout: float, *,
-             last: bool = False) -> tuple[TestRun | None, str | None]:
+             last: bool = False, read: "tuple[str, StaticReading] | None" = None) -> tuple[TestRun | None, str | None]:
         """Step 4, the health gate: a paper's completions count only where its reference code passes
         (the problem, else None). While its reference run goes on, one run may start beside it (a core
         would wait otherwise): that run is returned, judged against the same reference all the same."""
@@ -954,7 +1009,7 @@ class _Scheduler:
             if early:
                 try:
                     run = run_task(session, task, timeout=paper_timeout, store=self.store,  # type: ignore[arg-type]
-                                   last=last)
+                                   last=last, read=read)
                 except Exception:  # noqa: BLE001 - the gate says why (or the run is made again after it)
                     if self.halted.is_set():
                         raise

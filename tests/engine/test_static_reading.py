@@ -713,3 +713,75 @@ def test_the_papers_file_is_read_once_for_all_its_snippets(focal):
         assert reading.parsed and not reading.flags, (snippet.name, reading)
     info = tamper._paper_file_read.cache_info()
     assert (info.misses, info.hits) == (1, len(snippets) - 1)
+
+
+def _demo_tasks() -> list[Task]:
+    """Every demo prediction of ``demo-imperfect`` (flagged ones among them) and two the host's parser
+    gives up on."""
+    demo = load_problemset(DEMO)
+    predictions, problems = parse_predictions((DEMO / "predictions" / "demo-imperfect.jsonl").read_bytes(), demo)
+    assert not problems
+    tasks = []
+    for p in predictions:
+        paper = demo.paper(p.paper)
+        snippet = paper.snippet(p.snippet, p.file)
+        tasks.append(Task(paper, snippet, tuple(completion_lines(p.completion)), sample=p.sample))
+    focal = demo.paper("focal-loss")
+    nested = [Task(focal, focal.snippet("stable sigmoid"), (NESTED[shape],)) for shape in ("unary", "attribute")]
+    return tasks[:10] + nested + tasks[10:]
+
+
+def test_readings_made_ahead_are_the_ones_a_worker_makes():
+    """The host's reading of each task's file, made ahead while the sandbox starts (``_ReadingsAhead``),
+    is the one the worker would make (file and flags); one the host cannot read is left to the
+    worker, whose run of it then gives the ``invalid`` verdict as before."""
+    import threading
+
+    from benchmark_core import runner
+
+    tasks = _demo_tasks()
+    ahead = runner._ReadingsAhead(tasks, list(range(len(tasks))), threading.Event())
+    ahead.thread.join(120)
+    assert not ahead.thread.is_alive()
+    flagged = 0
+    for index, task in enumerate(tasks):
+        made = ahead.take(index)
+        if task.code[0] in (NESTED["unary"], NESTED["attribute"]):
+            assert made is None
+            continue
+        assert made is not None, index
+        text, reading = runner.task_read(task)
+        assert made[0] == text and made[1] == reading, index
+        flagged += bool(reading.flags)
+    assert flagged  # the demo's tampering prediction is read as flagged ahead too
+    assert ahead.take(0) is None  # taken once
+
+
+def test_readings_ahead_are_bounded_and_stop_with_the_scoring(monkeypatch):
+    import threading
+    import time
+
+    from benchmark_core import runner
+
+    monkeypatch.setattr(runner, "READINGS_AHEAD", 3)
+    tasks = [t for t in _demo_tasks() if t.code[0] not in NESTED.values()]
+    halted = threading.Event()
+    ahead = runner._ReadingsAhead(tasks, list(range(len(tasks))), halted)
+    deadline = time.monotonic() + 60
+    while len(ahead.ready) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.3)
+    assert sorted(ahead.ready) == [0, 1, 2]  # in the workers' order, no more than the bound
+    assert ahead.take(1) is not None  # room for one more: the next in order
+    while 3 not in ahead.ready and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert sorted(ahead.ready) == [0, 2, 3]
+    ahead.take(5)  # a worker that came first reads its own: never made ahead after that
+    ahead.take(0)
+    while 4 not in ahead.ready and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.3)
+    assert sorted(ahead.ready) == [2, 3, 4] and 5 not in ahead.ready
+    halted.set()
+    ahead.thread.join(5)
+    assert not ahead.thread.is_alive()

@@ -146,8 +146,9 @@ class Server:
         self.paper_size: tuple[int, int] | None = None
 
     # -- helpers
-    def send(self, obj: dict) -> None:
-        data = (json.dumps(obj) + "\n").encode()
+    def send(self, obj: "dict | str") -> None:
+        """One protocol line: ``obj``, or its JSON text when already made (``finish``)."""
+        data = ((obj if isinstance(obj, str) else json.dumps(obj)) + "\n").encode()
         view = memoryview(data)
         while view:
             try:
@@ -609,13 +610,14 @@ class Server:
         # the run owned this folder: whatever it left under that name must not redirect our write
         target = os.path.join(run.folder, "result.json")
         self.discard(target)
+        text = json.dumps(result)  # once, for the file and the answer (json.dump encodes in Python)
         try:
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(result, fh)
+                fh.write(text)
         except OSError:
             pass
-        self.send(result)
+        self.send(text)
         self.finished.append(run.folder)
         while len(self.finished) > KEEP_RESULTS:
             self.discard(self.finished.pop(0))
