@@ -18,12 +18,13 @@ the import-bound papers (where a run's fixed costs weigh most).
 
 It says whether the verdicts of the two ways are identical and measures the floor (the tests' own
 work, run warm one at a time, divided by the cores). Ours and the floor are measured ``--rounds``
-times (default 3), interleaved, the order turned around every other round: on a machine whose
-speed drifts within the hour a single pair can differ by 10 % either way, so each ratio is taken
-within its round and the median round's is the figure (every round's is printed). The
-import-bound papers of a whole set, scored on their own for ~8 s, are held to their floor measured
-right before and right after (the mean of the two): their floor within the round's floor drifted by
-20 % on a shared VM, more than the margin the figure is about. Every timed
+times (default 3): in each round every backend's scoring lies between two measures of the floor, one
+right before it and one right after it (the mean of the two is its floor), the backends' order
+turned around every other round: on a machine whose speed drifts within the hour a single pair can
+differ by 10 % either way, so each ratio is taken within its round and the median round's is the
+figure (every round's is printed). The import-bound papers of a whole set, scored on their own for
+~8 s, are held to their floor measured right before and right after in the same way: their floor
+within the round's floor drifted by 20 % on a shared VM, more than the margin the figure is about. Every timed
 scoring of ours is a first scoring, as a new CLI process's is: each paper's reference run (the
 health gate, which the floor does not hold) is made again, never taken from an earlier scoring of
 this process; the published way, which runs no reference code, is timed with those outcomes made
@@ -603,32 +604,34 @@ def site_submissions(args, tasks: list[Task], cli_runs: list, t_cli: float, coun
 
 
 def measure_rounds(args, backends: list[str], tasks: list[Task], light: list[Task] | None) -> list[dict]:
-    """``args.rounds`` rounds, each: the floor and every backend's scoring of the set (and, with
-    ``light``, of its import-bound papers alone), the order turned around every other round (floor
-    first, then the backends; then the backends the other way round, the floor last), so that a
-    machine whose speed drifts within the hour weighs on ours and on the floor alike. A round is
-    ``{"floors": floor_measure(...), name: {"runs", "t", "busy", "t_light", "busy_light",
-    "floors_light"}}``, ``floors_light`` the import-bound papers' floor measured right before and
-    right after ours on them."""
+    """``args.rounds`` rounds, each: every backend's scoring of the set between two measures of the
+    floor, one right before it and one right after it (the one after a backend is the one before the
+    next: the floor is measured ``backends + 1`` times a round), and, with ``light``, its scoring of
+    the import-bound papers alone between two measures of their floor. The backends' order turns
+    around every other round. A round is ``{"floors": [each measure of the whole set's floor, in
+    order], name: {"runs", "t", "busy", "floors_whole", "t_light", "busy_light", "floors_light"}}``,
+    ``floors_whole`` the two measures around that backend's scoring, ``floors_light`` the two
+    around its import-bound papers'. This VM's speed drifts by 15-20 % within the hour (and by 8 %
+    within a minute, seen in the import-bound papers' pairs): a scoring weighs against the floor of
+    the same minutes, not against a floor measured minutes before it (until 2026-12-07 the round's
+    one floor measure, taken before the first backend, put the whole set at 1.10 and 1.30 of it in
+    two runs an hour apart, the runs' own CPU 8 % under the floor's in one and 8 % over in the other)."""
     rounds = []
     for number in range(args.rounds):
-        forward = number % 2 == 0
-        order = backends if forward else backends[::-1]
-        print(f"... round {number + 1} of {args.rounds}: " + ", ".join(["floor"] * forward + order
-                                                                          + ["floor"] * (not forward)), flush=True)
-        row: dict = {}
-        if forward:
-            row["floors"] = floor_measure(args, tasks)
+        order = backends if number % 2 == 0 else backends[::-1]
+        print(f"... round {number + 1} of {args.rounds}: floor, " + ", floor, ".join(order) + ", floor", flush=True)
+        row: dict = {"floors": [floor_measure(args, tasks)]}
         for name in order:
             sandbox = get_sandbox(name, python=args.python)
             ours, t_ours = timed(f"ours: {sandbox.describe()}, warm runner, {args.workers} workers",
                                  tasks, sandbox, workers=args.workers, timeout=args.timeout)
             sandbox.close()
-            row[name] = {"runs": ours, "t": t_ours, "busy": BUSY[-1], "t_light": None, "busy_light": None}
+            row["floors"].append(floor_measure(args, tasks))
+            row[name] = {"runs": ours, "t": t_ours, "busy": BUSY[-1], "floors_whole": row["floors"][-2:],
+                         "t_light": None, "busy_light": None}
             if light:  # the import-bound papers on their own, in a sandbox of their own
                 # their floor measured right before and right after: a run of ~8 s weighs against
-                # the floor of the same minute, not against the round's floor of the papers, which
-                # was measured minutes away (on a shared VM it drifted by 20 % within one bench run)
+                # the floor of the same minute
                 before = floor_measure(args, light)
                 sandbox = get_sandbox(name, python=args.python)
                 _runs, row[name]["t_light"] = timed(f"ours on the import-bound papers alone: {sandbox.describe()}",
@@ -636,10 +639,19 @@ def measure_rounds(args, backends: list[str], tasks: list[Task], light: list[Tas
                 row[name]["busy_light"] = BUSY[-1]
                 sandbox.close()
                 row[name]["floors_light"] = [before, floor_measure(args, light)]
-        if not forward:
-            row["floors"] = floor_measure(args, tasks)
         rounds.append(row)
     return rounds
+
+
+def floors_mean(measures: list[dict]) -> dict[str, dict[str, float]]:
+    """Several measures of a set's floor (``floor_measure``) as one: per paper, each figure's mean."""
+    return {paper: {key: statistics.mean(m[paper][key] for m in measures) for key in figures}
+            for paper, figures in measures[0].items()}
+
+
+def _whole_floor(row: dict, name: str) -> dict[str, dict[str, float]]:
+    """The floor a backend's scoring of the whole set weighs against: the two measures around it."""
+    return floors_mean(row[name]["floors_whole"])
 
 
 def _floor_of(floors: dict, cores: int, papers: set[str] | None = None) -> float:
@@ -672,7 +684,7 @@ def _light_ratio(row: dict, name: str, cores: int, light_papers: set[str]) -> fl
 
 def _light_ratio_round(row: dict, name: str, cores: int, light_papers: set[str]) -> float:
     """The same against the round's floor of those papers (measured minutes away; shown beside it)."""
-    floors = row["floors"]
+    floors = floors_mean(row["floors"])
     return row[name]["t_light"] / (_floor_of(floors, cores, light_papers) + _one_import(floors, light_papers))
 
 
@@ -688,10 +700,10 @@ def backend_report(args, name: str, rounds: list[dict], tasks: list[Task], light
     the median round."""
     whole = light_papers is not None
     cores = max(1, min(args.workers, os.cpu_count() or 1))
-    ratios = [row[name]["t"] / _floor_of(row["floors"], cores) for row in rounds]
+    ratios = [row[name]["t"] / _floor_of(_whole_floor(row, name), cores) for row in rounds]
     index = _median_round(ratios)
     row = rounds[index]
-    ours, t_ours, floors = row[name]["runs"], row[name]["t"], row["floors"]
+    ours, t_ours, floors = row[name]["runs"], row[name]["t"], _whole_floor(row, name)
     floor = _floor_of(floors, cores)
     print(f"ours ({name}): {t_ours:8.1f} s   ({sum(r.passed for r in ours)}/{len(ours)} passed; round {index + 1}, "
           f"the median of {len(rounds)})")
@@ -722,8 +734,10 @@ def backend_report(args, name: str, rounds: list[dict], tasks: list[Task], light
                   f"ours={b.passed} ({b.category}: {b.output_tail[-160:]!r})")
     # the target is a whole set's; a set of import-bound papers only shows its ratio
     target = "<= 1.25" if whole or args.generate == "compute-bound" or not args.generate else "-"
-    print(f"  floor (each test forked one at a time from a plain warm parent, measured in each round): "
-          + ", ".join(f"{_floor_of(r['floors'], cores):.1f}" for r in rounds) + f" s on {cores} workers; ours "
+    print(f"  floor (each test forked one at a time from a plain warm parent, measured right before and right "
+          f"after ours in each round): "
+          + ", ".join(" and ".join(f"{_floor_of(f, cores):.1f}" for f in r[name]["floors_whole"]) for r in rounds)
+          + f" s on {cores} workers; ours "
           + ", ".join(f"{r[name]['t']:.1f}" for r in rounds) + " s; ours / floor = "
           + ", ".join(f"{x:.2f}" for x in ratios) + f", median {ratios[index]:.2f} "
           + ("(target <= 1.25)" if target != "-" else "(the <= 1.25 target is a whole set's: --generate "
