@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FAIL_MARKERS",
     "Task",
+    "longest_runs_first",
     "TestRun",
     "published_verdict",
     "build_file",
@@ -902,12 +903,45 @@ class _ReadingsAhead:
         return read
 
 
+def longest_runs_first(tasks: list[Task], todo: list[int], sandbox: Sandbox, store: ReferenceStore | None) -> list[int]:
+    """The order to run ``todo`` in: the papers whose runs are known to take longest first (their
+    reference run's seconds, believed from an earlier scoring: ``reference_known``), the ones not known
+    before all of them, each paper's tasks in their own order. A scoring then ends on the shortest runs,
+    not on one long run holding a core while the others have nothing left to do. With none known (a
+    first scoring) the order is the one given."""
+    if store is None:
+        with _REFERENCE_LOCK:
+            if not _REFERENCE:  # nothing known anywhere: no environment asked for its id
+                return todo
+    seconds: dict[str, float | None] = {}
+    for i in todo:
+        paper = tasks[i].paper
+        if paper.id in seconds:
+            continue
+        try:
+            known = reference_known(sandbox, paper, store=store)
+        except Exception:  # noqa: BLE001 - an order only: not known is the given order's place
+            known = None
+        took = (known or {}).get("seconds")
+        seconds[paper.id] = float(took) if isinstance(took, (int, float)) and known.get("passed") else None
+    if all(took is None for took in seconds.values()):
+        return todo
+    met = {paper_id: n for n, paper_id in enumerate(seconds)}
+
+    def rank(i: int) -> tuple[bool, float, int]:
+        took = seconds[tasks[i].paper.id]
+        return took is not None, -(took or 0.0), met[tasks[i].paper.id]
+
+    return sorted(todo, key=rank)
+
+
 class _Scheduler:
     """The runs of one ``run_tasks`` call: each task of ``plan.todo`` dispatched to its paper's session
     (``_Sessions``) by a pool of workers, its verdict collected in task order."""
 
     def __init__(self, tasks: list[Task], plan: _Plan, *, sandbox: Sandbox, timeout: float,
                  cache: "VerdictCache | None", store: ReferenceStore | None):
+        plan.todo = longest_runs_first(tasks, plan.todo, sandbox, store)
         self.tasks, self.plan = tasks, plan
         self.timeout, self.cache, self.store = timeout, cache, store
         counts: dict[str, int] = defaultdict(int)

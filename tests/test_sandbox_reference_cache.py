@@ -162,3 +162,35 @@ def test_forgetting_reference_outcomes_makes_the_next_scoring_run_them(tmp_path,
     assert runner.reference_forget(passed=True) == 1
     run_tasks(_tasks(pset, ["return x + x"]), sandbox=counting)
     assert counting.reference_runs == 1
+
+
+def test_a_later_scoring_runs_the_papers_with_the_longest_runs_first(tmp_path, bwrap, monkeypatch):
+    """Papers whose reference runs took longest (kept in the store) are run first by a later scoring,
+    so that it ends on short runs, not on one long run holding a core while the others wait; a first
+    scoring, knowing none, keeps the given order; the verdicts are the same in either order."""
+    pset = tmp_path / "pset"
+    shutil.copytree(ROOT / "demo", pset, ignore=shutil.ignore_patterns("predictions"))
+    slow = pset / "minp-sampling" / "paper2code_test.py"  # the set's last paper: its runs made the longest
+    slow.write_text("import time\ntime.sleep(1.0)\n" + slow.read_text())
+    problems = load_problemset(pset)
+    wanted = {"rope", "minp-sampling"}
+    tasks = [Task(p, s, runner.reference_code(p, s)) for p, s in problems.snippets if p.id in wanted]
+    tasks = [t for t in tasks if t.paper.id == "rope"][:2] + [t for t in tasks if t.paper.id == "minp-sampling"][:2]
+    path = tmp_path / "verdicts.sqlite"
+
+    def scoring() -> tuple[list[str], list[tuple]]:
+        order: list[str] = []
+        runs = run_tasks(tasks, sandbox=bwrap, workers=1, store=VerdictCache(path),
+                         progress=lambda run: order.append(run.paper))
+        return order, [(r.paper, r.snippet, r.passed, r.category) for r in runs]
+
+    _new_process(monkeypatch)
+    first_order, first = scoring()
+    assert first_order == ["rope", "rope", "minp-sampling", "minp-sampling"]
+    assert all(passed for _, _, passed, _ in first)
+    _new_process(monkeypatch)  # a new worker: what it knows of the papers' runs comes from the store
+    order = runner.longest_runs_first(tasks, list(range(len(tasks))), bwrap, VerdictCache(path))
+    assert [tasks[i].paper.id for i in order] == ["minp-sampling", "minp-sampling", "rope", "rope"]
+    later_order, later = scoring()
+    assert later_order == ["minp-sampling", "minp-sampling", "rope", "rope"]
+    assert later == first  # results in task order, verdicts unchanged

@@ -234,21 +234,28 @@ def test_one_environments_parent_starting_holds_up_no_other(tmp_path, monkeypatc
         sandbox.close()
 
 
-def test_prepare_starts_each_environments_parent_once_and_the_papers_use_them(tmp_path, monkeypatch):
+def _parents_timed(monkeypatch) -> dict[str, tuple[float, float]]:
+    """Each bwrap parent's start made a second longer, as a heavier import would make it, and timed:
+    paper id -> (start, ready) of the parent started for it."""
     import time
 
     from benchmark_core.sandbox import bwrap
 
-    specs = _two_environments(tmp_path, ("first", "second", "third"))
     spans, real_init = {}, bwrap._Parent.__init__
 
     def init(self, sandbox, paper, root, modules):
         started = time.monotonic()
-        time.sleep(1)  # as a heavier import would take
+        time.sleep(1)
         real_init(self, sandbox, paper, root, modules)
         spans[paper.id] = (started, time.monotonic())
 
     monkeypatch.setattr(bwrap._Parent, "__init__", init)
+    return spans
+
+
+def test_prepare_starts_each_environments_parent_once_and_the_papers_use_them(tmp_path, monkeypatch):
+    specs = _two_environments(tmp_path, ("first", "second", "third"))
+    spans = _parents_timed(monkeypatch)
     sandbox = get_sandbox("bwrap")
     try:
         sandbox.prepare(specs + specs)  # a paper met twice, as a scoring's order can list it
@@ -264,6 +271,49 @@ def test_prepare_starts_each_environments_parent_once_and_the_papers_use_them(tm
         assert sorted(s.server_pid for s in sessions) == sorted(p.proc.pid for p in parents)
         assert [p for group in sandbox._parents.values() for p in group] == parents  # none started again
         for session in sessions:
+            assert session.run({}, timeout=60).exit_code == 0
+            session.close()
+    finally:
+        sandbox.close()
+
+
+def test_prepare_starts_a_parent_for_each_set_of_imports_of_one_environment(tmp_path, monkeypatch):
+    """Papers under one folder and interpreter that import different modules get parents of their own
+    imports: ``prepare`` starts one for the first paper of each set that no earlier parent would
+    serve (``parents_planned``), the first two at once, none for a paper an earlier one serves, and
+    the sessions then use them without starting another."""
+    from benchmark_core.sandbox.warm_client import paper_preloads, parents_planned
+
+    imports = {"a_numpy": "import numpy\n", "b_scipy": "import scipy\n",
+               "c_numpy_scipy": "import numpy\nimport scipy\n", "d_numpy": "import json\nimport numpy\n"}
+    specs = []
+    for name, head in imports.items():
+        folder = tmp_path / "papers" / name
+        folder.mkdir(parents=True)
+        (folder / "paper2code_test.py").write_text(head + TEST_TAIL)
+        specs.append(PaperSpec(id=name, folder=folder))
+    sandbox = get_sandbox("bwrap")
+    preloads_of = lambda p: paper_preloads(p, sandbox.options)  # noqa: E731
+    # c imports all a's parent holds, d is a's set: both served by a's; b's set is a parent of its own
+    assert [p.id for p in parents_planned(specs, preloads_of)] == ["a_numpy", "b_scipy"]
+    # in another order: c is served by b's parent, d by none before it
+    assert [p.id for p in parents_planned(specs[1:], preloads_of)] == ["b_scipy", "d_numpy"]
+    spans = _parents_timed(monkeypatch)
+    try:
+        sandbox.prepare(specs)
+        _prestarts_done()
+        assert sorted(spans) == ["a_numpy", "b_scipy"]
+        assert spans["b_scipy"][0] < spans["a_numpy"][1]  # the two sets' parents imported at once
+        parents = [p for group in sandbox._parents.values() for p in group]
+        assert len(parents) == 2 and all(p.alive for p in parents)
+        by_preloads = {frozenset(p.preloads or ()): p.proc.pid for p in parents}
+        sessions = {spec.id: sandbox.open(spec) for spec in specs}
+        assert [p for group in sandbox._parents.values() for p in group] == parents  # none started again
+        assert sessions["b_scipy"].server_pid == by_preloads[frozenset({"scipy"})]
+        # c is served by the parent that imported the most of what it imports (a tie: either)
+        assert sessions["a_numpy"].server_pid == sessions["d_numpy"].server_pid == by_preloads[frozenset({"numpy"})]
+        assert sessions["c_numpy_scipy"].server_pid in by_preloads.values()
+        for session in sessions.values():
             assert session.run({}, timeout=60).exit_code == 0
             session.close()
     finally:

@@ -31,8 +31,8 @@ from .cgroups import RunCgroups, SandboxCgroups
 from .process import child_env, interpreter_paths
 from .skel import skel_for
 from .warm_client import (PARENTS_PER_ENVIRONMENT, READY_TIMEOUT, WARM_SCRIPT, FileTransport, NotServed, WarmClient,
-                          WarmSession, host_pid, paper_preloads, parent_pick, parents_prestart, runner_options,
-                          run_uid_base, spawn_lasting)
+                          WarmSession, host_pid, paper_preloads, parent_pick, parents_planned, parents_prestart,
+                          runner_options, run_uid_base, spawn_lasting)
 
 __all__ = ["BwrapSandbox", "BwrapSession", "WARM_SCRIPT", "bwrap_available"]
 
@@ -181,7 +181,10 @@ class BwrapSandbox(Sandbox):
         self._parents: dict[tuple[str, str], list[_Parent]] = {}
         self._parents_refused: dict[tuple[str, str, tuple[str, ...]], str] = {}
         self._parents_lock = threading.Lock()
-        self._parents_starting: dict[tuple[str, str], threading.Lock] = defaultdict(threading.Lock)
+        #: one start at a time per environment, folder and set of imports (another set's parent may
+        #: import meanwhile: ``prepare``'s head start); the starts going on per environment and folder
+        self._parents_starting: dict[tuple, threading.Lock] = defaultdict(threading.Lock)
+        self._parents_pending: dict[tuple[str, str], int] = defaultdict(int)
         self._generation = 0  # bumped by ``close``: a parent started before it is not kept
         #: this sandbox's cgroup folder: each run's memory and processes bounded (root only); the
         #: sandbox in a cpu cgroup weighted as docker weighs a container of as many runs (DockerSandbox:
@@ -330,9 +333,10 @@ class BwrapSandbox(Sandbox):
         key = (self.paper_python(paper), str(root))
         names, wanted = paper_preloads(paper, self.options)
         with self._parents_lock:
-            starting = self._parents_starting[key]
-        # one start per environment and folder at a time; another environment's parent may start
-        # meanwhile (``prepare``'s head start), so the sandbox-wide lock is not held across it
+            starting = self._parents_starting[key + (wanted,)]
+        # one start per environment, folder and set of imports at a time; another environment's or
+        # set's parent may start meanwhile (``prepare``'s head start), so the sandbox-wide lock is not
+        # held across it
         with starting:
             with self._parents_lock:
                 if generation is not None and generation != self._generation:
@@ -349,11 +353,16 @@ class BwrapSandbox(Sandbox):
                     return parent
                 if key + (wanted,) in self._parents_refused:
                     raise NotServed(self._parents_refused[key + (wanted,)])
-                if len(parents) >= PARENTS_PER_ENVIRONMENT:
+                if len(parents) + self._parents_pending[key] >= PARENTS_PER_ENVIRONMENT:
                     raise NotServed(f"{PARENTS_PER_ENVIRONMENT} warm parents of {key[0]} already, none importing "
                                     "only what the paper imports")
                 generation = self._generation if generation is None else generation
-            parent = _Parent(self, paper, root, wanted)
+                self._parents_pending[key] += 1
+            try:
+                parent = _Parent(self, paper, root, wanted)
+            finally:
+                with self._parents_lock:
+                    self._parents_pending[key] -= 1
             with self._parents_lock:
                 if generation != self._generation:  # closed while it imported: it serves nobody
                     parent.close()
@@ -366,22 +375,27 @@ class BwrapSandbox(Sandbox):
             return parent
 
     def prepare(self, papers: list[PaperSpec]) -> None:
-        """Start, in the background, the warm parent of each environment the papers use (for the first
-        paper of each; ``parents_prestart`` says in what order)."""
+        """Start, in the background, the warm parents the papers' sessions will ask for: in each
+        environment, one for the first paper of each set of imports that no earlier one serves
+        (``parents_planned``), in the order the scoring meets them (``parents_prestart`` says when)."""
         if not self.options.get("shared_parent", True):
             return
-        firsts: dict[tuple[str, str], PaperSpec] = {}
-        for paper in papers:
+        groups: dict[tuple[str, str], list[tuple[int, PaperSpec]]] = {}
+        for index, paper in enumerate(papers):
             if paper.fresh_process:
                 continue
             try:
                 key = (self.paper_python(paper), str(self._parent_root(paper)))
             except Exception:  # noqa: BLE001 - its own open will say why
                 continue
-            firsts.setdefault(key, paper)
+            groups.setdefault(key, []).append((index, paper))
+        firsts: list[tuple[int, PaperSpec]] = []
+        for group in groups.values():
+            planned = parents_planned([paper for _, paper in group], lambda p: paper_preloads(p, self.options))
+            firsts += [(index, paper) for index, paper in group if any(paper is p for p in planned)]
         with self._parents_lock:
             generation = self._generation
-        parents_prestart(self, list(firsts.values()), generation=generation)
+        parents_prestart(self, [paper for _, paper in sorted(firsts, key=lambda item: item[0])], generation=generation)
 
     def _parent_root(self, paper: PaperSpec) -> Path:
         """The folder a warm parent serves: the one holding the paper's folder, or option ``papers_root``

@@ -42,7 +42,7 @@ from .docker_images import (BASE_PYTHON, LABEL, PYTHON, base_image_ensure, confi
 from .docker_transport import Container, DockerParent, MuxChannel, StandaloneChannel, files_archive, folder_listing
 from .skel import IMAGE_SKEL
 from .warm_client import (PARENTS_PER_ENVIRONMENT, READY_TIMEOUT, NotServed, WarmClient, WarmSession, paper_preloads,
-                          parent_pick, parents_prestart, run_uid_base, runner_options)
+                          parent_pick, parents_planned, parents_prestart, run_uid_base, runner_options)
 
 __all__ = [
     "DockerSandbox",
@@ -320,8 +320,10 @@ class DockerSandbox(Sandbox):
             return self._images.setdefault(reqs, tag)
 
     def prepare(self, papers: list[PaperSpec]) -> None:
-        """Start, in the background, the warm parent of each environment image the papers use (for the
-        first paper of each; its image built first when missing; ``parents_prestart`` says in what order)."""
+        """Start, in the background, the warm parents the papers' sessions will ask for: in each
+        environment image, one for the first paper of each set of imports that no earlier one serves
+        (``parents_planned``; its image built first when missing), in the order the scoring meets
+        them (``parents_prestart`` says when)."""
         if not self.shared_parent or self.closed:
             return
         groups: dict[tuple[str, ...], list[PaperSpec]] = {}
@@ -334,7 +336,9 @@ class DockerSandbox(Sandbox):
                 continue
         with self._parents_lock:
             self._upcoming.update(groups)
-        parents_prestart(self, [group[0] for group in groups.values()])
+        planned = [p for group in groups.values()
+                   for p in parents_planned(group, lambda p: paper_preloads(p, self.options))]
+        parents_prestart(self, [p for p in papers if any(p is q for q in planned)])
 
     def _environment_key(self, paper: PaperSpec) -> tuple[str, ...]:
         return tuple(normalize_requirements(self.requirements_for(paper)))

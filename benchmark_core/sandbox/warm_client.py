@@ -26,7 +26,7 @@ import time
 import uuid
 from abc import abstractmethod
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from .base import PaperSpec, RunResult, Sandbox, SandboxSession, SandboxUnavailable, run_threads
 from .warm import UNSAFE_TO_FORK, parent_names
@@ -45,6 +45,7 @@ __all__ = [
     "json_object",
     "paper_preloads",
     "parent_pick",
+    "parents_planned",
     "parents_prestart",
     "request_payload",
     "result_from_message",
@@ -93,6 +94,27 @@ def parent_pick(parents: list, names: set[str]):
     ``PARENTS_PER_ENVIRONMENT``), else the paper gets a runner of its own. Both backends pick so."""
     fits = [p for p in parents if p.preloads is not None and p.preloads <= names]
     return max(fits, key=lambda p: len(p.preloads), default=None)
+
+
+def parents_planned(papers: list, preloads_of: Callable[[Any], tuple[set[str], tuple[str, ...]]]) -> list:
+    """Of papers of one environment, in the scoring's order, those whose session would start a warm
+    parent (``parent_pick`` finding none among the parents the papers before them started: one per
+    set of imports that no earlier set serves), at most PARENTS_PER_ENVIRONMENT. ``preloads_of``:
+    ``paper_preloads`` for the backend's options; a paper it fails on is left to its own open."""
+    planned: list[set[str]] = []
+    firsts = []
+    for paper in papers:
+        try:
+            names, wanted = preloads_of(paper)
+        except Exception:  # noqa: BLE001 - its own open will say why
+            continue
+        if any(preloads <= names for preloads in planned):
+            continue
+        if len(planned) >= PARENTS_PER_ENVIRONMENT:
+            break
+        planned.append(set(wanted))
+        firsts.append(paper)
+    return firsts
 
 
 def parents_prestart(sandbox: Any, papers: list, **how: Any) -> None:
