@@ -234,6 +234,17 @@ def test_one_environments_parent_starting_holds_up_no_other(tmp_path, monkeypatc
         sandbox.close()
 
 
+def _papers_importing(tmp_path, imports: dict[str, str]) -> list[PaperSpec]:
+    """Papers under one folder (one environment's parents), each test importing what ``imports`` says."""
+    specs = []
+    for name, head in imports.items():
+        folder = tmp_path / "papers" / name
+        folder.mkdir(parents=True)
+        (folder / "paper2code_test.py").write_text(head + TEST_TAIL)
+        specs.append(PaperSpec(id=name, folder=folder))
+    return specs
+
+
 def _parents_timed(monkeypatch) -> dict[str, tuple[float, float]]:
     """Each bwrap parent's start made a second longer, as a heavier import would make it, and timed:
     paper id -> (start, ready) of the parent started for it."""
@@ -286,12 +297,7 @@ def test_prepare_starts_a_parent_for_each_set_of_imports_of_one_environment(tmp_
 
     imports = {"a_numpy": "import numpy\n", "b_scipy": "import scipy\n",
                "c_numpy_scipy": "import numpy\nimport scipy\n", "d_numpy": "import json\nimport numpy\n"}
-    specs = []
-    for name, head in imports.items():
-        folder = tmp_path / "papers" / name
-        folder.mkdir(parents=True)
-        (folder / "paper2code_test.py").write_text(head + TEST_TAIL)
-        specs.append(PaperSpec(id=name, folder=folder))
+    specs = _papers_importing(tmp_path, imports)
     sandbox = get_sandbox("bwrap")
     preloads_of = lambda p: paper_preloads(p, sandbox.options)  # noqa: E731
     # c imports all a's parent holds, d is a's set: both served by a's; b's set is a parent of its own
@@ -316,6 +322,33 @@ def test_prepare_starts_a_parent_for_each_set_of_imports_of_one_environment(tmp_
         for session in sessions.values():
             assert session.run({}, timeout=60).exit_code == 0
             session.close()
+    finally:
+        sandbox.close()
+
+
+def test_a_paper_waits_for_a_parent_starting_that_will_serve_it(tmp_path, monkeypatch):
+    """A paper opened while a parent that would serve it is still starting under another set's lock
+    (``prepare``'s head start, the scoring's next session opened ahead) waits for that parent instead
+    of starting one of its own beside it: an environment imports each set once."""
+    import threading
+    import time
+
+    imports = {"a_numpy": "import numpy\n", "c_numpy_scipy": "import numpy\nimport scipy\n"}
+    specs = _papers_importing(tmp_path, imports)
+    spans = _parents_timed(monkeypatch)
+    sandbox = get_sandbox("bwrap")
+    try:
+        first = threading.Thread(target=sandbox.parent_for, args=(specs[0],))
+        first.start()
+        deadline = time.monotonic() + 30
+        while not any(sandbox._parents_pending.values()):  # a's parent is starting
+            assert time.monotonic() < deadline and first.is_alive(), "a's parent was not seen starting"
+            time.sleep(0.01)
+        parent = sandbox.parent_for(specs[1])  # a's parent is starting: c waits for it
+        first.join(60)
+        assert sorted(spans) == ["a_numpy"]
+        assert parent.preloads == {"numpy"}
+        assert [p for group in sandbox._parents.values() for p in group] == [parent]
     finally:
         sandbox.close()
 

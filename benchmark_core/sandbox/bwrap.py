@@ -184,7 +184,7 @@ class BwrapSandbox(Sandbox):
         #: one start at a time per environment, folder and set of imports (another set's parent may
         #: import meanwhile: ``prepare``'s head start); the starts going on per environment and folder
         self._parents_starting: dict[tuple, threading.Lock] = defaultdict(threading.Lock)
-        self._parents_pending: dict[tuple[str, str], int] = defaultdict(int)
+        self._parents_pending: dict[tuple[str, str], list[tuple[str, ...]]] = defaultdict(list)
         self._generation = 0  # bumped by ``close``: a parent started before it is not kept
         #: this sandbox's cgroup folder: each run's memory and processes bounded (root only); the
         #: sandbox in a cpu cgroup weighted as docker weighs a container of as many runs (DockerSandbox:
@@ -332,8 +332,15 @@ class BwrapSandbox(Sandbox):
         root = self._parent_root(paper)
         key = (self.paper_python(paper), str(root))
         names, wanted = paper_preloads(paper, self.options)
+        # a parent that would serve the paper may be starting under another set's lock (``prepare``'s
+        # head start): that start is waited for, not a parent of the paper's own set started beside it
         with self._parents_lock:
+            others = [self._parents_starting[key + (w,)] for w in self._parents_pending[key]
+                      if w != wanted and set(w) <= names]
             starting = self._parents_starting[key + (wanted,)]
+        for other in others:
+            with other:
+                pass
         # one start per environment, folder and set of imports at a time; another environment's or
         # set's parent may start meanwhile (``prepare``'s head start), so the sandbox-wide lock is not
         # held across it
@@ -353,17 +360,19 @@ class BwrapSandbox(Sandbox):
                     return parent
                 if key + (wanted,) in self._parents_refused:
                     raise NotServed(self._parents_refused[key + (wanted,)])
-                if len(parents) + self._parents_pending[key] >= PARENTS_PER_ENVIRONMENT:
+                if len(parents) + len(self._parents_pending[key]) >= PARENTS_PER_ENVIRONMENT:
                     raise NotServed(f"{PARENTS_PER_ENVIRONMENT} warm parents of {key[0]} already, none importing "
                                     "only what the paper imports")
                 generation = self._generation if generation is None else generation
-                self._parents_pending[key] += 1
+                self._parents_pending[key].append(wanted)
             try:
                 parent = _Parent(self, paper, root, wanted)
-            finally:
+            except BaseException:
                 with self._parents_lock:
-                    self._parents_pending[key] -= 1
-            with self._parents_lock:
+                    self._parents_pending[key].remove(wanted)
+                raise
+            with self._parents_lock:  # no longer starting, and among the parents, at once
+                self._parents_pending[key].remove(wanted)
                 if generation != self._generation:  # closed while it imported: it serves nobody
                     parent.close()
                     raise NotServed("the sandbox was closed")
