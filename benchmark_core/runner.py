@@ -919,11 +919,11 @@ def longest_runs_first(tasks: list[Task], todo: list[int], sandbox: Sandbox, sto
         if paper.id in seconds:
             continue
         try:
-            known = reference_known(sandbox, paper, store=store)
+            known = reference_known(sandbox, paper, store=store) or {}
         except Exception:  # noqa: BLE001 - an order only: not known is the given order's place
-            known = None
-        took = (known or {}).get("seconds")
-        seconds[paper.id] = float(took) if isinstance(took, (int, float)) and known.get("passed") else None
+            known = {}
+        took = known.get("seconds")
+        seconds[paper.id] = float(took) if known.get("passed") and isinstance(took, (int, float)) else None
     if all(took is None for took in seconds.values()):
         return todo
     met = {paper_id: n for n, paper_id in enumerate(seconds)}

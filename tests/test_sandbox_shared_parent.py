@@ -301,9 +301,13 @@ def test_prepare_starts_a_parent_for_each_set_of_imports_of_one_environment(tmp_
     sandbox = get_sandbox("bwrap")
     preloads_of = lambda p: paper_preloads(p, sandbox.options)  # noqa: E731
     # c imports all a's parent holds, d is a's set: both served by a's; b's set is a parent of its own
-    assert [p.id for p in parents_planned(specs, preloads_of)] == ["a_numpy", "b_scipy"]
+    one = lambda p: "one environment"  # noqa: E731
+    assert [p.id for p in parents_planned(specs + specs, one, preloads_of)] == ["a_numpy", "b_scipy"]
     # in another order: c is served by b's parent, d by none before it
-    assert [p.id for p in parents_planned(specs[1:], preloads_of)] == ["b_scipy", "d_numpy"]
+    assert [p.id for p in parents_planned(specs[1:], one, preloads_of)] == ["b_scipy", "d_numpy"]
+    # each environment plans its own parents
+    own = parents_planned(specs, lambda p: p.id, preloads_of)
+    assert [p.id for p in own] == [p.id for p in specs]
     spans = _parents_timed(monkeypatch)
     try:
         sandbox.prepare(specs)

@@ -389,22 +389,11 @@ class BwrapSandbox(Sandbox):
         (``parents_planned``), in the order the scoring meets them (``parents_prestart`` says when)."""
         if not self.options.get("shared_parent", True):
             return
-        groups: dict[tuple[str, str], list[tuple[int, PaperSpec]]] = {}
-        for index, paper in enumerate(papers):
-            if paper.fresh_process:
-                continue
-            try:
-                key = (self.paper_python(paper), str(self._parent_root(paper)))
-            except Exception:  # noqa: BLE001 - its own open will say why
-                continue
-            groups.setdefault(key, []).append((index, paper))
-        firsts: list[tuple[int, PaperSpec]] = []
-        for group in groups.values():
-            planned = parents_planned([paper for _, paper in group], lambda p: paper_preloads(p, self.options))
-            firsts += [(index, paper) for index, paper in group if any(paper is p for p in planned)]
+        planned = parents_planned(papers, lambda p: (self.paper_python(p), str(self._parent_root(p))),
+                                  lambda p: paper_preloads(p, self.options))
         with self._parents_lock:
             generation = self._generation
-        parents_prestart(self, [paper for _, paper in sorted(firsts, key=lambda item: item[0])], generation=generation)
+        parents_prestart(self, planned, generation=generation)
 
     def _parent_root(self, paper: PaperSpec) -> Path:
         """The folder a warm parent serves: the one holding the paper's folder, or option ``papers_root``

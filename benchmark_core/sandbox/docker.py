@@ -336,9 +336,8 @@ class DockerSandbox(Sandbox):
                 continue
         with self._parents_lock:
             self._upcoming.update(groups)
-        planned = [p for group in groups.values()
-                   for p in parents_planned(group, lambda p: paper_preloads(p, self.options))]
-        parents_prestart(self, [p for p in papers if any(p is q for q in planned)])
+        parents_prestart(self, parents_planned(papers, self._environment_key,
+                                               lambda p: paper_preloads(p, self.options)))
 
     def _environment_key(self, paper: PaperSpec) -> tuple[str, ...]:
         return tuple(normalize_requirements(self.requirements_for(paper)))

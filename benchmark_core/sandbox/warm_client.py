@@ -96,23 +96,27 @@ def parent_pick(parents: list, names: set[str]):
     return max(fits, key=lambda p: len(p.preloads), default=None)
 
 
-def parents_planned(papers: list, preloads_of: Callable[[Any], tuple[set[str], tuple[str, ...]]]) -> list:
-    """Of papers of one environment, in the scoring's order, those whose session would start a warm
-    parent (``parent_pick`` finding none among the parents the papers before them started: one per
-    set of imports that no earlier set serves), at most PARENTS_PER_ENVIRONMENT. ``preloads_of``:
-    ``paper_preloads`` for the backend's options; a paper it fails on is left to its own open."""
-    planned: list[set[str]] = []
+def parents_planned(papers: list, environment_of: Callable[[Any], Any],
+                    preloads_of: Callable[[Any], tuple[set[str], tuple[str, ...]]]) -> list:
+    """Of a scoring's papers, in its order, those whose session would start a warm parent: in each
+    environment (``environment_of``), the first paper of each set of imports that no parent started
+    for an earlier paper would serve (``parent_pick`` finding none), at most PARENTS_PER_ENVIRONMENT.
+    ``preloads_of``: ``paper_preloads`` for the backend's options. A paper that needs a fresh
+    process, or that either callable fails on, is left to its own open."""
+    planned: dict[Any, list[set[str]]] = {}
     firsts = []
     for paper in papers:
+        if paper.fresh_process:
+            continue
         try:
+            environment = environment_of(paper)
             names, wanted = preloads_of(paper)
         except Exception:  # noqa: BLE001 - its own open will say why
             continue
-        if any(preloads <= names for preloads in planned):
+        sets = planned.setdefault(environment, [])
+        if any(preloads <= names for preloads in sets) or len(sets) >= PARENTS_PER_ENVIRONMENT:
             continue
-        if len(planned) >= PARENTS_PER_ENVIRONMENT:
-            break
-        planned.append(set(wanted))
+        sets.append(set(wanted))
         firsts.append(paper)
     return firsts
 
