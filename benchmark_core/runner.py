@@ -859,6 +859,8 @@ def _tasks_prepare(tasks: list[Task], *, sandbox: Sandbox, timeout: float, cache
 
 #: readings ``_ReadingsAhead`` holds that no worker has taken yet, at most
 READINGS_AHEAD = 256
+#: how long ``_ReadingsAhead`` waits for the sandbox's head start to be under way, at most (s)
+READINGS_WAIT = 10.0
 
 
 class _ReadingsAhead:
@@ -867,10 +869,16 @@ class _ReadingsAhead:
     environment's modules, a container starting) one core has nothing else to do; the workers then
     find their task's reading made. A reading not made yet (or that failed: the worker meets the
     failure itself and makes it the task's verdict, ``run_task``) is made by the worker, as before.
-    At most ``READINGS_AHEAD`` wait; the thread ends once all are made or ``halted`` is set."""
+    At most ``READINGS_AHEAD`` wait; the thread ends once all are made or ``halted`` is set.
 
-    def __init__(self, tasks: list[Task], order: list[int], halted: threading.Event):
+    ``after``: the sandbox's head start (``Sandbox.prepare``'s event): the readings begin once its
+    processes run (at most ``READINGS_WAIT`` later), not beside the host's steps that start them --
+    a reading parses (the interpreter lock held throughout), and each of those steps waited behind one."""
+
+    def __init__(self, tasks: list[Task], order: list[int], halted: threading.Event,
+                 after: threading.Event | None = None):
         self.tasks, self.order, self.halted = tasks, [i for i in order if tasks[i].code is not None], halted
+        self.after = after
         self.ready: dict[int, tuple[str, "StaticReading"]] = {}
         self.taken: set[int] = set()
         self.room = threading.Condition()
@@ -878,6 +886,10 @@ class _ReadingsAhead:
         self.thread.start()
 
     def _read(self) -> None:
+        if self.after is not None:
+            waited_until = time.monotonic() + READINGS_WAIT
+            while not self.after.wait(0.1) and not self.halted.is_set() and time.monotonic() < waited_until:
+                pass
         for index in self.order:
             with self.room:
                 while len(self.ready) >= READINGS_AHEAD and not self.halted.is_set():
@@ -951,13 +963,15 @@ class _Scheduler:
         queued = Counter(tasks[i].paper.id for i in plan.todo if tasks[i].code is not None)  # (missing: no run)
         self.sessions = _Sessions(sandbox, counts, order=order, timeout=timeout, store=store, queued=queued)
         prepare = getattr(sandbox, "prepare", None)  # each environment's warm parent started now
+        begun = None
         if prepare is not None and order:
             try:
-                prepare([PaperSpec.from_paper(paper) for paper in order])
+                begun = prepare([PaperSpec.from_paper(paper) for paper in order])
             except Exception:  # noqa: BLE001 - a head start only: each session opens on its own all the same
                 pass
         self.halted = threading.Event()  # set once ``stop`` is, or when the call ends early (an exception)
-        self.readings = _ReadingsAhead(tasks, plan.todo, self.halted)
+        self.readings = _ReadingsAhead(tasks, plan.todo, self.halted,
+                                       begun if isinstance(begun, threading.Event) else None)
 
     def collect(self, *, workers: int, progress: Callable[[TestRun], None] | None,
                 stop: threading.Event | None, cores: int | None = None) -> None:

@@ -213,7 +213,16 @@ def test_prepare_starts_each_environments_parent_container_ahead(docker_ok, tmp_
              PaperSpec.from_paper(load_problemset(TORCH_PSET).papers[0])]
     sandbox = get_sandbox("docker", limits=LIMITS, parallel=2)
     try:
-        sandbox.prepare(specs + specs)
+        begun = sandbox.prepare(specs + specs)
+        # set once both containers run their parents (the host's part of the start done), long
+        # before torch is imported: the scoring's own host work waits for this, not for the imports
+        assert begun.wait(300)
+        deadline = time.monotonic() + 10
+        while sum(len(group) for group in sandbox._parents.values()) < 2:
+            assert time.monotonic() < deadline, "the parents were not seen after their start"
+            time.sleep(0.01)
+        torch_parent = next(p for group in sandbox._parents.values() for p in group if "torch" in p.modules)
+        assert not torch_parent.ready_event.is_set(), "the event waited for torch's import"
         deadline = time.monotonic() + 300
         while any(t.name == "warm-parent-prestart" for t in threading.enumerate()):
             assert time.monotonic() < deadline, "a parent's head start did not end"

@@ -209,11 +209,11 @@ def test_one_environments_parent_starting_holds_up_no_other(tmp_path, monkeypatc
     slow_spec, quick_spec = _two_environments(tmp_path)
     started, real_init = threading.Event(), bwrap._Parent.__init__
 
-    def init(self, sandbox, paper, root, modules):
+    def init(self, sandbox, paper, root, modules, **how):
         if paper.id == slow_spec.id:
             started.set()
             time.sleep(4)  # as a heavy framework's import would take
-        real_init(self, sandbox, paper, root, modules)
+        real_init(self, sandbox, paper, root, modules, **how)
 
     monkeypatch.setattr(bwrap._Parent, "__init__", init)
     sandbox = get_sandbox("bwrap")
@@ -254,10 +254,10 @@ def _parents_timed(monkeypatch) -> dict[str, tuple[float, float]]:
 
     spans, real_init = {}, bwrap._Parent.__init__
 
-    def init(self, sandbox, paper, root, modules):
+    def init(self, sandbox, paper, root, modules, **how):
         started = time.monotonic()
         time.sleep(1)
-        real_init(self, sandbox, paper, root, modules)
+        real_init(self, sandbox, paper, root, modules, **how)
         spans[paper.id] = (started, time.monotonic())
 
     monkeypatch.setattr(bwrap._Parent, "__init__", init)
@@ -357,6 +357,47 @@ def test_a_paper_waits_for_a_parent_starting_that_will_serve_it(tmp_path, monkey
         sandbox.close()
 
 
+def test_prepare_says_once_its_parents_processes_run_before_they_have_imported(tmp_path, monkeypatch):
+    """``prepare``'s event (what the scoring's own host work waits for) is set once the two parents
+    started at once have their processes spawned, while they still import, not when they are ready;
+    with nothing to start it is set at once, and a sandbox that shares no parent returns none."""
+    import psutil
+    import time
+
+    from benchmark_core.sandbox import bwrap
+
+    specs = _two_environments(tmp_path)
+    real_receive = bwrap._Parent._receive
+
+    def receive(self, timeout):  # the parents' imports made 2 s longer, as a heavy framework's would
+        time.sleep(2)
+        return real_receive(self, timeout)
+
+    monkeypatch.setattr(bwrap._Parent, "_receive", receive)
+    sandbox = get_sandbox("bwrap")
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    try:
+        begun = sandbox.prepare(specs)
+        assert begun.wait(30)
+        assert not any(sandbox._parents.values())  # neither is ready yet...
+        assert sum(len(w) for w in sandbox._parents_pending.values()) == 2
+        spawned = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+        # ...both run (bwrap, or the shell that puts it in the cpu cgroup and execs it)
+        assert len([p for p in spawned if p.is_running()]) >= 2, [(p.name(), p.cmdline()[:2]) for p in spawned]
+        _prestarts_done()
+        assert len([p for group in sandbox._parents.values() for p in group if p.alive]) == 2
+        again = sandbox.prepare(specs)  # both already running: nothing to wait for
+        assert again.wait(5)
+        assert sandbox.prepare([]).is_set()
+    finally:
+        sandbox.close()
+    alone = get_sandbox("bwrap", shared_parent=False)
+    try:
+        assert alone.prepare(specs) is None
+    finally:
+        alone.close()
+
+
 def test_a_parent_started_ahead_of_a_close_is_not_left_running(tmp_path):
     import psutil
 
@@ -372,9 +413,14 @@ def test_a_parent_started_ahead_of_a_close_is_not_left_running(tmp_path):
     assert not left, [p.cmdline()[:3] for p in left]
 
 
-def test_a_scoring_starts_its_environments_parents_at_its_start(tmp_path):
+def test_a_scoring_starts_its_environments_parents_at_its_start(tmp_path, monkeypatch):
     """run_tasks tells the backend its papers first: the second environment's parent is started
     before its paper's turn, and each environment has one parent, with the verdicts of standalone runners."""
+    from benchmark_core import runner
+
+    # a first scoring: no reference run of these papers known to this process (an earlier test's
+    # would put the papers known to run longest first, ``runner.longest_runs_first``)
+    monkeypatch.setattr(runner, "_REFERENCE", {})
     pset = load_problemset(TORCH_PSET)
     for i in range(len(pset.papers)):  # each paper in a folder of its own: a parent each
         shutil.copytree(TORCH_PSET, tmp_path / f"root{i}")

@@ -155,10 +155,13 @@ class Sandbox(ABC):
     def open(self, paper: PaperSpec) -> SandboxSession:
         """Open a session for one paper."""
 
-    def prepare(self, papers: list[PaperSpec]) -> None:
+    def prepare(self, papers: list[PaperSpec]) -> "threading.Event | None":
         """A scoring's papers, in the order their sessions will open, told before the first opens: a
         backend may start what they will need in the background (bwrap and docker start each
-        environment's warm parent). Nothing here depends on it; the default does nothing."""
+        environment's warm parent). Nothing here depends on it; the default does nothing.
+
+        Returns None, or an event set once the host's part of those starts is done (their processes
+        run): the caller's own host work waits for it (``warm_client.parents_prestart``)."""
 
     def describe(self) -> str:
         return self.name

@@ -23,7 +23,7 @@ import threading
 import uuid
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .base import Limits, PaperSpec, Sandbox, SandboxSession, SandboxUnavailable
 from .bytecode import BYTECODE_FOLDER, runner_bytecode_dir
@@ -318,7 +318,8 @@ class BwrapSandbox(Sandbox):
                 pass
         return BwrapSession(self, paper)
 
-    def parent_for(self, paper: PaperSpec, *, generation: int | None = None) -> "_Parent":
+    def parent_for(self, paper: PaperSpec, *, generation: int | None = None,
+                   launched: Callable[[], None] | None = None) -> "_Parent":
         """A warm parent of the paper's environment and folder that may serve it (``parent_pick``:
         one whose preloaded modules the paper all imports), started on first use with the paper's
         own (``warm.parent_names``), up to PARENTS_PER_ENVIRONMENT; NotServed when none may.
@@ -328,7 +329,8 @@ class BwrapSandbox(Sandbox):
         by content hash) still has its parents per environment, not one per paper.
 
         ``generation``: the sandbox's when the caller asked (``prepare``); none is started once
-        ``close`` has come since."""
+        ``close`` has come since. ``launched``: called once the parent's process is spawned, while it
+        imports (``parents_prestart``)."""
         root = self._parent_root(paper)
         key = (self.paper_python(paper), str(root))
         names, wanted = paper_preloads(paper, self.options)
@@ -366,7 +368,7 @@ class BwrapSandbox(Sandbox):
                 generation = self._generation if generation is None else generation
                 self._parents_pending[key].append(wanted)
             try:
-                parent = _Parent(self, paper, root, wanted)
+                parent = _Parent(self, paper, root, wanted, launched=launched)
             except BaseException:
                 with self._parents_lock:
                     self._parents_pending[key].remove(wanted)
@@ -383,17 +385,18 @@ class BwrapSandbox(Sandbox):
                 self._parents.setdefault(key, []).append(parent)
             return parent
 
-    def prepare(self, papers: list[PaperSpec]) -> None:
+    def prepare(self, papers: list[PaperSpec]) -> threading.Event | None:
         """Start, in the background, the warm parents the papers' sessions will ask for: in each
         environment, one for the first paper of each set of imports that no earlier one serves
-        (``parents_planned``), in the order the scoring meets them (``parents_prestart`` says when)."""
+        (``parents_planned``), in the order the scoring meets them (``parents_prestart`` says when;
+        its event is returned)."""
         if not self.options.get("shared_parent", True):
-            return
+            return None
         planned = parents_planned(papers, lambda p: (self.paper_python(p), str(self._parent_root(p))),
                                   lambda p: paper_preloads(p, self.options))
         with self._parents_lock:
             generation = self._generation
-        parents_prestart(self, planned, generation=generation)
+        return parents_prestart(self, planned, generation=generation)
 
     def _parent_root(self, paper: PaperSpec) -> Path:
         """The folder a warm parent serves: the one holding the paper's folder, or option ``papers_root``
@@ -459,7 +462,8 @@ class _Parent:
     """One warm parent: a bwrap sandbox whose runner imported an environment's modules once and
     forks a server per paper (warm.zygote_serve); papers are those under one folder."""
 
-    def __init__(self, sandbox: "BwrapSandbox", paper: PaperSpec, root: Path, modules: tuple[str, ...]):
+    def __init__(self, sandbox: "BwrapSandbox", paper: PaperSpec, root: Path, modules: tuple[str, ...], *,
+                 launched: Callable[[], None] | None = None):
         self.sandbox, self.root, self.modules = sandbox, root, modules
         self.lock = threading.Lock()
         self.ctl, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -476,6 +480,8 @@ class _Parent:
             child.close()
             if filter_fd is not None:
                 os.close(filter_fd)
+        if launched is not None:
+            launched()
         self.stderr_tail = bytearray()
         threading.Thread(target=self._read_stderr, daemon=True, name="warm-parent-stderr").start()
         ready = self._receive(READY_TIMEOUT)

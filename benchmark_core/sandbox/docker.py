@@ -31,7 +31,7 @@ import sys
 import threading
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .base import Limits, PaperSpec, Sandbox, SandboxSession, SandboxUnavailable
 from .cgroups import SandboxCgroups
@@ -319,13 +319,13 @@ class DockerSandbox(Sandbox):
         with self._images_lock:
             return self._images.setdefault(reqs, tag)
 
-    def prepare(self, papers: list[PaperSpec]) -> None:
+    def prepare(self, papers: list[PaperSpec]) -> threading.Event | None:
         """Start, in the background, the warm parents the papers' sessions will ask for: in each
         environment image, one for the first paper of each set of imports that no earlier one serves
         (``parents_planned``; its image built first when missing), in the order the scoring meets
-        them (``parents_prestart`` says when)."""
+        them (``parents_prestart`` says when; its event is returned)."""
         if not self.shared_parent or self.closed:
-            return
+            return None
         groups: dict[tuple[str, ...], list[PaperSpec]] = {}
         for paper in papers:
             if paper.fresh_process:
@@ -336,7 +336,7 @@ class DockerSandbox(Sandbox):
                 continue
         with self._parents_lock:
             self._upcoming.update(groups)
-        parents_prestart(self, parents_planned(papers, self._environment_key,
+        return parents_prestart(self, parents_planned(papers, self._environment_key,
                                                lambda p: paper_preloads(p, self.options)))
 
     def _environment_key(self, paper: PaperSpec) -> tuple[str, ...]:
@@ -356,12 +356,13 @@ class DockerSandbox(Sandbox):
                 pass
         return DockerSession(self, paper)
 
-    def parent_for(self, paper: PaperSpec) -> DockerParent:
+    def parent_for(self, paper: PaperSpec, *, launched: Callable[[], None] | None = None) -> DockerParent:
         """A warm parent that may serve ``paper`` (started, without waiting for its imports, when none
         does): one of its environment image whose preloaded modules the paper all imports (a fresh
         interpreter would hold no other: ``parent_pick``), up to PARENTS_PER_ENVIRONMENT per image;
         NotServed when the paper must have a container of its own (too big to share one, a
-        fork-unsafe framework, a parent that refused)."""
+        fork-unsafe framework, a parent that refused). ``launched``: called once a parent started
+        here runs its imports (``parents_prestart``)."""
         if not self._shareable(paper):
             raise NotServed("the paper is too big to share a container")
         image = self.image_for(paper)
@@ -388,7 +389,7 @@ class DockerSandbox(Sandbox):
             # with this one while it imports
             upcoming = [p for p in upcoming if p.folder != paper.folder and self._shareable(p)
                         and set(wanted) <= paper_preloads(p, self.options)[0]]
-            parent = DockerParent(self, image, list(wanted), ahead=[paper] + upcoming)
+            parent = DockerParent(self, image, list(wanted), ahead=[paper] + upcoming, launched=launched)
             parents.append(parent)
             return parent
 

@@ -342,7 +342,8 @@ class DockerParent:
     40 ms of CPU: a paper copied at its session's start paid it while the other papers' runs
     went on), the others at their session's start (``upload``)."""
 
-    def __init__(self, sandbox: Any, image: str, modules: list[str], ahead: list[PaperSpec] = ()):
+    def __init__(self, sandbox: Any, image: str, modules: list[str], ahead: list[PaperSpec] = (),
+                 launched: "Callable[[], None] | None" = None):
         self.sandbox, self.image, self.modules = sandbox, image, sorted(set(modules))
         self.box = Container(sandbox.boxes.take(image, work_mb=sandbox.limits.tmpfs_mb + PARENT_PAPERS_MB,
                                                 kind="parent"))
@@ -368,6 +369,8 @@ class DockerParent:
         except SandboxUnavailable:
             self.box.destroy()
             raise
+        if launched is not None:
+            launched()
         self.papers_ahead(ahead)
 
     def papers_ahead(self, papers: list[PaperSpec]) -> None:

@@ -190,9 +190,8 @@ class SandboxPool(Sandbox):
     def interpreter_for(self, paper: PaperSpec) -> str | None:
         return self.inner.interpreter_for(paper)
 
-    def prepare(self, papers: list[PaperSpec]) -> None:
-        if not self.closed:
-            self.inner.prepare(papers)
+    def prepare(self, papers: list[PaperSpec]) -> "threading.Event | None":
+        return None if self.closed else self.inner.prepare(papers)
 
     def describe(self) -> str:
         return f"{self.inner.describe()}, warm pool of up to {self.max_sessions}"

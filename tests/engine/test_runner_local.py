@@ -118,3 +118,64 @@ def test_each_papers_last_queued_run_is_marked_last_and_no_other(tmp_path):
     completions = [last for replaced, last in asked if replaced]
     assert len(completions) == 5 and completions.count(True) == 1 and completions[-1] is True, asked
     assert not any(last for replaced, last in asked if not replaced)
+
+
+def test_the_readings_of_the_tasks_wait_for_the_sandboxs_head_start(tmp_path, monkeypatch):
+    """The host reads each task's file ahead (``_ReadingsAhead``) only once the backend's head start
+    is under way (the event ``prepare`` returns): a reading holds the interpreter lock for a whole
+    parse, and the start's own steps on the host waited behind them. Without an event the readings
+    begin at once; verdicts are the same either way."""
+    import threading
+
+    from benchmark_core import runner
+    from benchmark_core.sandbox.local import LocalSandbox
+
+    # each run takes 0.5 s: the runs left when the head start is under way are read ahead
+    pset = make_pset(tmp_path, "    return 1", test="import time\nimport m\ntime.sleep(0.5)\nm.f()\nprint('done')\n")
+    paper = pset.papers[0]
+    snip = paper.snippets[0]
+    tasks = [Task(paper, snip, ("    return 1",), sample=i) for i in range(8)]
+    ahead: list[float] = []  # when the readings thread made each reading
+    real_read = runner.task_read
+
+    def read(task):
+        if threading.current_thread().name == "readings-ahead":
+            ahead.append(time.monotonic())
+        return real_read(task)
+
+    monkeypatch.setattr(runner, "task_read", read)
+
+    class HeadStart(LocalSandbox):
+        """A backend whose head start's processes run 1.5 s after ``prepare`` (its sessions open at once)."""
+
+        def __init__(self, event: bool):
+            super().__init__()
+            self.event, self.begun_at = event, None
+
+        def prepare(self, papers):
+            if not self.event:
+                return None
+            begun = threading.Event()
+
+            def later():
+                time.sleep(1.5)
+                self.begun_at = time.monotonic()
+                begun.set()
+
+            threading.Thread(target=later, daemon=True).start()
+            return begun
+
+    verdicts = {}
+    for event in (True, False):
+        ahead.clear()
+        sandbox = HeadStart(event)
+        started = time.monotonic()
+        runs = run_tasks(tasks, sandbox=sandbox, workers=1)
+        verdicts[event] = [(r.passed, r.category) for r in runs]
+        assert ahead, "no reading was made ahead"
+        if event:
+            assert sandbox.begun_at is not None and min(ahead) >= sandbox.begun_at
+        else:
+            assert min(ahead) - started < 1.0
+    assert verdicts[True] == verdicts[False]
+    assert all(passed for passed, _ in verdicts[True])
