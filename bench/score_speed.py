@@ -17,7 +17,9 @@ the import-bound papers (where a run's fixed costs weigh most).
 2. ours: the default backend (``auto``: docker, else bwrap), warm runner, all cores.
 
 It says whether the verdicts of the two ways are identical and measures the floor (the tests' own
-work, run warm one at a time, divided by the cores). Ours and the floor are measured ``--rounds``
+work, run warm one at a time, divided by the cores). After the rounds it runs the floor's runs two
+at a time as well (two plain warm parents at once, ``--skip-two-at-once`` not to): not a floor, but
+what two runs at once cost this machine beyond one alone, which ours on two workers pays too. Ours and the floor are measured ``--rounds``
 times (default 3): in each round every backend's scoring lies between two measures of the floor, one
 right before it and one right after it (the mean of the two is its floor), the backends' order
 turned around every other round: on a machine whose speed drifts within the hour a single pair can
@@ -132,29 +134,84 @@ def build_tasks(pset, args) -> list[Task]:
 FLOOR_SCRIPT = Path(__file__).with_name("floor.py")
 
 
+def _floor_paper(args, group: list[Task]) -> dict[str, float]:
+    """One paper's floor (``bench/floor.py`` over its tasks ``group``): its one import and its runs'
+    seconds, CPU and minor faults, summed."""
+    from benchmark_core.runner import build_file  # noqa: PLC0415
+
+    paper = group[0].paper
+    lines = [json.dumps({"files": {t.snippet.file: build_file(paper, t.snippet, t.code or ())}}) for t in group]
+    proc = subprocess.run([args.python, str(FLOOR_SCRIPT), str(paper.folder)], input="\n".join(lines) + "\n",
+                          capture_output=True, text=True, timeout=args.timeout * len(group) + 600)
+    answers = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or len(answers) != len(group) + 1:
+        raise RuntimeError(f"floor of {paper.id} failed: {proc.stderr[-2000:]}")
+    return {"import": answers[0]["import_seconds"], "runs": sum(a["seconds"] for a in answers[1:]),
+            "cpu": sum(a.get("cpu_seconds", 0.0) for a in answers[1:]),
+            "faults": sum(a.get("minor_faults", 0) for a in answers[1:])}
+
+
+def _by_paper(tasks: list[Task]) -> dict[str, list[Task]]:
+    by_paper: dict[str, list[Task]] = {}
+    for task in tasks:
+        by_paper.setdefault(task.paper.id, []).append(task)
+    return by_paper
+
+
 def floor_measure(args, tasks: list[Task]) -> dict[str, dict[str, float]]:
     """Per paper, measured now: the seconds of each test forked one at a time from a plain warm
     parent that imported the paper's modules once (``bench/floor.py``), summed (``runs``), and that
     one import (``import``). The floor of a set is the runs summed over the cores."""
-    from benchmark_core.runner import build_file  # noqa: PLC0415
-
-    by_paper: dict[str, list[Task]] = {}
-    for task in tasks:
-        by_paper.setdefault(task.paper.id, []).append(task)
-    figures: dict[str, dict[str, float]] = {}
     print(f"... floor: {len(tasks)} runs forked one at a time from a plain warm parent per paper", flush=True)
-    for paper_id, group in by_paper.items():
-        paper = group[0].paper
-        lines = [json.dumps({"files": {t.snippet.file: build_file(paper, t.snippet, t.code or ())}}) for t in group]
-        proc = subprocess.run([args.python, str(FLOOR_SCRIPT), str(paper.folder)], input="\n".join(lines) + "\n",
-                              capture_output=True, text=True, timeout=args.timeout * len(group) + 600)
-        answers = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-        if proc.returncode != 0 or len(answers) != len(group) + 1:
-            raise RuntimeError(f"floor of {paper_id} failed: {proc.stderr[-2000:]}")
-        figures[paper_id] = {"import": answers[0]["import_seconds"], "runs": sum(a["seconds"] for a in answers[1:]),
-                             "cpu": sum(a.get("cpu_seconds", 0.0) for a in answers[1:]),
-                             "faults": sum(a.get("minor_faults", 0) for a in answers[1:])}
-    return figures
+    return {paper_id: _floor_paper(args, group) for paper_id, group in _by_paper(tasks).items()}
+
+
+def floor_two_at_once(args, tasks: list[Task]) -> list[dict[str, dict[str, float]]]:
+    """The floor's own runs made two at a time: two lanes at once, each the whole set's floor
+    (``floor_measure``'s plain warm parents, one paper after another, in the same order, so that two
+    runs of one paper mostly meet, as two workers' runs do). Per lane, per paper, the same figures.
+    Not a floor (the issue's floor is one run at a time ÷ the cores): what two runs at once cost this
+    machine beyond one alone (shared caches and memory bandwidth, a host that does not give two vCPUs
+    two whole cores), which no scoring on two workers escapes."""
+    import threading  # noqa: PLC0415
+
+    groups = list(_by_paper(tasks).values())
+    lanes: list[dict[str, dict[str, float]]] = [{}, {}]
+    failed: list[BaseException] = []
+
+    def lane(index: int) -> None:
+        try:
+            for group in groups:
+                lanes[index][group[0].paper.id] = _floor_paper(args, group)
+        except BaseException as exc:  # noqa: BLE001 - reported by the caller
+            failed.append(exc)
+
+    print(f"... the floor's runs two at a time: two lanes of {len(tasks)} runs at once", flush=True)
+    threads = [threading.Thread(target=lane, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failed:
+        raise failed[0]
+    return lanes
+
+
+def two_at_once_report(alone: dict[str, dict[str, float]], lanes: list[dict[str, dict[str, float]]],
+                       cores: int, label: str) -> None:
+    """Print what the floor's runs cost two at a time against one at a time (measured right before)."""
+    if cores < 2:
+        return
+    runs_alone = sum(f["runs"] for f in alone.values())
+    cpu_alone = sum(f["cpu"] for f in alone.values())
+    runs_two = statistics.mean(sum(f["runs"] for f in lane.values()) for lane in lanes)
+    cpu_two = statistics.mean(sum(f["cpu"] for f in lane.values()) for lane in lanes)
+    print(f"  the floor's runs two at a time ({label}; two plain warm parents at once, measured right after the "
+          f"last floor): a lane's runs {runs_two:.1f} s and {cpu_two:.1f} s of CPU, against {runs_alone:.1f} s "
+          f"and {cpu_alone:.1f} s one at a time = {runs_two / runs_alone:.2f} x the seconds, "
+          f"{cpu_two / cpu_alone:.2f} x the CPU: what two runs at once cost this machine beyond one alone; "
+          f"the floor (one at a time ÷ {cores} cores) does not hold it, two workers cannot avoid it")
+    figure(f"the floor's runs two at a time / one at a time ({label})", f"{runs_two / runs_alone:.2f} x", "-", None)
 
 
 #: what an interpreter is, printed beside the figures: a floor and a backend compare like for like
@@ -825,6 +882,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="rounds of the floor and ours, interleaved (default 3); a ratio is the median "
                              "round's")
     parser.add_argument("--skip-published", action="store_true", help="do not time the published way")
+    parser.add_argument("--skip-two-at-once", action="store_true",
+                        help="do not measure the floor's runs two at a time (what two runs at once cost the "
+                             "machine beyond one alone)")
     parser.add_argument("--skip-extras", action="store_true", help="no overhead, pool, site and cache measurements")
     parser.add_argument("--skip-site", action="store_true", help="no site run (submissions through RQ workers)")
     parser.add_argument("--site-only", action="store_true",
@@ -907,6 +967,15 @@ def main(argv: list[str] | None = None) -> int:
     for sandbox in sandboxes:
         sandbox.close()  # each round below opens its own, as a scoring does
     rounds = measure_rounds(args, names, tasks, light if whole else None)
+    cores = max(1, min(args.workers, os.cpu_count() or 1))
+    two_at_once = []
+    if cores >= 2 and not args.skip_two_at_once:
+        # right after the rounds' last floor (its one-at-a-time figures), and the import-bound
+        # papers' after a floor of theirs measured right before
+        two_at_once.append((rounds[-1]["floors"][-1], floor_two_at_once(args, tasks), "the whole set"))
+        if whole:
+            alone = floor_measure(args, light)
+            two_at_once.append((alone, floor_two_at_once(args, light), "the import-bound papers"))
     print()
     if published is not None:
         print(f"published way: {t_pub:8.1f} s   ({sum(r.passed for r in published)}/{len(published)} passed)")
@@ -914,6 +983,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         backend_report(args, name, rounds, tasks, light_papers if whole else None,
                        published=published, t_pub=t_pub if published is not None else None)
+
+    for alone, lanes, label in two_at_once:
+        two_at_once_report(alone, lanes, cores, label)
 
     if args.skip_extras:
         figures_print()

@@ -92,3 +92,27 @@ def test_a_realistic_paper_scores_its_reference_and_fails_blanks(tmp_path):
     runs = run_tasks(tasks, sandbox=get_sandbox("local"), workers=2, timeout=120)
     assert all(r.passed for r in runs[:-3]), [(r.snippet, r.output_tail[-300:]) for r in runs if not r.passed]
     assert not any(r.passed for r in runs[-3:])
+
+
+def test_the_floors_runs_two_at_a_time_are_the_floors_own_runs(tmp_path, capsys):
+    # bench/score_speed.py prints what two runs at once cost the machine beyond one alone: the same
+    # plain warm parents, two lanes at once, each the whole set's runs
+    pytest.importorskip("torch")
+    import types
+
+    import score_speed
+
+    make_pset.pset_write(tmp_path / "set", kind="import-bound", papers=2, snippets=2)
+    pset, _ = validate_problemset(tmp_path / "set")
+    tasks = [Task(paper, snip, reference_code(paper, snip)) for paper in pset.papers for snip in paper.snippets]
+    args = types.SimpleNamespace(python=sys.executable, timeout=120)
+    alone = score_speed.floor_measure(args, tasks)
+    lanes = score_speed.floor_two_at_once(args, tasks)
+    assert len(lanes) == 2 and all(set(lane) == set(alone) for lane in lanes)
+    assert all(f["runs"] > 0 and f["cpu"] > 0 for lane in lanes for f in lane.values())
+    score_speed.two_at_once_report(alone, lanes, 2, "a test set")
+    out = capsys.readouterr().out
+    assert "two at a time (a test set" in out and " x the seconds" in out
+    # a lane whose parent cannot import its paper's runs fails loudly, never a figure of nothing
+    with pytest.raises(RuntimeError, match="floor of"):
+        score_speed.floor_two_at_once(types.SimpleNamespace(python="/bin/false", timeout=5), tasks)
