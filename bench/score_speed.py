@@ -197,17 +197,20 @@ def floor_two_at_once(args, tasks: list[Task]) -> list[dict[str, dict[str, float
     return lanes
 
 
-def two_at_once_report(alone: dict[str, dict[str, float]], lanes: list[dict[str, dict[str, float]]],
+def two_at_once_report(alone: list[dict[str, dict[str, float]]], lanes: list[dict[str, dict[str, float]]],
                        cores: int, label: str) -> None:
-    """Print what the floor's runs cost two at a time against one at a time (measured right before)."""
+    """Print what the floor's runs cost two at a time against one at a time (``alone``: the floors
+    measured right before and right after, ``floor_measure``'s)."""
     if cores < 2:
         return
-    runs_alone = sum(f["runs"] for f in alone.values())
-    cpu_alone = sum(f["cpu"] for f in alone.values())
+    each = [sum(f["runs"] for f in measure.values()) for measure in alone]
+    runs_alone = statistics.mean(each)
+    cpu_alone = statistics.mean(sum(f["cpu"] for f in measure.values()) for measure in alone)
     runs_two = statistics.mean(sum(f["runs"] for f in lane.values()) for lane in lanes)
     cpu_two = statistics.mean(sum(f["cpu"] for f in lane.values()) for lane in lanes)
-    print(f"  the floor's runs two at a time ({label}; two plain warm parents at once, measured right after the "
-          f"last floor): a lane's runs {runs_two:.1f} s and {cpu_two:.1f} s of CPU, against {runs_alone:.1f} s "
+    print(f"  the floor's runs two at a time ({label}; two plain warm parents at once, between two floors of "
+          f"theirs one at a time: {' and '.join(f'{x:.1f}' for x in each)} s): a lane's runs {runs_two:.1f} s and "
+          f"{cpu_two:.1f} s of CPU, against {runs_alone:.1f} s "
           f"and {cpu_alone:.1f} s one at a time = {runs_two / runs_alone:.2f} x the seconds, "
           f"{cpu_two / cpu_alone:.2f} x the CPU: what two runs at once cost this machine beyond one alone; "
           f"the floor (one at a time ÷ {cores} cores) does not hold it, two workers cannot avoid it")
@@ -972,10 +975,14 @@ def main(argv: list[str] | None = None) -> int:
     if cores >= 2 and not args.skip_two_at_once:
         # right after the rounds' last floor (its one-at-a-time figures), and the import-bound
         # papers' after a floor of theirs measured right before
-        two_at_once.append((rounds[-1]["floors"][-1], floor_two_at_once(args, tasks), "the whole set"))
+        # between two one-at-a-time floors (the rounds' last and one right after), as ours is: this
+        # VM's speed moves by 20-40 % between two measures minutes apart
+        lanes = floor_two_at_once(args, tasks)
+        two_at_once.append(([rounds[-1]["floors"][-1], floor_measure(args, tasks)], lanes, "the whole set"))
         if whole:
-            alone = floor_measure(args, light)
-            two_at_once.append((alone, floor_two_at_once(args, light), "the import-bound papers"))
+            before = floor_measure(args, light)
+            lanes = floor_two_at_once(args, light)
+            two_at_once.append(([before, floor_measure(args, light)], lanes, "the import-bound papers"))
     print()
     if published is not None:
         print(f"published way: {t_pub:8.1f} s   ({sum(r.passed for r in published)}/{len(published)} passed)")

@@ -110,7 +110,7 @@ def test_the_floors_runs_two_at_a_time_are_the_floors_own_runs(tmp_path, capsys)
     lanes = score_speed.floor_two_at_once(args, tasks)
     assert len(lanes) == 2 and all(set(lane) == set(alone) for lane in lanes)
     assert all(f["runs"] > 0 and f["cpu"] > 0 for lane in lanes for f in lane.values())
-    score_speed.two_at_once_report(alone, lanes, 2, "a test set")
+    score_speed.two_at_once_report([alone, score_speed.floor_measure(args, tasks)], lanes, 2, "a test set")
     out = capsys.readouterr().out
     assert "two at a time (a test set" in out and " x the seconds" in out
     # a lane whose parent cannot import its paper's runs fails loudly, never a figure of nothing
