@@ -173,28 +173,12 @@ def floor_two_at_once(args, tasks: list[Task]) -> list[dict[str, dict[str, float
     Not a floor (the issue's floor is one run at a time ÷ the cores): what two runs at once cost this
     machine beyond one alone (shared caches and memory bandwidth, a host that does not give two vCPUs
     two whole cores), which no scoring on two workers escapes."""
-    import threading  # noqa: PLC0415
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
     groups = list(_by_paper(tasks).values())
-    lanes: list[dict[str, dict[str, float]]] = [{}, {}]
-    failed: list[BaseException] = []
-
-    def lane(index: int) -> None:
-        try:
-            for group in groups:
-                lanes[index][group[0].paper.id] = _floor_paper(args, group)
-        except BaseException as exc:  # noqa: BLE001 - reported by the caller
-            failed.append(exc)
-
     print(f"... the floor's runs two at a time: two lanes of {len(tasks)} runs at once", flush=True)
-    threads = [threading.Thread(target=lane, args=(i,)) for i in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if failed:
-        raise failed[0]
-    return lanes
+    with ThreadPoolExecutor(2) as pool:  # a lane's failure is raised here
+        return list(pool.map(lambda _lane: {g[0].paper.id: _floor_paper(args, g) for g in groups}, range(2)))
 
 
 def two_at_once_report(alone: list[dict[str, dict[str, float]]], lanes: list[dict[str, dict[str, float]]],
@@ -973,8 +957,6 @@ def main(argv: list[str] | None = None) -> int:
     cores = max(1, min(args.workers, os.cpu_count() or 1))
     two_at_once = []
     if cores >= 2 and not args.skip_two_at_once:
-        # right after the rounds' last floor (its one-at-a-time figures), and the import-bound
-        # papers' after a floor of theirs measured right before
         # between two one-at-a-time floors (the rounds' last and one right after), as ours is: this
         # VM's speed moves by 20-40 % between two measures minutes apart
         lanes = floor_two_at_once(args, tasks)
