@@ -464,6 +464,91 @@ def test_the_server_learns_what_a_run_imported(server, tmp_path):
           f"run 3 {runs[2]['seconds']:.3f} s; learned {runs[1]['learned']}")
 
 
+_COMPILED_TEST = '''import os
+import traceback
+import unittest
+
+import helpers.ops
+import model
+import model_ref
+
+
+class TestCompiled(unittest.TestCase):
+    def test_same_answer(self):
+        self.assertEqual(model.scale(3.0), model_ref.scale(3.0))
+        self.assertEqual(helpers.ops.twice(2.0), 4.0)
+
+    def test_code_is_this_runs(self):
+        # the code the run took from its server names this run's files, as a compile here would
+        here = os.path.dirname(os.path.abspath(__file__))
+        for function in (model_ref.scale, model_ref.Inner.deep, helpers.ops.twice):
+            self.assertEqual(function.__code__.co_filename, os.path.join(here, function.__module__.replace(".", "/") + ".py"))
+        try:
+            model_ref.broken()
+        except ZeroDivisionError:
+            frame = traceback.extract_tb(__import__("sys").exc_info()[2])[-1]
+            self.assertEqual((os.path.basename(frame.filename), frame.lineno, frame.line), ("model_ref.py", 15, "return 1 / 0"))
+        self.assertEqual(model_ref.FACTOR, 2.0)
+
+
+if __name__ == "__main__":
+    unittest.main()
+'''
+
+_COMPILED_MODEL = """FACTOR = 2.0
+
+
+def scale(x):
+    # <paper2code name="scale">
+    return x * FACTOR
+    # </paper2code name="scale">
+"""
+
+_COMPILED_REF = """FACTOR = 2.0
+
+
+def scale(x):
+    return x * FACTOR
+
+
+class Inner:
+    @staticmethod
+    def deep():
+        return FACTOR
+
+
+def broken():
+    return 1 / 0
+"""
+
+
+def test_the_papers_other_modules_are_compiled_once_for_its_runs(server, tmp_path):
+    # issue 24: a run compiled the paper's reference copy and helpers (unchanged from run to run) each
+    # time, where `python paper2code_test.py` takes them from __pycache__; once the reference run named
+    # them, the server compiles them and a run whose file reads the same takes that code, at its own
+    # path (code names, tracebacks); a file that reads otherwise is compiled as it reads
+    paper = tmp_path / "compiled"
+    (paper / "helpers").mkdir(parents=True)
+    (paper / "helpers" / "__init__.py").write_text("")
+    (paper / "helpers" / "ops.py").write_text("def twice(x):\n    return 2 * x\n")
+    (paper / "unused.py").write_text("raise RuntimeError('never imported')\n")
+    (paper / "model.py").write_text(_COMPILED_MODEL)
+    (paper / "model_ref.py").write_text(_COMPILED_REF)
+    (paper / "paper2code_test.py").write_text(_COMPILED_TEST)
+    client = server(paper)
+    runs = [ask(client, {}), ask(client, {}), ask(client, {"model.py": _COMPILED_MODEL.replace("x * FACTOR", "x * 2.0")})]
+    for msg in runs:
+        assert msg["exit_code"] == 0, msg["stderr"]
+        assert core(msg["proof"]) == {"completed": True, "tests_run": 2}
+    assert runs[0]["compiled"] == []  # the reference run: nothing named yet
+    # the annotated file is compiled watched (watch.prepare), the test is run, unused.py is never imported
+    assert runs[1]["compiled"] == runs[2]["compiled"] == ["helpers/__init__.py", "helpers/ops.py", "model_ref.py"]
+    # a run whose copy of the reference reads otherwise runs what it reads, as a fresh interpreter would
+    changed = ask(client, {"model_ref.py": _COMPILED_REF.replace("FACTOR = 2.0", "FACTOR = 3.0")})
+    assert changed["compiled"] == runs[1]["compiled"] and changed["exit_code"] != 0
+    assert "AssertionError: 6.0 != 9.0" in changed["stderr"]
+
+
 def _waiting_children(client: WarmClient) -> list[psutil.Process]:
     """The server's children forked ahead and waiting for a request (named ``rcb-spare``)."""
     return [c for c in psutil.Process(client.pid).children()

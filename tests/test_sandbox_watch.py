@@ -582,3 +582,30 @@ def test_a_failure_of_the_changed_parts_compile_falls_back_to_the_whole_file(tmp
     made = watch.instrument(PAPER_FILE.encode(), "/runs/r3/paper/model.py")
     assert sorted(code.co_qualname for code in made[1]) == ["Layer.Inner.deep", "Layer.__init__", "Layer.forward",
                                                            "loss"]  # watched all the same
+
+
+def test_the_papers_other_modules_compiled_ahead_are_taken_only_where_they_read_the_same(tmp_path, monkeypatch):
+    """``prepare_plain``: the files of the modules a reference run named (``a.b``: ``a/b.py``,
+    ``a/b/__init__.py``, or a file whose dotted path ends in it), never a file compiled watched or the
+    test script; a run takes one's code only when its file reads the same, at its own path."""
+    (tmp_path / "pkg" / "sub").mkdir(parents=True)
+    for rel in ("pkg/__init__.py", "pkg/sub/__init__.py", "pkg/sub/ops.py", "src/tools.py", "model_ref.py",
+                "unused.py", "paper2code_test.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(f"NAME = {rel!r}\n\n\ndef f():\n    return NAME\n")
+    (tmp_path / "model.py").write_text(PAPER_FILE)
+    files = [str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.py")]
+    monkeypatch.setattr(watch, "PREPARED", {})
+    monkeypatch.setattr(watch, "PLAIN", ())
+    watch.prepare(str(tmp_path), files)
+    watch.prepare_plain(str(tmp_path), files, ["numpy", "pkg", "pkg.sub.ops", "tools", "model", "model_ref",
+                                               "paper2code_test", "__main__"])
+    assert [entry[0] for entry in watch.PLAIN] == ["model_ref.py", "pkg/__init__.py", "pkg/sub/ops.py", "src/tools.py"]
+    run_file = "/runs/r7/paper/pkg/sub/ops.py"
+    entry = watch._plain_entry(run_file)
+    source = (tmp_path / "pkg/sub/ops.py").read_bytes()
+    code = watch._plain_code(entry, source, run_file)
+    assert code == compile(source, run_file, "exec", dont_inherit=True)
+    assert {c.co_filename for c in (code, *[k for k in code.co_consts if hasattr(k, "co_filename")])} == {run_file}
+    assert watch._plain_code(entry, source.replace(b"NAME =", b"NAME="), run_file) is None
+    assert watch._plain_entry("/runs/r7/paper/other.py") is None

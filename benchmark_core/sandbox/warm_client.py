@@ -503,6 +503,8 @@ def _result_decode(msg: dict[str, Any], *, seconds: float) -> RunResult:
             extra[name] = msg[name]
     learned = msg.get("learned")
     extra["learned"] = len(learned) if isinstance(learned, list) else 0
+    compiled = msg.get("compiled")  # the paper's files its server had compiled for it (watch.prepare_plain)
+    extra["compiled"] = len(compiled) if isinstance(compiled, list) else 0
     # what the run imported (its proof's M lines): a reference run's is kept with its outcome, so
     # that a later session whose reference is not run again still learns it (``WarmSession.learn``)
     modules = proof.get("modules")

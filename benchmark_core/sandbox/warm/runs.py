@@ -97,6 +97,7 @@ class Run:
         self.modules: list[str] = []  # what its test imported, as its proof reports it (learn.py)
         self.own_code = False  # its files are the paper's own (a reference run: Server.own_code)
         self.learned: list[str] = []  # what its child had imported by learning (learn.py)
+        self.compiled: list[str] = []  # the paper's files its child held compiled (watch.prepare_plain)
 
 
 class _Spare:
@@ -105,5 +106,6 @@ class _Spare:
     def __init__(self, pid: int, control: int, fds: tuple[int, int, int]):
         self.pid, self.control, self.fds = pid, control, fds
         self.learned: list[str] = []  # the server's learned imports when it was forked
+        self.compiled: list[str] = []  # the paper's files the server had compiled then (watch.PLAIN)
         self.slot: int | None = None  # the slot it took for its run (uid mode: Server.spare_fork)
         self.joined: list[str] = []  # the cgroup.procs files it joined while it waited

@@ -21,7 +21,8 @@ from .common import (_ID_RE, _IGNORED, _THREAD_ENV, ARGS_PRELOAD, DISK_ALARM, DI
                      DRAIN_SECONDS, KEEP_RESULTS, PREPARE_RETRIES, PROOF_BYTES, PROTOCOL, RUNNER, split_lines)
 from .audit import PAPER_FILES, PROOF_EXIT, paper_files
 from .launch import snapshot_prepare
-from .watch import prepare as watch_prepare
+from . import watch
+from .watch import prepare as watch_prepare, prepare_plain
 from .proof import MODULES_MAX, proof_read
 from .runs import Run, _Capture, _Spare
 from .learn import LEARN_MAX, REFUSED_MAX, import_clean, learn_candidates, learn_limits, learn_probe
@@ -129,6 +130,7 @@ class Server:
         self.learn_names: tuple[set[str], set[str]] | None = None
         #: a run of the paper's own code has ended and its lesson was taken (``lesson_pending``)
         self.taught = False
+        self.plain_taught = False  # the paper's own modules compiled for the runs (``plain_learn``)
         #: the sandbox's cgroup folders ("v1" memory and pids, or "v2" unified), uid mode only
         self.cgroups = _cgroup_dirs(getattr(args, "cgroups", "") or "") if self.uid_base is not None else {}
         #: the last run's memory (MB) and process limits, a spare's cgroups' until its request
@@ -379,7 +381,7 @@ class Server:
     def watch_run(self, run: Run, rid: str, child: _Spare) -> None:
         """The run's child is started: watch its pipes and its exit."""
         pid, (out_r, err_r, proof_r) = child.pid, child.fds
-        run.learned = child.learned
+        run.learned, run.compiled = child.learned, child.compiled
         run.pid = pid
         self.runs[pid] = run
         self.active_ids.add(rid)
@@ -482,6 +484,7 @@ class Server:
             os.close(fd)
         spare = _Spare(pid, ctl_w, (out_r, err_r, proof_r))
         spare.learned = list(self.learned)
+        spare.compiled = [entry[0] for entry in watch.PLAIN]
         spare.joined = list(join)
         return spare
 
@@ -622,6 +625,7 @@ class Server:
         while len(self.finished) > KEEP_RESULTS:
             self.discard(self.finished.pop(0))
         if run.own_code:
+            self.plain_learn(run.modules)
             try:
                 self.learn(run.modules)
             except Exception as exc:  # noqa: BLE001 - a lesson lost costs time, never the server
@@ -635,10 +639,23 @@ class Server:
         here, so nothing would be learned otherwise). Checked as a run's report is (``learn``)."""
         if not isinstance(names, list):
             return
+        self.plain_learn(names[:MODULES_MAX])
         try:
             self.learn([n for n in names[:MODULES_MAX] if isinstance(n, str)])
         except Exception as exc:  # noqa: BLE001 - a lesson lost costs time, never the server
             os.write(2, f"[runner] import learning failed: {type(exc).__name__}: {exc}\n".encode())
+
+    def plain_learn(self, names) -> None:
+        """The paper's own modules a run of its own code imported (a ``*_ref.py`` copy, helpers),
+        compiled once for the runs forked after (``watch.prepare_plain``): a run whose file reads the
+        same takes that code instead of compiling it (1.3 ms a run for a 13 KB reference copy)."""
+        if self.fresh or self.plain_taught or not names:
+            return
+        self.plain_taught = True
+        try:
+            prepare_plain(self.paper, PAPER_FILES[0] or (), names)
+        except Exception as exc:  # noqa: BLE001 - costs time, never the server
+            os.write(2, f"[runner] compiling the paper's modules failed: {type(exc).__name__}: {exc}\n".encode())
 
     def learn(self, names: list[str]) -> None:
         """Import learning (learn.py): what a run of the paper's own code (its reference run)
@@ -710,6 +727,7 @@ class Server:
             "proof": proof,
             "forked_ahead": run.forked_ahead,
             "learned": run.learned,
+            "compiled": run.compiled,
         }
         if run.pid in self.usages:
             result["cpu_seconds"], result["minor_faults"] = round(self.usages[run.pid][0], 4), self.usages[run.pid][1]

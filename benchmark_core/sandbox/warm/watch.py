@@ -35,6 +35,7 @@ import __future__
 import ast
 import dis
 import gc
+import marshal
 import os
 import opcode as _opcode_module
 import re
@@ -311,6 +312,70 @@ def prepare(folder: str, files) -> None:
             continue
         if made is not None:
             PREPARED[rel] = made
+
+
+#: the paper's other modules its runs import (a ``*_ref.py`` copy of the reference, helpers), as its
+#: server compiled them once its reference run named them (``prepare_plain``): (path in the paper's
+#: folder, source, marshalled code) each, in a tuple no run can change in place. A run whose import
+#: of one reads that source takes its code (``_plain_code``), as CPython takes a module's cached
+#: bytecode while its source is unchanged; any other source is compiled as a plain import does.
+PLAIN: tuple = ()
+PLAIN_FILES = 64  # files compiled ahead, at the most
+PLAIN_BYTES = 16 << 20  # and their sources' bytes
+
+
+def prepare_plain(folder: str, files, names) -> None:
+    """Compile, once, the files of ``files`` (paths in ``folder``) that hold modules of ``names``
+    (what a run of the paper's own code imported, its proof's ``M`` lines: ``a.b`` is ``a/b.py`` or
+    ``a/b/__init__.py``, or any file whose dotted path ends in it) and that the server did not
+    compile watched (``PREPARED``); the test script is run, not imported. Sets ``PLAIN``."""
+    global PLAIN
+    wanted = {n for n in names if type(n) is str} if names else set()
+    made, total = [], 0
+    for rel in sorted(files):
+        if len(made) >= PLAIN_FILES:
+            break
+        if not rel.endswith(".py") or rel in PREPARED or os.path.basename(rel) == "paper2code_test.py":
+            continue
+        parts = rel[:-3].split("/")
+        if parts[-1] == "__init__":
+            parts.pop()
+        if not parts or not any(".".join(parts[i:]) in wanted for i in range(len(parts))):
+            continue
+        path = os.path.join(folder, rel)
+        try:
+            if os.path.islink(path):
+                continue
+            size = os.path.getsize(path)
+            if size > PREPARE_BYTES or total + size > PLAIN_BYTES:
+                continue
+            with open(path, "rb") as fh:
+                source = fh.read()
+            data = marshal.dumps(compile(source, path, "exec", dont_inherit=True))
+        except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+            continue  # (its runs' imports fail or compile it as they would)
+        total += len(source)
+        made.append((rel, source, data))
+    PLAIN = tuple(made)
+
+
+def _plain_entry(filename: str):
+    """The ``PLAIN`` entry of the file ``filename`` (the longest path in the paper's folder it ends
+    with), or None."""
+    best = None
+    for entry in PLAIN:
+        native = entry[0].replace("/", os.sep)
+        if (filename == native or filename.endswith(os.sep + native)) and (best is None or len(entry[0]) > len(best[0])):
+            best = entry
+    return best
+
+
+def _plain_code(entry, source, filename: str):
+    """The code of ``entry`` (``_plain_entry``) at ``filename``, when ``source`` is the source it was
+    compiled from; else None (the import compiles the file as it would)."""
+    if type(source) is not bytes or source != entry[1]:
+        return None
+    return _moved(marshal.loads(entry[2]), 0, filename, None)
 
 
 def _prepared(source: bytes, filename: str):
@@ -955,20 +1020,29 @@ def _modules_watched(genuine: dict, costs: list, busy: list):
     def compile_for(exec_module, loader, origin: str):
         def exec_watched(module):
             started = clock()
+            plain = None
             try:
-                source = None if origin.endswith("_ref.py") else loader.get_data(origin)
+                ref = origin.endswith("_ref.py")
+                entry = _plain_entry(origin) if ttype(origin) is tstr else None
+                source = loader.get_data(origin) if not ref or entry is not None else None
                 made = None
                 if ttype(source) is bytes and ttype(origin) is tstr:  # (no method of a subclass runs under busy)
                     before, busy[0] = busy[0], get_ident()
                     try:
-                        made = instrument(source, origin)
+                        made = instrument(source, origin) if not ref else None
+                        if made is None and entry is not None:  # (marshal.loads, code.replace: ours)
+                            plain = _plain_code(entry, source, origin)
                     finally:
                         busy[0] = before
             except Exception:  # noqa: BLE001 - not read, or not code: the import goes (and fails) as it would
-                made = None
+                made = plain = None
             costs[6] += clock() - started  # (what a plain import would spend compiling it is counted too)
             if made is None:
-                loaded = exec_module(module)
+                if plain is not None:  # the module's code as the server compiled it from the same source
+                    frames_removed(exec, plain, module.__dict__)
+                    loaded = None
+                else:
+                    loaded = exec_module(module)
                 space = module.__dict__
                 if ttype(space) is dict and ttype(space.get("__name__")) is tstr:
                     held_by_modules.append((space["__name__"], space))
