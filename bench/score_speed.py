@@ -828,6 +828,7 @@ def _rest_report(name: str, row: dict, tasks: list[Task], floors: dict, cores: i
     for paper_id, f in floors.items():
         mine = [r for r in ours if r.paper == paper_id]
         learned = max((int(r.extra.get("learned") or 0) for r in mine), default=0)
+        compiled = max((int(r.extra.get("compiled") or 0) for r in mine), default=0)
         if mine and f["runs"]:
             n = len(mine)
             wall = sum(r.seconds for r in mine)
@@ -836,7 +837,7 @@ def _rest_report(name: str, row: dict, tasks: list[Task], floors: dict, cores: i
             print(f"    {paper_id:<22} {wall / n * 1000:6.1f} / {f['runs'] / n * 1000:6.1f} ms = {wall / f['runs']:.2f};"
                   f" {cpu / n * 1000:6.1f} / {f['cpu'] / n * 1000:6.1f} ms = {cpu / f['cpu'] if f['cpu'] else 0:.2f};"
                   f" {faults / n:6.0f} / {f['faults'] / n:6.0f}   (one import of its modules: {f['import']:.2f} s;"
-                  f" learned imports a run had: {learned})")
+                  f" learned imports a run had: {learned}; paper files compiled ahead: {compiled})")
     detection_costs(name, ours)
     # the health gate: one reference run per paper, the same test on the paper's own code, which the
     # floor (the snippets' runs only) does not hold; a kept reference outcome (the site's reference
