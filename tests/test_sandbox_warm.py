@@ -547,6 +547,18 @@ def test_the_papers_other_modules_are_compiled_once_for_its_runs(server, tmp_pat
     changed = ask(client, {"model_ref.py": _COMPILED_REF.replace("FACTOR = 2.0", "FACTOR = 3.0")})
     assert changed["compiled"] == runs[1]["compiled"] and changed["exit_code"] != 0
     assert "AssertionError: 6.0 != 9.0" in changed["stderr"]
+    # a completion that reaches the runner's globals (flagged by the static reading: builtins,
+    # __globals__) and hands it other code for the reference copy's source gets nothing from it:
+    # the run's set-up held the server's entries and functions before any of the paper's code ran
+    bent = ("import builtins, marshal\n"
+            "_evil = marshal.dumps(compile(" + repr(_COMPILED_REF.replace("FACTOR = 2.0", "FACTOR = 3.0")) +
+            ", 'model_ref.py', 'exec'))\n"
+            "_g = getattr(builtins, '_rcb.watch').__globals__\n"
+            "_g['PLAIN'] = (('model_ref.py', " + repr(_COMPILED_REF.encode()) + ", _evil),)\n"
+            "_g['_moved'] = lambda code, *rest: marshal.loads(_evil)\n") + _COMPILED_MODEL.replace("x * FACTOR", "x * 3.0")
+    forged = ask(client, {"model.py": bent})
+    assert forged["compiled"] == runs[1]["compiled"] and forged["exit_code"] != 0
+    assert "AssertionError: 9.0 != 6.0" in forged["stderr"], forged["stderr"]
 
 
 def _waiting_children(client: WarmClient) -> list[psutil.Process]:

@@ -602,10 +602,15 @@ def test_the_papers_other_modules_compiled_ahead_are_taken_only_where_they_read_
                                                "paper2code_test", "__main__"])
     assert [entry[0] for entry in watch.PLAIN] == ["model_ref.py", "pkg/__init__.py", "pkg/sub/ops.py", "src/tools.py"]
     run_file = "/runs/r7/paper/pkg/sub/ops.py"
-    entry = watch._plain_entry(run_file)
+    entry_of, code_of = watch._plain_taker(watch.PLAIN)
+    entry = entry_of(run_file)
     source = (tmp_path / "pkg/sub/ops.py").read_bytes()
-    code = watch._plain_code(entry, source, run_file)
+    code = code_of(entry, source, run_file)
     assert code == compile(source, run_file, "exec", dont_inherit=True)
     assert {c.co_filename for c in (code, *[k for k in code.co_consts if hasattr(k, "co_filename")])} == {run_file}
-    assert watch._plain_code(entry, source.replace(b"NAME =", b"NAME="), run_file) is None
-    assert watch._plain_entry("/runs/r7/paper/other.py") is None
+    assert code_of(entry, source.replace(b"NAME =", b"NAME="), run_file) is None
+    assert entry_of("/runs/r7/paper/other.py") is None
+    # what a run's set-up took is what its imports get, whatever the module's globals say later
+    monkeypatch.setattr(watch, "PLAIN", ())
+    monkeypatch.setattr(watch, "_moved", lambda *args: pytest.fail("looked up again"))
+    assert entry_of(run_file) is entry and code_of(entry, source, run_file) == code

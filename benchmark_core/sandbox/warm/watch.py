@@ -317,7 +317,7 @@ def prepare(folder: str, files) -> None:
 #: the paper's other modules its runs import (a ``*_ref.py`` copy of the reference, helpers), as its
 #: server compiled them once its reference run named them (``prepare_plain``): (path in the paper's
 #: folder, source, marshalled code) each, in a tuple no run can change in place. A run whose import
-#: of one reads that source takes its code (``_plain_code``), as CPython takes a module's cached
+#: of one reads that source takes its code (``_plain_taker``), as CPython takes a module's cached
 #: bytecode while its source is unchanged; any other source is compiled as a plain import does.
 PLAIN: tuple = ()
 PLAIN_FILES = 64  # files compiled ahead, at the most
@@ -359,23 +359,29 @@ def prepare_plain(folder: str, files, names) -> None:
     PLAIN = tuple(made)
 
 
-def _plain_entry(filename: str):
-    """The ``PLAIN`` entry of the file ``filename`` (the longest path in the paper's folder it ends
-    with), or None."""
-    best = None
-    for entry in PLAIN:
-        native = entry[0].replace("/", os.sep)
-        if (filename == native or filename.endswith(os.sep + native)) and (best is None or len(entry[0]) > len(best[0])):
-            best = entry
-    return best
+def _plain_taker(plain: tuple):
+    """``(entry_of, code_of)`` over ``plain`` (``PLAIN`` as a run's set-up finds it, before any of the
+    paper's code runs), everything they use bound now: a later rebinding of this module's globals
+    (``PLAIN``, these functions, ``_moved``) changes no code a run's import takes. ``entry_of(file)``:
+    the entry of the file (the longest path in the paper's folder it ends with), or None;
+    ``code_of(entry, source, file)``: its code at ``file`` when ``source`` is the source it was
+    compiled from, else None (the import then compiles the file as it would)."""
+    loads, moved, ttype, tbytes, tlen, sep = marshal.loads, _moved, type, bytes, len, os.sep
 
+    def entry_of(filename: str):
+        best = None
+        for entry in plain:
+            native = entry[0].replace("/", sep)
+            if (filename == native or filename.endswith(sep + native)) and (best is None or tlen(entry[0]) > tlen(best[0])):
+                best = entry
+        return best
 
-def _plain_code(entry, source, filename: str):
-    """The code of ``entry`` (``_plain_entry``) at ``filename``, when ``source`` is the source it was
-    compiled from; else None (the import compiles the file as it would)."""
-    if type(source) is not bytes or source != entry[1]:
-        return None
-    return _moved(marshal.loads(entry[2]), 0, filename, None)
+    def code_of(entry, source, filename: str):
+        if ttype(source) is not tbytes or source != entry[1]:
+            return None
+        return moved(loads(entry[2]), 0, filename, None)
+
+    return entry_of, code_of
 
 
 def _prepared(source: bytes, filename: str):
@@ -579,22 +585,32 @@ def _assembled(code, context):
     return code.replace(co_consts=tuple(consts)) if changed else code
 
 
-def _moved(code, delta: int, filename: "str | None", moved: "dict | None"):
-    """``code`` and the code objects in it ``delta`` lines further, in ``filename``; ``moved[id(old)]
-    = new``."""
-    consts = code.co_consts
-    inner = tuple(_moved(c, delta, filename, moved) if type(c) is CodeType else c for c in consts)
-    changes: dict = {}
-    if delta:
-        changes["co_firstlineno"] = code.co_firstlineno + delta
-    if filename is not None and code.co_filename != filename:
-        changes["co_filename"] = filename
-    if any(a is not b for a, b in zip(inner, consts)):
-        changes["co_consts"] = inner
-    made = code.replace(**changes) if changes else code
-    if moved is not None:
-        moved[id(code)] = made
-    return made
+def _mover():
+    """``_moved``, made as a closure: its recursion and the names it uses are bound here, not looked
+    up in this module's globals at each call (``_plain_taker`` holds it from a run's set-up on)."""
+    code_type, ttype, ttuple, tid, tany, tzip = CodeType, type, tuple, id, any, zip
+
+    def moved_(code, delta: int, filename: "str | None", moved: "dict | None"):
+        """``code`` and the code objects in it ``delta`` lines further, in ``filename``;
+        ``moved[id(old)] = new``."""
+        consts = code.co_consts
+        inner = ttuple(moved_(c, delta, filename, moved) if ttype(c) is code_type else c for c in consts)
+        changes: dict = {}
+        if delta:
+            changes["co_firstlineno"] = code.co_firstlineno + delta
+        if filename is not None and code.co_filename != filename:
+            changes["co_filename"] = filename
+        if tany(a is not b for a, b in tzip(inner, consts)):
+            changes["co_consts"] = inner
+        made = code.replace(**changes) if changes else code
+        if moved is not None:
+            moved[tid(code)] = made
+        return made
+
+    return moved_
+
+
+_moved = _mover()
 
 
 def watcher(audit, busy: list, costs: list | None = None):
@@ -1016,6 +1032,8 @@ def _modules_watched(genuine: dict, costs: list, busy: list):
     tid, ttype, tstr, clock, get_ident = id, type, str, perf_counter, _thread.get_ident
     namespaces: list = []
     held_by_modules: list = []
+    # the server's code of the paper's other modules, held from the run's set-up on (``_plain_taker``)
+    plain_entry, plain_code = _plain_taker(PLAIN)
 
     def compile_for(exec_module, loader, origin: str):
         def exec_watched(module):
@@ -1023,7 +1041,7 @@ def _modules_watched(genuine: dict, costs: list, busy: list):
             plain = None
             try:
                 ref = origin.endswith("_ref.py")
-                entry = _plain_entry(origin) if ttype(origin) is tstr else None
+                entry = plain_entry(origin) if ttype(origin) is tstr else None
                 source = loader.get_data(origin) if not ref or entry is not None else None
                 made = None
                 if ttype(source) is bytes and ttype(origin) is tstr:  # (no method of a subclass runs under busy)
@@ -1031,7 +1049,7 @@ def _modules_watched(genuine: dict, costs: list, busy: list):
                     try:
                         made = instrument(source, origin) if not ref else None
                         if made is None and entry is not None:  # (marshal.loads, code.replace: ours)
-                            plain = _plain_code(entry, source, origin)
+                            plain = plain_code(entry, source, origin)
                     finally:
                         busy[0] = before
             except Exception:  # noqa: BLE001 - not read, or not code: the import goes (and fails) as it would
