@@ -362,19 +362,15 @@ def prepare_plain(folder: str, files, names) -> None:
 def _plain_taker(plain: tuple):
     """``(entry_of, code_of)`` over ``plain`` (``PLAIN`` as a run's set-up finds it, before any of the
     paper's code runs), everything they use bound now: a later rebinding of this module's globals
-    (``PLAIN``, these functions, ``_moved``) changes no code a run's import takes. ``entry_of(file)``:
+    (``PLAIN``, these functions, ``_moved``, ``_in_paper``) changes no code a run's import takes. ``entry_of(file)``:
     the entry of the file (the longest path in the paper's folder it ends with), or None;
     ``code_of(entry, source, file)``: its code at ``file`` when ``source`` is the source it was
     compiled from, else None (the import then compiles the file as it would)."""
-    loads, moved, ttype, tbytes, tlen, sep = marshal.loads, _moved, type, bytes, len, os.sep
+    loads, moved, in_paper, ttype, tbytes = marshal.loads, _moved, _in_paper, type, bytes
+    entries = tuple((entry[0], entry) for entry in plain)
 
     def entry_of(filename: str):
-        best = None
-        for entry in plain:
-            native = entry[0].replace("/", sep)
-            if (filename == native or filename.endswith(sep + native)) and (best is None or tlen(entry[0]) > tlen(best[0])):
-                best = entry
-        return best
+        return in_paper(filename, entries)
 
     def code_of(entry, source, filename: str):
         if ttype(source) is not tbytes or source != entry[1]:
@@ -447,11 +443,17 @@ def _pair(plain, watched, codes: dict) -> bool:
 
 
 def _prepared_for(filename: str):
-    best, size = None, -1
-    for rel, made in PREPARED.items():
-        native = rel.replace("/", os.sep)
-        if (filename == native or filename.endswith(os.sep + native)) and len(native) > size:
-            best, size = made, len(native)
+    return _in_paper(filename, PREPARED.items())
+
+
+def _in_paper(filename: str, entries):
+    """The value of ``entries`` ((path in the paper's folder, value) pairs) whose path is the longest
+    that ``filename`` is or ends with (a run's copy of the paper lies in a folder of its own), or None."""
+    best, size, sep = None, -1, os.sep
+    for rel, value in entries:
+        native = rel.replace("/", sep)
+        if (filename == native or filename.endswith(sep + native)) and len(native) > size:
+            best, size = value, len(native)
     return best
 
 
